@@ -1,0 +1,85 @@
+"""Stage 1: author each variant as ONNX, with its compile options, frames and footprint."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from loop import frames as frames_mod
+from loop.compilers.base import CompileOptions
+from loop.graphs import load_base
+from loop.perturb import Allow, Calibration
+from loop.spec import DataSpec, SweepSpec, VariantSpec
+from loop.structure import Structure, analyse
+
+
+@dataclass
+class Authored:
+    """One variant, ready to compile: everything a compile worker needs travels by value."""
+
+    variant: VariantSpec
+    model: bytes
+    onnx_sha: str
+    structure: Structure
+    options: CompileOptions
+    calibration: np.ndarray
+    calib_sha: str
+    inputs: np.ndarray
+    footprint: list[Allow]
+    reference: bool
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return self.inputs.shape
+
+
+def _calibration(spec: SweepSpec, variant: VariantSpec, shape: tuple[int, ...]) -> np.ndarray:
+    data: DataSpec = spec.calibration
+    for op in variant.ops:
+        if isinstance(op, Calibration):
+            data = replace(data, count=op.count or data.count, seed=data.seed if op.seed is None else op.seed)
+    if data.path is not None:
+        stored = frames_mod.from_file(spec.path.parent / data.path, shape)
+        order = np.random.default_rng(data.seed).permutation(len(stored)) if data.seed else np.arange(len(stored))
+        return stored[order[: data.count]]
+    return frames_mod.seeded(shape, data.count, data.seed)
+
+
+def _input_shape(model: onnx.ModelProto, structure: Structure) -> tuple[int, ...]:
+    value = next(v for v in model.graph.input if v.name == structure.inputs[0])
+    return tuple(int(d.dim_value) for d in value.type.tensor_type.shape.dim)
+
+
+def author(spec: SweepSpec, variant: VariantSpec, reference: bool, threads: int = 0) -> Authored:
+    base = variant.base or spec.base
+    params = variant.params if variant.params is not None else spec.params
+    model = load_base(Path(base), params)
+    structure = analyse(model)
+    for op in variant.ops:
+        op.apply(model, structure)
+    overrides = tuple(o for op in variant.ops for o in op.overrides(structure))
+    options = replace(spec.compile, overrides=overrides, threads=threads or spec.compile.threads)
+    shape = _input_shape(model, structure)
+    calibration = _calibration(spec, variant, shape)
+    data = model.SerializeToString(deterministic=True)
+    return Authored(
+        variant=variant, model=data, onnx_sha=hashlib.sha256(data).hexdigest(), structure=structure,
+        options=options, calibration=calibration, calib_sha=frames_mod.frames_sha(calibration),
+        inputs=frames_mod.seeded(shape, spec.inputs.count, spec.inputs.seed),
+        footprint=[rule for op in variant.ops for rule in op.footprint(structure)], reference=reference)
+
+
+def with_reference(spec: SweepSpec) -> tuple[VariantSpec, ...]:
+    """The sweep's variants, with an unperturbed reference first if the file names none."""
+    if any(not v.ops and not v.own_base for v in spec.variants):
+        return spec.variants
+    names = {v.name for v in spec.variants}
+    name = "base" if "base" not in names else "base (reference)"
+    return (VariantSpec(name=name, measure=spec.measure), *spec.variants)
+
+
+def reference_of(variants: tuple[VariantSpec, ...]) -> VariantSpec:
+    return next(v for v in variants if not v.ops and not v.own_base)

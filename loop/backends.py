@@ -1,0 +1,61 @@
+"""Registry of compilers and devices, imported lazily so optional SDKs stay optional."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from loop.compilers.base import Compiler
+from loop.devices.base import Device
+from loop.errors import LoopError
+
+COMPILERS: dict[str, str] = {
+    "onnxruntime": "loop.compilers.onnxruntime:OnnxRuntimeCompiler",
+    "hailo": "loop.compilers.hailo:HailoCompiler",
+}
+DEVICES: dict[str, str] = {
+    "onnxruntime": "loop.devices.onnxruntime:OnnxRuntimeDevice",
+    "hailort": "loop.devices.hailort:HailoRTDevice",
+    "hailo-emulator": "loop.devices.hailo_emulator:HailoEmulatorDevice",
+}
+DEFAULT_DEVICES: dict[str, tuple[str, ...]] = {
+    "onnxruntime": ("onnxruntime",),
+    "hailo": ("hailort",),
+}
+
+
+@dataclass(frozen=True)
+class BackendStatus:
+    name: str
+    kind: str
+    available: bool
+    reason: str
+
+
+def _load(ref: str) -> type:
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def compiler_class(name: str) -> type[Compiler]:
+    if name not in COMPILERS:
+        raise LoopError(f"unknown backend '{name}' (known: {', '.join(COMPILERS)})")
+    return _load(COMPILERS[name])
+
+
+def device_class(name: str) -> type[Device]:
+    if name not in DEVICES:
+        raise LoopError(f"unknown device '{name}' (known: {', '.join(DEVICES)})")
+    return _load(DEVICES[name])
+
+
+def statuses() -> list[BackendStatus]:
+    """Every compiler and device, with whether it can run here and why not."""
+    out = []
+    for kind, table in (("compiler", COMPILERS), ("device", DEVICES)):
+        for name, ref in table.items():
+            try:
+                ok, reason = _load(ref).available()
+            except Exception as exc:  # noqa: BLE001 - a broken backend is reported, not raised
+                ok, reason = False, f"{type(exc).__name__}: {exc}"
+            out.append(BackendStatus(name, kind, ok, reason))
+    return out

@@ -1,0 +1,104 @@
+"""The command line: parsing and printing only; every command is a call into the library."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from loop.errors import LoopError
+
+RUNS = click.option("--runs", "runs", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
+                    help="Output folder holding ledger.sqlite and artifacts/.")
+JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+
+
+def _guard(fn: Callable[[], int | None]) -> None:
+    """User errors: one line on stderr, exit 2."""
+    try:
+        code = fn()
+    except LoopError as exc:
+        click.echo(f"loop: {exc.render()}", err=True)
+        sys.exit(2)
+    sys.exit(code or 0)
+
+
+@click.group()
+@click.version_option(package_name="loop")
+def main() -> None:
+    """On-device evaluation loop for compile-and-score experiments on Hailo accelerators."""
+
+
+@main.command()
+@click.argument("sweep_file", type=click.Path(path_type=Path))
+@RUNS
+@click.option("--jobs", type=int, default=None, help="Parallel compiles (default: the core count).")
+@click.option("--scorer", default=None, help="A user scorer, module:function.")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+def sweep(sweep_file: Path, runs: Path, jobs: int | None, scorer: str | None, quiet: bool) -> None:
+    """Author, optimize, compile, fingerprint, audit, run, score and record every variant."""
+    def go() -> int:
+        from loop import ledger, report, spec
+        from loop.score import load_scorer
+        from loop.sweep import run_sweep
+        parsed = spec.parse(sweep_file)
+        user = load_scorer(scorer) if scorer else None
+        result = run_sweep(parsed, runs, jobs=jobs, progress=not quiet, scorer=user)
+        book = ledger.Ledger(runs / "ledger.sqlite")
+        rows = [ledger.run_json(book.get(o.run_id)) for o in result.outcomes if o.run_id is not None]
+        click.echo(report.sweep_summary(rows))
+        return 1 if result.failed else 0
+    _guard(go)
+
+
+def _rows(runs: Path, sweep: str | None) -> list[dict[str, Any]]:
+    from loop import ledger
+    book = ledger.Ledger.open_existing(runs / "ledger.sqlite")
+    try:
+        return [ledger.run_json(r) for r in book.rows(sweep)]
+    finally:
+        book.close()
+
+
+@main.command("runs")
+@RUNS
+@JSON
+@click.option("--sweep", default=None, help="Only this sweep.")
+def runs_cmd(runs: Path, as_json: bool, sweep: str | None) -> None:
+    """A table of the runs in the ledger."""
+    def go() -> None:
+        from loop import report
+        rows = _rows(runs, sweep)
+        click.echo(json.dumps(rows, indent=2) if as_json else report.runs_table(rows))
+    _guard(go)
+
+
+@main.command("audit")
+@RUNS
+@JSON
+@click.option("--sweep", default=None, help="Only this sweep.")
+def audit_cmd(runs: Path, as_json: bool, sweep: str | None) -> None:
+    """Which perturbations changed what, and the verdicts ('!' marks a change outside the footprint)."""
+    def go() -> None:
+        from loop import report
+        rows = _rows(runs, sweep)
+        keys = ("id", "sweep", "variant", "verdict", "changes")
+        click.echo(json.dumps([{k: r[k] for k in keys} for r in rows], indent=2) if as_json
+                   else report.audit_table(rows))
+    _guard(go)
+
+
+@main.command()
+@JSON
+def backends(as_json: bool) -> None:
+    """Every compiler and device, and whether it can run here (and why not)."""
+    from dataclasses import asdict
+    from loop.backends import statuses
+    found = statuses()
+    if as_json:
+        click.echo(json.dumps([asdict(s) for s in found], indent=2))
+        return
+    for s in found:
+        click.echo(f"{s.name:<16} {s.kind:<9} {'available' if s.available else 'unavailable':<12} {s.reason}")

@@ -1,0 +1,1 @@
+"""Compilers: a float ONNX model in, a quantized model and a deployable artifact out."""

@@ -1,0 +1,59 @@
+"""Removing the boundary Quantize/DequantizeLinear so an artifact takes and returns uint8,
+with the scale and zero point kept in its layout, as a HEF's are."""
+from __future__ import annotations
+
+import onnx
+from onnx import TensorProto, helper
+
+from loop.compilers.base import TensorLayout
+from loop.compilers.qdq import QdqGraph
+
+DTYPES = {TensorProto.FLOAT: "float32", TensorProto.UINT8: "uint8", TensorProto.INT8: "int8"}
+
+
+def _shape(value: onnx.ValueInfoProto) -> tuple[int, ...]:
+    return tuple(int(d.dim_value) for d in value.type.tensor_type.shape.dim)
+
+
+def float_io(model: onnx.ModelProto) -> tuple[tuple[TensorLayout, ...], tuple[TensorLayout, ...]]:
+    inits = {t.name for t in model.graph.initializer}
+    layout = lambda v: TensorLayout(v.name, _shape(v), DTYPES[v.type.tensor_type.elem_type])  # noqa: E731
+    return (tuple(layout(v) for v in model.graph.input if v.name not in inits),
+            tuple(layout(v) for v in model.graph.output))
+
+
+def _retype(value: onnx.ValueInfoProto, elem_type: int) -> None:
+    value.type.tensor_type.elem_type = elem_type
+
+
+def strip(model: onnx.ModelProto) -> tuple[tuple[TensorLayout, ...], tuple[TensorLayout, ...]]:
+    """Remove boundary Q/DQ in place; return the uint8 layouts. Unquantized I/O stays float."""
+    g = QdqGraph(model)
+    inputs, outputs = [], []
+    drop: list[onnx.NodeProto] = []
+    for value in model.graph.input:
+        if value.name in g.inits:
+            continue
+        after = g.consumers.get(value.name, [])
+        if len(after) == 1 and after[0].op_type == "QuantizeLinear":
+            q = after[0]
+            for dq in g.consumers.get(q.output[0], []):
+                dq.input[0] = value.name
+            drop.append(q)
+            _retype(value, TensorProto.UINT8)
+            inputs.append(TensorLayout(value.name, _shape(value), "uint8", g.scalar(q.input[1]), int(g.scalar(q.input[2]) or 0)))
+        else:
+            inputs.append(TensorLayout(value.name, _shape(value), DTYPES[value.type.tensor_type.elem_type]))
+    for value in model.graph.output:
+        dq = g.producer.get(value.name)
+        q = g.producer.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
+        if q is not None and q.op_type == "QuantizeLinear":
+            q.output[0] = value.name
+            drop.append(dq)
+            _retype(value, TensorProto.UINT8)
+            outputs.append(TensorLayout(value.name, _shape(value), "uint8", g.scalar(q.input[1]), int(g.scalar(q.input[2]) or 0)))
+        else:
+            outputs.append(TensorLayout(value.name, _shape(value), DTYPES[value.type.tensor_type.elem_type]))
+    for node in drop:
+        model.graph.node.remove(node)
+    return tuple(inputs), tuple(outputs)

@@ -1,0 +1,122 @@
+"""Reading a QDQ model as ONNX Runtime's quantizer writes it (see shared/ONNXRUNTIME.md)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from loop.compilers.base import LayerPrint
+from loop.fingerprint import array_sha
+from loop.structure import FOLDED_ACTIVATIONS, QUANTIZED_OPS
+
+
+@dataclass(frozen=True)
+class QParam:
+    """The integers behind a DequantizeLinear, with their scale and zero point names."""
+
+    values: str
+    scale: str
+    zero_point: str | None
+
+
+class QdqGraph:
+    """Index over a QDQ graph: producers, consumers and initializers by name."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.model = model
+        self.inits = {t.name: t for t in model.graph.initializer}
+        self.producer = {o: n for n in model.graph.node for o in n.output}
+        self.consumers: dict[str, list[onnx.NodeProto]] = {}
+        for node in model.graph.node:
+            for name in node.input:
+                self.consumers.setdefault(name, []).append(node)
+
+    def array(self, name: str | None) -> np.ndarray | None:
+        return numpy_helper.to_array(self.inits[name]) if name in self.inits else None
+
+    def set_array(self, name: str, value: np.ndarray) -> None:
+        self.inits[name].CopyFrom(numpy_helper.from_array(value, name))
+
+    def dq_param(self, tensor: str) -> QParam | None:
+        node = self.producer.get(tensor)
+        if node is None or node.op_type != "DequantizeLinear":
+            return None
+        zp = node.input[2] if len(node.input) > 2 else None
+        return QParam(node.input[0], node.input[1], zp)
+
+    def out_q(self, tensor: str) -> tuple[onnx.NodeProto | None, onnx.NodeProto | None]:
+        """The QuantizeLinear after ``tensor`` (through kept activations) and its DequantizeLinear."""
+        while True:
+            after = self.consumers.get(tensor, [])
+            q = next((n for n in after if n.op_type == "QuantizeLinear"), None)
+            if q is not None:
+                dq = next((n for n in self.consumers.get(q.output[0], []) if n.op_type == "DequantizeLinear"), None)
+                return q, dq
+            acts = [n for n in after if n.op_type in FOLDED_ACTIVATIONS]
+            if len(acts) != 1:
+                return None, None
+            tensor = acts[0].output[0]
+
+    def float_name(self, tensor: str) -> str:
+        """The float tensor a DequantizeLinear output stands for (its QuantizeLinear's input)."""
+        dq = self.producer.get(tensor)
+        if dq is None or dq.op_type != "DequantizeLinear":
+            return tensor
+        q = self.producer.get(dq.input[0])
+        return q.input[0] if q is not None and q.op_type == "QuantizeLinear" else tensor
+
+    def float_out_name(self, tensor: str) -> str | None:
+        """The float name of a layer's quantized output; graph outputs keep the DQ's name."""
+        q, dq = self.out_q(tensor)
+        if q is None:
+            return None
+        outputs = {o.name for o in self.model.graph.output}
+        return dq.output[0] if dq is not None and dq.output[0] in outputs else q.input[0]
+
+    def layers(self) -> list[onnx.NodeProto]:
+        return [n for n in self.model.graph.node
+                if n.op_type in QUANTIZED_OPS and len(n.input) > 1 and self.dq_param(n.input[1])]
+
+    def scalar(self, name: str | None) -> float | None:
+        a = self.array(name)
+        return None if a is None else float(np.asarray(a).reshape(-1)[0])
+
+
+def _tuple(a: np.ndarray | None, kind: type) -> tuple:
+    return () if a is None else tuple(kind(v) for v in np.asarray(a).reshape(-1))
+
+
+def layer_print(g: QdqGraph, node: onnx.NodeProto) -> LayerPrint:
+    w = g.dq_param(node.input[1])
+    assert w is not None
+    kernel, w_scale, w_zp = g.array(w.values), g.array(w.scale), g.array(w.zero_point)
+    x = g.dq_param(node.input[0])
+    q, _ = g.out_q(node.output[0])
+    bias_sha = bias = step = None
+    b = g.dq_param(node.input[2]) if len(node.input) > 2 else None
+    if b is not None:
+        b_int, b_scale = g.array(b.values), g.array(b.scale)
+        bias_sha = array_sha(b_int, b_scale)
+        bias = _tuple(b_int.astype(np.float64) * b_scale.astype(np.float64), float)
+        step = _tuple(np.broadcast_to(b_scale, b_int.shape), float)
+    parts = [kernel, w_scale] + ([w_zp] if w_zp is not None else [])
+    return LayerPrint(
+        name=node.name, op=node.op_type, kernel_sha=array_sha(*parts), bias_sha=bias_sha,
+        weight_scale=_tuple(w_scale, float), weight_zero_point=_tuple(w_zp, int),
+        in_tensor=g.float_name(node.input[0]),
+        in_scale=g.scalar(x.scale) if x else None, in_zero_point=_int(g.scalar(x.zero_point)) if x else None,
+        out_tensor=g.float_out_name(node.output[0]),
+        out_scale=g.scalar(q.input[1]) if q is not None else None,
+        out_zero_point=_int(g.scalar(q.input[2])) if q is not None and len(q.input) > 2 else None,
+        bias=bias, bias_step=step)
+
+
+def _int(v: float | None) -> int | None:
+    return None if v is None else int(v)
+
+
+def fingerprint(model: onnx.ModelProto) -> list[LayerPrint]:
+    g = QdqGraph(model)
+    return [layer_print(g, node) for node in g.layers()]

@@ -1,0 +1,1 @@
+"""Devices: open an artifact, run frames on it, report health."""

@@ -1,0 +1,108 @@
+"""The device interface. ``loop/measure.py`` drives every device through it alone.
+
+Contract:
+
+* ``Device.open(artifact, options)`` returns a :class:`Session`; opening includes loading
+  and configuring, so timing ``open`` is the load part of time to first output.
+* A session exposes its layout (``inputs``/``outputs``: :class:`TensorLayout`, frames in
+  the device's own dtype, so a uint8 frame counts one byte a value).
+* ``Session.infer(frames, out=None)`` runs one frame per input synchronously and returns
+  one array per output. Frames whose size or dtype do not match the layout, and output
+  buffers in ``out`` that are too small, are refused with :class:`BufferSizeError`
+  before anything runs: never read or written past.
+* ``Session.pipelined(frames, count, depth)`` runs ``count`` inferences of the same frames
+  keeping ``depth`` in flight, and returns the elapsed seconds.
+* ``Session.hw_latency_ms()`` is the device's own hardware latency if it measures one,
+  else None (never invented).
+* ``Device.health()`` reads temperature, ids and the runtime's warnings since the last
+  call; anything it cannot read is None.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar, Sequence
+
+import numpy as np
+
+from loop.compilers.base import Artifact, TensorLayout
+from loop.errors import BufferSizeError
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """Measurement knobs that need no recompile (A/B-testable on one artifact)."""
+
+    threads: int = 0
+    power_mode: str | None = None
+    dma_map: bool = False
+    batch_size: int = 1
+
+
+@dataclass(frozen=True)
+class Health:
+    temperature_c: float | None = None
+    device_id: str | None = None
+    device_path: str | None = None
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+class Session(ABC):
+    inputs: tuple[TensorLayout, ...]
+    outputs: tuple[TensorLayout, ...]
+
+    @abstractmethod
+    def infer(self, frames: Sequence[np.ndarray],
+              out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]: ...
+
+    @abstractmethod
+    def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float: ...
+
+    def hw_latency_ms(self) -> float | None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Device(ABC):
+    name: ClassVar[str]
+
+    @classmethod
+    @abstractmethod
+    def available(cls) -> tuple[bool, str]: ...
+
+    @abstractmethod
+    def open(self, artifact: Artifact, options: RuntimeOptions) -> Session: ...
+
+    @abstractmethod
+    def health(self) -> Health: ...
+
+    def describe(self) -> dict[str, str]:
+        return {"device": self.name}
+
+
+def check_frames(layouts: Sequence[TensorLayout], frames: Sequence[np.ndarray], what: str,
+                 exact: bool = True) -> None:
+    """Refuse buffers that do not match ``layouts`` in count, dtype or byte size.
+
+    Input frames must match exactly; output buffers (``exact=False``) may be larger.
+    """
+    if len(frames) != len(layouts):
+        raise BufferSizeError(f"{what}: expected {len(layouts)} buffers, got {len(frames)}")
+    for layout, frame in zip(layouts, frames):
+        if frame.dtype != np.dtype(layout.dtype):
+            raise BufferSizeError(f"{what} '{layout.name}': dtype {frame.dtype}, layout says {layout.dtype}")
+        if frame.nbytes < layout.frame_bytes:
+            raise BufferSizeError(
+                f"{what} '{layout.name}': buffer of {frame.nbytes} bytes is smaller than the "
+                f"frame's {layout.frame_bytes} bytes; refused")
+        if exact and frame.nbytes != layout.frame_bytes:
+            raise BufferSizeError(
+                f"{what} '{layout.name}': buffer of {frame.nbytes} bytes, frame is {layout.frame_bytes}")

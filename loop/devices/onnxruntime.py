@@ -1,0 +1,108 @@
+"""ONNX Runtime as a device: a CPU session on the compiled artifact.
+
+Pipelining keeps ``depth`` inferences in flight on one session from ``depth`` host threads;
+ONNX Runtime releases the GIL inside ``run`` and a session is safe to run concurrently.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from loop.compilers.base import Artifact
+from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
+
+
+class OnnxRuntimeSession(Session):
+    def __init__(self, artifact: Artifact, options: RuntimeOptions) -> None:
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = options.threads
+        so.log_severity_level = 3
+        self._session = ort.InferenceSession(artifact.data, so, providers=["CPUExecutionProvider"])
+        self.inputs, self.outputs = artifact.inputs, artifact.outputs
+        self._in_names = [t.name for t in self.inputs]
+        self._out_names = [t.name for t in self.outputs]
+
+    def _feed(self, frames: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+        check_frames(self.inputs, frames, "input")
+        return {n: f.reshape(t.shape) for n, f, t in zip(self._in_names, frames, self.inputs)}
+
+    def infer(self, frames: Sequence[np.ndarray],
+              out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
+        if out is not None:
+            check_frames(self.outputs, out, "output", exact=False)
+        results = self._session.run(self._out_names, self._feed(frames))
+        if out is None:
+            return results
+        for buf, res in zip(out, results):
+            buf.reshape(-1)[: res.size] = res.reshape(-1)
+        return list(out)
+
+    def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
+        feed = self._feed(frames)
+        run, names = self._session.run, self._out_names
+        if depth <= 1:
+            t0 = time.perf_counter()
+            for _ in range(count):
+                run(names, feed)
+            return time.perf_counter() - t0
+        return _threaded(lambda: run(names, feed), count, depth)
+
+
+def _threaded(call: Any, count: int, depth: int) -> float:
+    """``count`` calls with ``depth`` in flight; returns the elapsed seconds."""
+    shares = [count // depth + (1 if i < count % depth else 0) for i in range(depth)]
+    start = threading.Barrier(depth + 1)
+
+    def worker(n: int) -> None:
+        start.wait()
+        for _ in range(n):
+            call()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in shares]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
+class OnnxRuntimeDevice(Device):
+    name = "onnxruntime"
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError as exc:
+            return False, f"onnxruntime is not importable: {exc}"
+        return True, "host CPU"
+
+    def open(self, artifact: Artifact, options: RuntimeOptions) -> Session:
+        return OnnxRuntimeSession(artifact, options)
+
+    def health(self) -> Health:
+        return Health(temperature_c=host_temperature(), device_id=f"cpu:{os.uname().nodename}")
+
+    def describe(self) -> dict[str, str]:
+        import onnxruntime
+        return {"device": self.name, "onnxruntime": onnxruntime.__version__}
+
+
+def host_temperature() -> float | None:
+    """The hottest thermal zone the host exposes, or None where it exposes none."""
+    temps = []
+    base = "/sys/class/thermal"
+    for zone in sorted(os.listdir(base)) if os.path.isdir(base) else ():
+        try:
+            with open(os.path.join(base, zone, "temp")) as f:
+                temps.append(int(f.read().strip()) / 1000.0)
+        except (OSError, ValueError):
+            continue
+    return max(temps) if temps else None

@@ -1,0 +1,47 @@
+"""Controlled inputs: seeded frames, or frames read from a .npy file, and host-side
+quantization to the device's own dtype."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from loop.compilers.base import TensorLayout
+from loop.errors import LoopError
+
+
+def seeded(shape: tuple[int, ...], count: int, seed: int) -> np.ndarray:
+    """``count`` frames uniform in [0, 1), shape ``(count, *shape[1:])``, float32."""
+    rng = np.random.default_rng(seed)
+    return rng.random((count, *shape[1:]), dtype=np.float32)
+
+
+def from_file(path: Path, shape: tuple[int, ...]) -> np.ndarray:
+    try:
+        frames = np.load(path).astype(np.float32)
+    except (OSError, ValueError) as exc:
+        raise LoopError(f"cannot read calibration frames {path}: {exc}", field="calibration.path") from None
+    if tuple(frames.shape[1:]) != tuple(shape[1:]):
+        raise LoopError(f"{path} holds frames of shape {frames.shape[1:]}, the model takes {tuple(shape[1:])}",
+                        field="calibration.path")
+    return frames
+
+
+def frames_sha(frames: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(frames).tobytes() + str(frames.shape).encode()).hexdigest()
+
+
+def quantize(x: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    """Float frame to what the device takes: ``q = x / scale + zero_point``, saturated."""
+    if not layout.quantized:
+        return np.ascontiguousarray(x.reshape(layout.shape), dtype=layout.dtype)
+    info = np.iinfo(np.dtype(layout.dtype))
+    q = np.round(x / layout.scale + (layout.zero_point or 0))
+    return np.clip(q, info.min, info.max).astype(layout.dtype).reshape(layout.shape)
+
+
+def dequantize(q: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    if not layout.quantized:
+        return q.astype(np.float32)
+    return ((q.astype(np.float32) - (layout.zero_point or 0)) * np.float32(layout.scale)).astype(np.float32)

@@ -1,0 +1,153 @@
+"""The measurement protocol, written once over the device interface.
+
+Three quantities are kept apart, always:
+
+* time to first output: a fresh session each time (open, then the first inference);
+* steady-state rate: after warm-up, ``depth`` frames in flight, repeated, min/median/max;
+* transferred bytes: per inference as the device sees them, and bytes x rate as MB/s.
+
+The first inference of a session is reported on its own and never averaged into a rate.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from loop.compilers.base import Artifact
+from loop.devices.base import Device, RuntimeOptions, Session
+from loop.spec import MeasureSpec
+
+POWER_WARNING = "USB-C source electrical current advertised"
+
+
+@dataclass
+class DepthRate:
+    depth: int
+    rate_fps: dict[str, float]
+    spread_pct: float
+    chunks: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Measurement:
+    ttfo_ms: float
+    ttfo_parts: dict[str, float | None]
+    first_infer_ms: float
+    rate_fps: dict[str, float]
+    spread_pct: float
+    depth: int
+    by_depth: list[dict[str, Any]]
+    basis: str
+    duration_s: float
+    bytes_in: int
+    bytes_out: int
+    mb_s: dict[str, float]
+    latency_ms: dict[str, float]
+    hw_latency_ms: float | None
+    health_before: dict[str, Any]
+    health_after: dict[str, Any]
+    warnings: list[str]
+    flags: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def spread(values: Sequence[float]) -> float:
+    med = statistics.median(values)
+    return 100.0 * (max(values) - min(values)) / med if med else 0.0
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def time_to_first_output(device: Device, artifact: Artifact, frames: Sequence[np.ndarray],
+                         options: RuntimeOptions, repeats: int) -> tuple[dict[str, float | None], float]:
+    """Fresh sessions: median open and first-inference times; open+first is the figure."""
+    opens, firsts = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        session = device.open(artifact, options)
+        t1 = time.perf_counter()
+        session.infer(frames)
+        t2 = time.perf_counter()
+        session.close()
+        opens.append((t1 - t0) * 1e3)
+        firsts.append((t2 - t1) * 1e3)
+    parts: dict[str, float | None] = {"open_ms": statistics.median(opens), "first_ms": statistics.median(firsts),
+                                      "transfer_ms": None}
+    return parts, statistics.median(o + f for o, f in zip(opens, firsts))
+
+
+def steady_rate(session: Session, frames: Sequence[np.ndarray], spec: MeasureSpec, depth: int) -> DepthRate:
+    """Frames/s over repeats of ``spec.frames`` each, or over ``spec.duration_s`` in chunks."""
+    if spec.warmup:
+        session.pipelined(frames, spec.warmup, depth)
+    if spec.duration_s is None:
+        rates = [spec.frames / session.pipelined(frames, spec.frames, depth) for _ in range(spec.repeats)]
+    else:
+        rates = _rates_for_duration(session, frames, spec.duration_s, depth)
+    return DepthRate(depth, summary(rates), spread(rates), rates)
+
+
+def _rates_for_duration(session: Session, frames: Sequence[np.ndarray], duration_s: float, depth: int) -> list[float]:
+    """Chunks of about a twentieth of the duration each, until the duration has passed."""
+    probe = max(depth, 4)
+    per_frame = session.pipelined(frames, probe, depth) / probe
+    chunk = max(depth, int(duration_s / 20 / max(per_frame, 1e-9)))
+    rates, end = [], time.perf_counter() + duration_s
+    while time.perf_counter() < end or len(rates) < 3:
+        rates.append(chunk / session.pipelined(frames, chunk, depth))
+    return rates
+
+
+def latencies(session: Session, frames: Sequence[np.ndarray], count: int) -> dict[str, float]:
+    """Single frames, one at a time: p50/p90/p99 in ms, apart from the pipelined rate."""
+    if count <= 0:
+        return {}
+    samples = []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        session.infer(frames)
+        samples.append((time.perf_counter() - t0) * 1e3)
+    p50, p90, p99 = np.percentile(samples, [50, 90, 99])
+    return {"p50": float(p50), "p90": float(p90), "p99": float(p99)}
+
+
+def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], spec: MeasureSpec) -> Measurement:
+    """Run the whole protocol on ``artifact`` with ``frames`` in the device's own dtype."""
+    options = RuntimeOptions(threads=spec.threads, power_mode=spec.power_mode, dma_map=spec.dma_map,
+                             batch_size=spec.batch_size)
+    before = device.health()
+    parts, ttfo = time_to_first_output(device, artifact, frames, options, spec.ttfo_repeats)
+    with device.open(artifact, options) as session:
+        t0 = time.perf_counter()
+        session.infer(frames)
+        first = (time.perf_counter() - t0) * 1e3
+        started = time.perf_counter()
+        by_depth = [steady_rate(session, frames, spec, d) for d in spec.depth]
+        elapsed = time.perf_counter() - started
+        lat = latencies(session, frames, spec.latency_frames)
+        hw = session.hw_latency_ms()
+    after = device.health()
+    best = max(by_depth, key=lambda r: r.rate_fps["median"])
+    warnings = list(before.warnings) + list(after.warnings)
+    rate = best.rate_fps["median"]
+    return Measurement(
+        ttfo_ms=ttfo, ttfo_parts=parts, first_infer_ms=first, rate_fps=best.rate_fps,
+        spread_pct=best.spread_pct, depth=best.depth,
+        by_depth=[{"depth": r.depth, "rate_fps": r.rate_fps, "spread_pct": r.spread_pct} for r in by_depth],
+        basis="duration" if spec.duration_s else "frames", duration_s=elapsed,
+        bytes_in=artifact.bytes_in, bytes_out=artifact.bytes_out,
+        mb_s={"in": artifact.bytes_in * rate / 1e6, "out": artifact.bytes_out * rate / 1e6},
+        latency_ms=lat, hw_latency_ms=hw, health_before=asdict(before), health_after=asdict(after),
+        warnings=warnings, flags=flags_for(warnings))
+
+
+def flags_for(warnings: Sequence[str]) -> list[str]:
+    return ["power-limited"] if any(POWER_WARNING in w for w in warnings) else []

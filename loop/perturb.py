@@ -1,0 +1,226 @@
+"""Perturbation ops. Each says what it does to the model or the compile, and its footprint:
+what it is allowed to change (DESIGN.md, "Fingerprint and audit").
+
+A footprint is a set of :class:`Allow` rules over observed changes. ``what`` is one of
+``kernel``, ``bias`` (a real bias change), ``bias-rounding`` (a dequantized bias that moved
+no more than half an old step plus half a new one), ``in_scale`` and ``out_scale`` (scale or
+zero point of the tensor a layer reads or writes).
+"""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from loop.compilers.base import RangeOverride
+from loop.errors import LoopError
+from loop.structure import Structure
+
+WHATS = ("kernel", "bias", "bias-rounding", "in_scale", "out_scale", "function")
+SCALES = ("in_scale", "out_scale")
+
+
+@dataclass(frozen=True)
+class Allow:
+    """Changes of kind ``what`` at layers matching ``layer`` (a glob) are inside the footprint."""
+
+    layer: str
+    what: str
+
+    def covers(self, layer: str, what: str) -> bool:
+        if what == "bias-rounding" and self.what == "bias":
+            return fnmatch.fnmatchcase(layer, self.layer)
+        return fnmatch.fnmatchcase(layer, self.layer) and fnmatch.fnmatchcase(what, self.what)
+
+
+@dataclass(frozen=True)
+class Op:
+    """Base of all perturbation ops; subclasses are dataclasses of their fields."""
+
+    name: ClassVar[str]
+    layer: str | None = None
+
+    def check(self, structure: Structure) -> None:
+        if self.layer is not None and structure.layer(self.layer) is None:
+            known = ", ".join(l.name for l in structure.layers) or "none"
+            raise LoopError(f"unknown layer '{self.layer}' (quantized layers: {known})", field="layer")
+
+    def apply(self, model: onnx.ModelProto, structure: Structure) -> None:
+        """Change the float model in place (weights ops only)."""
+
+    def overrides(self, structure: Structure) -> tuple[RangeOverride, ...]:
+        return ()
+
+    def footprint(self, structure: Structure) -> list[Allow]:
+        raise NotImplementedError
+
+
+def _initializer(model: onnx.ModelProto, name: str) -> onnx.TensorProto:
+    return next(t for t in model.graph.initializer if t.name == name)
+
+
+def _downstream(structure: Structure, layer: str) -> list[Allow]:
+    start = structure.layer(layer).index  # type: ignore[union-attr]
+    rules = [Allow(layer, "kernel"), Allow(layer, "bias")]
+    for later in structure.layers[start:]:
+        rules += [Allow(later.name, w) for w in ("bias", "in_scale", "out_scale")]
+    return rules
+
+
+@dataclass(frozen=True)
+class ScaleWeights(Op):
+    name: ClassVar[str] = "scale_weights"
+    factor: float = 1.0
+
+    def apply(self, model: onnx.ModelProto, structure: Structure) -> None:
+        tensor = _initializer(model, structure.layer(self.layer).weight)  # type: ignore[union-attr,arg-type]
+        tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor) * np.float32(self.factor), tensor.name))
+
+    def footprint(self, structure: Structure) -> list[Allow]:
+        return _downstream(structure, self.layer)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class AddWeightNoise(Op):
+    """Gaussian noise of standard deviation ``std`` (in the kernel's own units), seeded."""
+
+    name: ClassVar[str] = "add_weight_noise"
+    std: float = 0.0
+    seed: int = 0
+
+    def apply(self, model: onnx.ModelProto, structure: Structure) -> None:
+        tensor = _initializer(model, structure.layer(self.layer).weight)  # type: ignore[union-attr,arg-type]
+        w = numpy_helper.to_array(tensor)
+        noise = np.random.default_rng(self.seed).normal(0.0, self.std, w.shape).astype(w.dtype)
+        tensor.CopyFrom(numpy_helper.from_array(w + noise, tensor.name))
+
+    def footprint(self, structure: Structure) -> list[Allow]:
+        return _downstream(structure, self.layer)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class ForceRange(Op):
+    """Force the range of the tensor carrying the layer's quantized output (or input)."""
+
+    name: ClassVar[str] = "force_range_out"
+    lo: float = 0.0
+    hi: float = 0.0
+    side: str = "out"
+
+    def tensor(self, structure: Structure) -> str:
+        layer = structure.layer(self.layer)  # type: ignore[arg-type]
+        return layer.out_tensor if self.side == "out" else layer.in_tensor  # type: ignore[union-attr]
+
+    def overrides(self, structure: Structure) -> tuple[RangeOverride, ...]:
+        return (RangeOverride(self.layer, self.side, self.tensor(structure), self.lo, self.hi),)  # type: ignore[arg-type]
+
+    def footprint(self, structure: Structure) -> list[Allow]:
+        tensor = self.tensor(structure)
+        rules = [Allow(l.name, "out_scale") for l in structure.producer_of(tensor)]
+        for consumer in structure.consumers_of(tensor):
+            rules += [Allow(consumer.name, "in_scale"), Allow(consumer.name, "bias-rounding")]
+        return rules
+
+
+@dataclass(frozen=True)
+class Calibration(Op):
+    """Change the calibration set: its size and its seed."""
+
+    name: ClassVar[str] = "calibration"
+    count: int | None = None
+    seed: int | None = None
+
+    def footprint(self, structure: Structure) -> list[Allow]:
+        return [Allow("*", "in_scale"), Allow("*", "out_scale"), Allow("*", "bias-rounding")]
+
+
+@dataclass(frozen=True)
+class OpField:
+    key: str
+    kind: type
+    required: bool = True
+
+
+OPS: dict[str, tuple[type[Op], tuple[OpField, ...]]] = {
+    "scale_weights": (ScaleWeights, (OpField("layer", str), OpField("factor", float))),
+    "add_weight_noise": (AddWeightNoise, (OpField("layer", str), OpField("std", float),
+                                          OpField("seed", int, False))),
+    "force_range_out": (ForceRange, (OpField("layer", str), OpField("range", list))),
+    "force_range_in": (ForceRange, (OpField("layer", str), OpField("range", list))),
+    "calibration": (Calibration, (OpField("count", int, False), OpField("seed", int, False))),
+}
+
+
+def parse_op(raw: Mapping[str, Any]) -> Op:
+    """Build an op from its sweep-file mapping; errors name the offending field."""
+    if not isinstance(raw, Mapping) or "op" not in raw:
+        raise LoopError("a perturbation is a mapping with an 'op'", field="op")
+    name = raw["op"]
+    if name not in OPS:
+        raise LoopError(f"unknown op '{name}' (known: {', '.join(OPS)})", field="op")
+    cls, fields = OPS[name]
+    known = {f.key for f in fields} | {"op"}
+    for key in raw:
+        if key not in known:
+            raise LoopError(f"op '{name}' has no field '{key}' (fields: {', '.join(sorted(known - {'op'}))})", field=key)
+    values: dict[str, Any] = {}
+    for f in fields:
+        if f.key not in raw:
+            if f.required:
+                raise LoopError(f"op '{name}' needs '{f.key}'", field=f.key)
+            continue
+        values[f.key] = _typed(raw[f.key], f, name)
+    if cls is ForceRange:
+        lo, hi = _range(values.pop("range"))
+        return ForceRange(layer=values["layer"], lo=lo, hi=hi, side="out" if name.endswith("out") else "in")
+    return cls(**values)
+
+
+def _typed(value: Any, f: OpField, op: str) -> Any:
+    ok = isinstance(value, f.kind) and not isinstance(value, bool)
+    if f.kind is float and isinstance(value, int) and not isinstance(value, bool):
+        ok, value = True, float(value)
+    if not ok:
+        raise LoopError(f"op '{op}': '{f.key}' must be {f.kind.__name__}, got {value!r}", field=f.key)
+    if f.key == "count" and value < 1:
+        raise LoopError(f"op '{op}': count must be at least 1", field=f.key)
+    return value
+
+
+def _range(value: list) -> tuple[float, float]:
+    if len(value) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        raise LoopError(f"range must be [lo, hi] numbers, got {list(value)}", field="range")
+    lo, hi = float(value[0]), float(value[1])
+    if not lo < hi:
+        raise LoopError(f"inverted range [{lo}, {hi}]: lo must be below hi", field="range")
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class Expect:
+    """A variant's own widening (``allow``) or narrowing (``deny``) of its footprint."""
+
+    allow: tuple[Allow, ...] = ()
+    deny: tuple[Allow, ...] = field(default_factory=tuple)
+
+
+def parse_expect(raw: Any) -> Expect:
+    if raw is None:
+        return Expect()
+    if not isinstance(raw, Mapping) or set(raw) - {"allow", "deny"}:
+        raise LoopError("expect is {allow: [LAYER:WHAT, ...], deny: [LAYER:WHAT, ...]}", field="expect")
+    return Expect(_rules(raw.get("allow")), _rules(raw.get("deny")))
+
+
+def _rules(items: Any) -> tuple[Allow, ...]:
+    rules = []
+    for item in items or ():
+        layer, sep, what = str(item).partition(":")
+        if not sep or not any(fnmatch.fnmatchcase(w, what) for w in WHATS):
+            raise LoopError(f"'{item}' is not LAYER:WHAT with WHAT one of {', '.join(WHATS)}", field="expect")
+        rules.append(Allow(layer, what))
+    return tuple(rules)

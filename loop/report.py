@@ -1,0 +1,88 @@
+"""Plain-text tables for the terminal, from ledger rows in their JSON shape."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+
+def _fmt(value: Any, spec: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    try:
+        return format(value, spec)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def _layer(run: dict[str, Any], name: str | None) -> dict[str, Any]:
+    return next((l for l in run["layers"] if l["name"] == name), {})
+
+
+def perturbed_layer(runs: Sequence[dict[str, Any]]) -> str | None:
+    for run in runs:
+        for op in run.get("perturb", []):
+            if op.get("layer"):
+                return op["layer"]
+    return runs[0]["layers"][0]["name"] if runs and runs[0]["layers"] else None
+
+
+def summary_row(run: dict[str, Any], layer: str | None) -> list[str]:
+    m, s = run["measure"] or {}, run["scores"] or {}
+    differ = f"{s['bytes_differ']:,}/{s['bytes_total']:,}" if s.get("bytes_differ") is not None else "-"
+    rate = (m.get("rate_fps") or {}).get("median")
+    return [run["variant"], run["status"] if run["status"] != "ok" else _fmt(run["verdict"]),
+            _fmt(run["kernel_sha"])[:12], _fmt(_layer(run, layer).get("out_scale"), ".4g"),
+            _fmt(run["stages"].get("optimize_s"), ".2f"), _fmt(run["stages"].get("compile_s"), ".3f"),
+            _fmt(m.get("ttfo_ms"), ".2f"), _fmt(rate, ".1f"),
+            f"{_fmt(m.get('bytes_in'), ',')}/{_fmt(m.get('bytes_out'), ',')}",
+            _fmt(s.get("output_mean"), ".4f"), differ, _fmt(s.get("snr_db"), ".1f")]
+
+
+def sweep_summary(runs: Sequence[dict[str, Any]]) -> str:
+    """One row per variant; confounded and failed runs are shown apart, with why."""
+    layer = perturbed_layer(runs)
+    headers = ["variant", "verdict", "kernel sha", f"{layer} out scale", "optimize s", "compile s",
+               "ttfo ms", "rate fps", "bytes in/out", "out mean", "bytes differ", "SNR dB"]
+    used = [r for r in runs if r["status"] == "ok" and r["verdict"] != "confounded"]
+    apart = [r for r in runs if r not in used]
+    text = table(headers, [summary_row(r, layer) for r in used])
+    if apart:
+        text += "\n\nRecorded, not used in comparisons:\n" + table(headers, [summary_row(r, layer) for r in apart])
+        for r in apart:
+            text += "\n" + _why(r)
+    return text
+
+
+def _why(run: dict[str, Any]) -> str:
+    if run["status"] != "ok":
+        return f"  {run['variant']}: {run['status']} at {run.get('stage') or '?'}: {run.get('error')}"
+    lines = [f"  {run['variant']}: confounded; outside the footprint:"]
+    lines += [f"    {c['layer']} {c['what']}: {c['detail']}" for c in run["changes"] if not c.get("allowed", True)]
+    inside = [c for c in run["changes"] if c.get("allowed", True) and c["what"] in ("out_scale", "in_scale")]
+    lines += [f"    (inside: {c['layer']} {c['what']}: {c['detail']})" for c in inside[:2]]
+    return "\n".join(lines)
+
+
+def runs_table(runs: Sequence[dict[str, Any]]) -> str:
+    headers = ["id", "sweep", "variant", "status", "verdict", "kernel sha", "rate fps", "flags"]
+    rows = [[str(r["id"]), r["sweep"], r["variant"], r["status"], _fmt(r["verdict"]), _fmt(r["kernel_sha"])[:12],
+             _fmt(((r["measure"] or {}).get("rate_fps") or {}).get("median"), ".1f"), ",".join(r["flags"]) or "-"]
+            for r in runs]
+    return table(headers, rows)
+
+
+def audit_table(runs: Sequence[dict[str, Any]]) -> str:
+    blocks = []
+    for r in runs:
+        head = f"{r['id']:>4}  {r['sweep']}/{r['variant']}: {r['verdict'] or r['status']}"
+        body = [f"        {'  ' if c.get('allowed', True) else '! '}{c['layer']} {c['what']}: {c['detail']}"
+                for c in r.get("changes", [])]
+        blocks.append("\n".join([head, *body]))
+    return "\n".join(blocks)

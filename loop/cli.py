@@ -102,3 +102,7 @@ def backends(as_json: bool) -> None:
         return
     for s in found:
         click.echo(f"{s.name:<16} {s.kind:<9} {'available' if s.available else 'unavailable':<12} {s.reason}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""The embedded compiler on tiny authored models: real QDQ quantization, real rounding."""
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from loop.compilers.base import CompileOptions, RangeOverride, run_compile
+from loop.compilers.onnxruntime import OnnxRuntimeCompiler
+from loop.frames import seeded
+from loop.graphs import build_recipe
+
+CAL = seeded((1, 3, 8, 8), 16, 0)
+
+
+@pytest.fixture
+def model(recipe: Path) -> bytes:
+    return build_recipe(recipe).SerializeToString()
+
+
+def compile_(model: bytes, **options) -> "object":
+    result = run_compile(OnnxRuntimeCompiler(), model, CAL, CompileOptions(**options))
+    assert result.ok, result.error
+    return result
+
+
+def test_deterministic(model):
+    a, b = compile_(model), compile_(model)
+    assert [l.kernel_sha for l in a.layers] == [l.kernel_sha for l in b.layers]
+    assert a.artifact.data == b.artifact.data
+
+
+def test_fingerprint_reads_every_quantized_layer(model):
+    layers = compile_(model).layers
+    assert [l.name for l in layers] == ["conv1", "conv2"]
+    conv1 = layers[0]
+    assert conv1.out_tensor == "conv1_out" and conv1.in_tensor == "input"
+    assert layers[1].in_tensor == "conv1_out" and layers[1].in_scale == conv1.out_scale
+    assert conv1.bias is not None and len(conv1.bias) == 8 and all(s > 0 for s in conv1.bias_step)
+
+
+def test_uniformly_scaled_kernel_keeps_integers_but_changes_hash(recipe):
+    from loop.perturb import ScaleWeights
+    from loop.structure import analyse
+    base = build_recipe(recipe)
+    scaled = build_recipe(recipe)
+    ScaleWeights(layer="conv1", factor=1.05).apply(scaled, analyse(scaled))
+    a, b = compile_(base.SerializeToString()), compile_(scaled.SerializeToString())
+    qa, qb = (onnx.load_from_string(r.artifact.data) for r in (a, b))
+    assert a.layers[0].kernel_sha != b.layers[0].kernel_sha
+    assert b.layers[0].weight_scale[0] == pytest.approx(a.layers[0].weight_scale[0] * 1.05, rel=1e-5)
+    assert a.layers[1].kernel_sha == b.layers[1].kernel_sha
+
+
+def test_override_on_the_quantized_tensor_moves_its_scale(model):
+    base = compile_(model, bias_correction=False)
+    forced = compile_(model, bias_correction=False, overrides=(RangeOverride("conv1", "out", "conv1_out", 0.0, 8.0),))
+    assert forced.layers[0].out_scale == pytest.approx(8.0 / 255, rel=1e-6)
+    assert forced.layers[1].in_scale == forced.layers[0].out_scale
+    assert base.layers[0].kernel_sha == forced.layers[0].kernel_sha
+    assert base.layers[0].bias_sha == forced.layers[0].bias_sha
+
+
+def test_bias_correction_rederives_biases(model):
+    plain, corrected = compile_(model, bias_correction=False), compile_(model, bias_correction=True)
+    assert plain.layers[0].kernel_sha == corrected.layers[0].kernel_sha
+    assert plain.layers[0].bias_sha != corrected.layers[0].bias_sha
+
+
+def test_artifact_takes_and_returns_uint8(model):
+    import onnxruntime as ort
+    art = compile_(model).artifact
+    assert [t.dtype for t in art.inputs + art.outputs] == ["uint8", "uint8"]
+    assert art.inputs[0].scale and art.outputs[0].scale
+    assert art.bytes_in == 3 * 8 * 8 and art.bytes_out == 4 * 8 * 8
+    session = ort.InferenceSession(art.data, providers=["CPUExecutionProvider"])
+    out = session.run(None, {"input": np.zeros((1, 3, 8, 8), np.uint8)})[0]
+    assert out.dtype == np.uint8 and out.shape == (1, 4, 8, 8)
+
+
+def test_float_io_keeps_float(model):
+    art = compile_(model, io="float32").artifact
+    assert art.inputs[0].dtype == "float32" and art.inputs[0].scale is None
+
+
+def test_failure_is_a_value_with_stage(model):
+    bad = (RangeOverride("conv1", "out", "no_such_tensor", 0.0, 1.0),)
+    result = run_compile(OnnxRuntimeCompiler(), model, CAL, CompileOptions(overrides=bad))
+    assert not result.ok and result.stage == "optimize"
+    assert "no_such_tensor" in result.error

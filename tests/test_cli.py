@@ -1,0 +1,100 @@
+"""The command line as a user meets it: exit codes 0/1/2, one-line errors, pinned JSON keys."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from loop.cli import main
+from authored import FAST_MEASURE
+
+SWEEP = f"""\
+sweep: cli
+base: tiny.yaml
+calibration: {{count: 8}}
+inputs: {{count: 2}}
+{FAST_MEASURE}
+variants:
+  - name: base
+  - name: scale
+    perturb:
+      - {{op: force_range_out, layer: conv1, range: [0.0, 8.0]}}
+"""
+RUN_KEYS = {"id", "sweep", "variant", "status", "error", "onnx_sha", "kernel_sha", "bias_sha", "artifact",
+            "stages", "layers", "measure", "scores", "verdict", "flags"}
+
+
+def invoke(*args: str) -> "object":
+    return CliRunner().invoke(main, list(args))
+
+
+@pytest.fixture
+def swept(write_sweep, tmp_path: Path) -> Path:
+    runs = tmp_path / "runs"
+    result = invoke("sweep", str(write_sweep(SWEEP)), "--runs", str(runs), "--jobs", "1", "--quiet")
+    assert result.exit_code == 0, result.output
+    assert "confounded" in result.output and "Recorded, not used in comparisons" in result.output
+    return runs
+
+
+def test_runs_json_keys(swept: Path):
+    runs = json.loads(invoke("runs", "--runs", str(swept), "--json").output)
+    assert len(runs) == 2 and RUN_KEYS <= set(runs[0])
+    assert set(runs[0]["stages"]) >= {"optimize_s", "compile_s"}
+    assert set(runs[0]["layers"][0]) == {"name", "kernel_sha", "bias_sha", "in_scale", "out_scale"}
+    assert set(runs[0]["measure"]) >= {"ttfo_ms", "rate_fps", "spread_pct", "bytes_in", "bytes_out"}
+    assert set(runs[0]["measure"]["rate_fps"]) == {"median", "min", "max"}
+    assert set(runs[0]["scores"]) >= {"output_mean", "deterministic", "sensitive", "snr_db"}
+
+
+def test_audit_json(swept: Path):
+    audit = json.loads(invoke("audit", "--runs", str(swept), "--json").output)
+    assert [a["verdict"] for a in audit] == ["reference", "confounded"]
+    assert set(audit[1]) == {"id", "sweep", "variant", "verdict", "changes"}
+    assert {"layer", "what", "detail"} <= set(audit[1]["changes"][0])
+
+
+def test_tables_print(swept: Path):
+    assert "confounded" in invoke("runs", "--runs", str(swept)).output
+    assert "! conv1 bias" in invoke("audit", "--runs", str(swept)).output
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda s: s.replace("force_range_out", "force_range_up"), "unknown op"),
+    (lambda s: s.replace("[0.0, 8.0]", "[8.0, 0.0]"), "inverted range"),
+    (lambda s: s.replace("layer: conv1", "layer: conv7"), "unknown layer"),
+    (lambda s: s + "  - name: base\n", "duplicate variant name"),
+    (lambda s: s.replace("variants:\n", "variants: [\n"), "malformed YAML"),
+])
+def test_bad_input_exit_2_one_line_writes_nothing(write_sweep, tmp_path: Path, edit, words):
+    runs = tmp_path / "runs"
+    result = invoke("sweep", str(write_sweep(edit(SWEEP))), "--runs", str(runs), "--quiet")
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0] and "sweep.yaml:" in lines[0]
+    assert not runs.exists()
+
+
+def test_failed_variant_exits_1(write_sweep, tmp_path: Path):
+    calib = tmp_path / "calib.npy"
+    import numpy as np
+    np.save(calib, np.zeros((4, 3, 8, 8), np.float32))
+    text = SWEEP.replace("calibration: {count: 8}", "calibration: {count: 4, path: calib.npy}")
+    text += "  - name: noisy\n    perturb: [{op: add_weight_noise, layer: conv2, std: .nan}]\n"
+    result = invoke("sweep", str(write_sweep(text)), "--runs", str(tmp_path / "runs"), "--quiet", "--jobs", "1")
+    runs = json.loads(invoke("runs", "--runs", str(tmp_path / "runs"), "--json").output)
+    status = {r["variant"]: r["status"] for r in runs}
+    assert result.exit_code == 1, result.output
+    assert status["noisy"] == "failed" and status["base"] == "ok"
+
+
+def test_help_and_backends_without_hailo():
+    out = subprocess.run([sys.executable, "-m", "loop.cli", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "sweep" in out.stdout
+    statuses = json.loads(invoke("backends", "--json").output)
+    by_name = {(s["name"], s["kind"]): s for s in statuses}
+    assert by_name[("onnxruntime", "compiler")]["available"] is True
+    assert set(by_name) >= {("hailo", "compiler"), ("hailort", "device"), ("hailo-emulator", "device")}
+    assert all(set(s) == {"name", "kind", "available", "reason"} for s in statuses)

@@ -1,0 +1,118 @@
+"""The whole flow on the embedded backend: every verdict, the ledger, and a failed variant."""
+from pathlib import Path
+
+import pytest
+
+from loop.ledger import Ledger, run_json
+from loop.spec import parse
+from loop.sweep import run_sweep
+from authored import FAST_MEASURE
+
+SWEEP = f"""\
+sweep: study
+base: tiny.yaml
+calibration: {{count: 16}}
+inputs: {{count: 4}}
+compile: {{bias_correction: BC}}
+{FAST_MEASURE}
+variants:
+  - name: base
+  - name: weights
+    perturb:
+      - {{op: scale_weights, layer: conv1, factor: 1.05}}
+  - name: scale
+    perturb:
+      - {{op: force_range_out, layer: conv1, range: [0.0, 8.0]}}
+  - name: missed
+    perturb:
+      - {{op: force_range_out, layer: conv1, range: [0.0, CALMAX]}}
+  - name: calib
+    perturb:
+      - {{op: calibration, count: 8, seed: 3}}
+"""
+
+
+def sweep(write_sweep, tmp_path: Path, bc: bool, calmax: str = "9.5") -> dict[str, dict]:
+    spec = parse(write_sweep(SWEEP.replace("BC", str(bc).lower()).replace("CALMAX", calmax)))
+    result = run_sweep(spec, tmp_path / "runs", jobs=1, progress=False)
+    ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
+    return {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
+
+
+def test_verdicts_with_bias_correction(write_sweep, tmp_path):
+    runs = sweep(write_sweep, tmp_path, True)
+    assert runs["base"]["verdict"] == "reference"
+    assert runs["weights"]["verdict"] == "clean"
+    assert runs["weights"]["kernel_sha"] != runs["base"]["kernel_sha"]
+    scale = runs["scale"]
+    assert scale["verdict"] == "confounded"
+    assert scale["layers"][0]["out_scale"] == pytest.approx(8.0 / 255, rel=1e-6)
+    outside = [c for c in scale["changes"] if not c["allowed"]]
+    assert outside and all(c["what"] == "bias" for c in outside)
+    assert scale["kernel_sha"] == runs["base"]["kernel_sha"]
+
+
+def test_same_force_is_clean_without_bias_correction(write_sweep, tmp_path):
+    runs = sweep(write_sweep, tmp_path, False)
+    assert runs["scale"]["verdict"] == "clean"
+    assert {c["what"] for c in runs["scale"]["changes"]} <= {"out_scale", "in_scale", "bias-rounding"}
+    assert runs["calib"]["verdict"] in ("clean", "no-effect")
+
+
+def test_force_that_lands_nowhere_is_no_effect(write_sweep, tmp_path):
+    runs = sweep(write_sweep, tmp_path, False)
+    calibrated = runs["base"]["layers"][0]["out_scale"] * 255
+    runs = sweep(write_sweep, tmp_path / "again", False, calmax=repr(float(calibrated)))
+    assert runs["missed"]["verdict"] == "no-effect", runs["missed"]["changes"]
+
+
+def test_record_carries_the_three_quantities_and_scores(write_sweep, tmp_path):
+    run = sweep(write_sweep, tmp_path, True)["weights"]
+    m, s = run["measure"], run["scores"]
+    assert m["ttfo_ms"] > 0 and m["rate_fps"]["min"] <= m["rate_fps"]["median"] <= m["rate_fps"]["max"]
+    assert m["bytes_in"] == 3 * 8 * 8 and m["bytes_out"] == 4 * 8 * 8
+    assert s["deterministic"] is True and s["sensitive"] is True
+    assert 0 < s["bytes_differ"] <= s["bytes_total"] == 4 * 4 * 8 * 8
+    assert s["snr_db"] > 10 and s["cosine"] > 0.9
+    assert Path(run["artifact"]).is_absolute() and Path(run["artifact"]).exists()
+
+
+def test_failed_variant_is_recorded_and_sweep_goes_on(write_sweep, tmp_path, monkeypatch):
+    import loop.sweep as sweep_mod
+    real = sweep_mod.compile_job
+
+    def failing(backend, model, calibration, options):
+        if options.overrides:
+            raise_from = sweep_mod.CompileResult(ok=False, stage="compile", error="RuntimeError: boom")
+            return raise_from
+        return real(backend, model, calibration, options)
+
+    monkeypatch.setattr(sweep_mod, "compile_job", failing)
+    runs = sweep(write_sweep, tmp_path, True)
+    assert runs["scale"]["status"] == "failed" and runs["scale"]["error"] == "RuntimeError: boom"
+    assert runs["weights"]["status"] == "ok"
+
+
+def test_exported_model_as_base(write_sweep, tmp_path, exported_onnx):
+    text = f"""\
+    sweep: exported
+    base: {exported_onnx.name}
+    calibration: {{count: 8}}
+    inputs: {{count: 2}}
+    {FAST_MEASURE}
+    variants:
+      - name: base
+      - name: head
+        perturb: [{{op: scale_weights, layer: /classifier/Gemm, factor: 1.1}}]
+      - name: wide
+        perturb: [{{op: force_range_out, layer: /features/0/Conv, range: [0.0, 9.0]}}]
+    """
+    spec = parse(write_sweep(text))
+    result = run_sweep(spec, tmp_path / "runs", jobs=1, progress=False)
+    ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
+    runs = {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
+    assert [l["name"] for l in runs["base"]["layers"]] == ["/features/0/Conv", "/features/1/Conv", "/classifier/Gemm"]
+    assert runs["head"]["verdict"] == "clean"
+    wide = runs["wide"]
+    assert wide["verdict"] == "confounded"
+    assert any(c["what"] == "function" and c["layer"] == "/features/0/Conv" for c in wide["changes"])

@@ -36,16 +36,20 @@ def main() -> None:
 @RUNS
 @click.option("--jobs", type=int, default=None, help="Parallel compiles (default: the core count).")
 @click.option("--scorer", default=None, help="A user scorer, module:function.")
+@click.option("--overlap", is_flag=True, help="Measure while compiles run (runs flagged host-contended).")
+@click.option("--fresh", is_flag=True, help="Start a new sweep of this file instead of continuing it.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def sweep(sweep_file: Path, runs: Path, jobs: int | None, scorer: str | None, quiet: bool) -> None:
+def sweep(sweep_file: Path, runs: Path, jobs: int | None, scorer: str | None, overlap: bool, fresh: bool,
+          quiet: bool) -> None:
     """Author, optimize, compile, fingerprint, audit, run, score and record every variant."""
     def go() -> int:
         from loop import ledger, report, spec
         from loop.score import load_scorer
-        from loop.sweep import run_sweep
+        from loop.sweep import SweepOptions, run_sweep
         parsed = spec.parse(sweep_file)
         user = load_scorer(scorer) if scorer else None
-        result = run_sweep(parsed, runs, jobs=jobs, progress=not quiet, scorer=user)
+        options = SweepOptions(jobs=jobs, progress=not quiet, scorer=user, overlap=overlap, fresh=fresh)
+        result = run_sweep(parsed, runs, options)
         book = ledger.Ledger(runs / "ledger.sqlite")
         rows = [ledger.run_json(book.get(o.run_id)) for o in result.outcomes if o.run_id is not None]
         click.echo(report.sweep_summary(rows))
@@ -87,6 +91,39 @@ def audit_cmd(runs: Path, as_json: bool, sweep: str | None) -> None:
         keys = ("id", "sweep", "variant", "verdict", "changes")
         click.echo(json.dumps([{k: r[k] for k in keys} for r in rows], indent=2) if as_json
                    else report.audit_table(rows))
+    _guard(go)
+
+
+@main.command("check")
+@click.argument("artifact", type=click.Path(path_type=Path))
+@click.option("--device", default=None, help="Device to check on (default: by the artifact's suffix).")
+def check_cmd(artifact: Path, device: str | None) -> None:
+    """Self-test of the controlled-input path: sensitivity, determinism, undersized buffers."""
+    def go() -> int:
+        from loop.artifacts import DEVICE_BY_SUFFIX, load_artifact
+        from loop.backends import device_class
+        from loop.check import check
+        loaded = load_artifact(artifact)
+        results = check(device_class(device or DEVICE_BY_SUFFIX[artifact.suffix])(), loaded)
+        for r in results:
+            click.echo(f"{'PASS' if r.passed else 'FAIL'}  {r.name}: {r.detail}")
+        return 0 if all(r.passed for r in results) else 1
+    _guard(go)
+
+
+@main.command("compare")
+@click.argument("run_a", type=int)
+@click.argument("run_b", type=int)
+@RUNS
+@JSON
+def compare_cmd(run_a: int, run_b: int, runs: Path, as_json: bool) -> None:
+    """Whether run B's rate differs from run A's beyond run-to-run noise."""
+    def go() -> None:
+        from loop import ledger
+        from loop.compare import compare, describe
+        book = ledger.Ledger.open_existing(runs / "ledger.sqlite")
+        result = compare(ledger.run_json(book.get(run_a)), ledger.run_json(book.get(run_b)))
+        click.echo(json.dumps(result, indent=2) if as_json else describe(result))
     _guard(go)
 
 

@@ -107,6 +107,21 @@ class Ledger:
             db.execute(f"UPDATE runs SET status=?, finished=?, flags=?, record=?{', ' + sets if sets else ''} WHERE id=?",
                        (status, time.time(), json.dumps(flags), json.dumps(_finite(record)), *columns.values(), run_id))
 
+    def latest_key(self, spec_sha: str) -> str | None:
+        row = self._db.execute("SELECT sweep_key FROM runs WHERE sweep_key=? OR sweep_key LIKE ? ORDER BY id DESC LIMIT 1",
+                               (spec_sha, spec_sha + "/%")).fetchone()
+        return row[0] if row else None
+
+    def rows_for_key(self, key: str) -> list[sqlite3.Row]:
+        return list(self._db.execute("SELECT * FROM runs WHERE sweep_key=? ORDER BY id", (key,)))
+
+    def mark_interrupted(self, run_ids: list[int]) -> None:
+        if not run_ids:
+            return
+        with self.write() as db:
+            db.executemany("UPDATE runs SET status='interrupted', finished=? WHERE id=? AND status='running'",
+                           [(time.time(), i) for i in run_ids])
+
     def rows(self, sweep: str | None = None) -> list[sqlite3.Row]:
         query, args = "SELECT * FROM runs", ()
         if sweep:

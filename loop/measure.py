@@ -17,11 +17,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from loop.compilers.base import Artifact
+from loop.compilers.base import Artifact, captured_stderr
 from loop.devices.base import Device, RuntimeOptions, Session
+from loop.hostload import LoadProbe
 from loop.spec import MeasureSpec
 
 POWER_WARNING = "USB-C source electrical current advertised"
+DRIFT_MIN_S = 60.0
 
 
 @dataclass
@@ -52,6 +54,8 @@ class Measurement:
     health_after: dict[str, Any]
     warnings: list[str]
     flags: list[str]
+    host: dict[str, Any] = field(default_factory=dict)
+    drift: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,12 +123,19 @@ def latencies(session: Session, frames: Sequence[np.ndarray], count: int) -> dic
     return {"p50": float(p50), "p90": float(p90), "p99": float(p99)}
 
 
-def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], spec: MeasureSpec) -> Measurement:
-    """Run the whole protocol on ``artifact`` with ``frames`` in the device's own dtype."""
-    options = RuntimeOptions(threads=spec.threads, power_mode=spec.power_mode, dma_map=spec.dma_map,
-                             batch_size=spec.batch_size)
-    before = device.health()
-    parts, ttfo = time_to_first_output(device, artifact, frames, options, spec.ttfo_repeats)
+def drift(rate: DepthRate, elapsed_s: float) -> dict[str, float] | None:
+    """On runs of a minute or more: the last tenth's median rate against the first tenth's."""
+    chunks = rate.chunks
+    if elapsed_s < DRIFT_MIN_S or len(chunks) < 10:
+        return None
+    tenth = max(len(chunks) // 10, 1)
+    first, last = statistics.median(chunks[:tenth]), statistics.median(chunks[-tenth:])
+    drop = 100.0 * (first - last) / first
+    return {"first_fps": first, "last_fps": last, "drop_pct": drop, "threshold_pct": max(2.0, rate.spread_pct)}
+
+
+def _timed(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], spec: MeasureSpec,
+           options: RuntimeOptions) -> tuple[float, list[DepthRate], float, dict[str, float], float | None]:
     with device.open(artifact, options) as session:
         t0 = time.perf_counter()
         session.infer(frames)
@@ -132,11 +143,25 @@ def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], sp
         started = time.perf_counter()
         by_depth = [steady_rate(session, frames, spec, d) for d in spec.depth]
         elapsed = time.perf_counter() - started
-        lat = latencies(session, frames, spec.latency_frames)
-        hw = session.hw_latency_ms()
+        return first, by_depth, elapsed, latencies(session, frames, spec.latency_frames), session.hw_latency_ms()
+
+
+def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], spec: MeasureSpec) -> Measurement:
+    """Run the whole protocol on ``artifact`` with ``frames`` in the device's own dtype."""
+    options = RuntimeOptions(threads=spec.threads, power_mode=spec.power_mode, dma_map=spec.dma_map,
+                             batch_size=spec.batch_size)
+    before = device.health()
+    probe = LoadProbe.start()
+    with captured_stderr() as err:
+        parts, ttfo = time_to_first_output(device, artifact, frames, options, spec.ttfo_repeats)
+        first, by_depth, elapsed, lat, hw = _timed(device, artifact, frames, spec, options)
+    host = probe.stop()
     after = device.health()
     best = max(by_depth, key=lambda r: r.rate_fps["median"])
-    warnings = list(before.warnings) + list(after.warnings)
+    printed = [line for line in err.getvalue().splitlines() if "warn" in line.lower()]
+    warnings = list(before.warnings) + printed + list(after.warnings)
+    drifted = drift(best, elapsed)
+    flags = flags_for(warnings) + (["thermal-drift"] if drifted and drifted["drop_pct"] > drifted["threshold_pct"] else [])
     rate = best.rate_fps["median"]
     return Measurement(
         ttfo_ms=ttfo, ttfo_parts=parts, first_infer_ms=first, rate_fps=best.rate_fps,
@@ -146,7 +171,7 @@ def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], sp
         bytes_in=artifact.bytes_in, bytes_out=artifact.bytes_out,
         mb_s={"in": artifact.bytes_in * rate / 1e6, "out": artifact.bytes_out * rate / 1e6},
         latency_ms=lat, hw_latency_ms=hw, health_before=asdict(before), health_after=asdict(after),
-        warnings=warnings, flags=flags_for(warnings))
+        warnings=warnings, flags=flags, host=host, drift=drifted)
 
 
 def flags_for(warnings: Sequence[str]) -> list[str]:

@@ -1,30 +1,58 @@
 """Orchestration: the only place that knows the whole flow, and the only ledger writer.
 
-author -> optimize/fingerprint/compile (parallel) -> audit -> measure -> score -> record.
-Compiles finish before any measurement starts, so a timed measurement never overlaps a
-compile of the same sweep (host contention).
+author -> optimize/fingerprint/compile (parallel, cached) -> audit -> measure -> score -> record.
+Measurements wait for the sweep's compiles (and, through host locks, for other sweeps'),
+unless ``overlap`` is set, in which case runs measured while compiles ran are flagged
+``host-contended``. A sweep run again on the same runs folder continues where it stopped.
 """
 from __future__ import annotations
 
 import os
 import socket
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from joblib import Parallel, delayed
 from tqdm import tqdm
 
-from loop import audit as audit_mod
 from loop import fingerprint as fp
+from loop import hostlock
+from loop.artifacts import load_artifact
 from loop.author import Authored, author, reference_of, with_reference
 from loop.backends import compiler_class, device_class
 from loop.compilers.base import CompileOptions, CompileResult, run_compile
-from loop.evaluate_run import RunOutcome, evaluate_variant
-from loop.ledger import Ledger
+from loop.devices.base import Device
+from loop.evaluate_run import RunOutcome, evaluate_variant, run_inputs
+from loop.ledger import Ledger, run_json
+from loop.resume import Heartbeat, scan, sweep_key
 from loop.spec import SweepSpec
+
+Scorer = Callable[..., dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    jobs: int | None = None
+    progress: bool = True
+    scorer: Scorer | None = None
+    overlap: bool = False
+    fresh: bool = False
+    cluster: str | None = None
+    generation: int | None = None
+
+
+@dataclass
+class SweepResult:
+    spec: SweepSpec
+    outcomes: list[RunOutcome] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[RunOutcome]:
+        return [o for o in self.outcomes if o.status != "ok"]
 
 
 def compile_job(backend: str, model: bytes, calibration: np.ndarray, options: CompileOptions) -> CompileResult:
@@ -36,96 +64,105 @@ def compile_job(backend: str, model: bytes, calibration: np.ndarray, options: Co
     return result
 
 
-@dataclass
-class SweepResult:
-    spec: SweepSpec
-    outcomes: list[RunOutcome] = field(default_factory=list)
-
-    @property
-    def failed(self) -> list[RunOutcome]:
-        return [o for o in self.outcomes if o.status != "ok"]
+def _compile_stream(spec: SweepSpec, todo: list[Authored], jobs: int) -> Iterator[CompileResult]:
+    """Compile results in submission order, as they finish."""
+    tasks = (delayed(compile_job)(spec.backend, a.model, a.calibration, a.options) for a in todo)
+    yield from Parallel(n_jobs=jobs, return_as="generator")(tasks)
 
 
-def _threads_per_job(jobs: int) -> int:
-    return max(1, (os.cpu_count() or 1) // max(jobs, 1))
-
-
-def _compile_all(spec: SweepSpec, authored: list[Authored], jobs: int, progress: bool) -> list[CompileResult]:
-    tasks = (delayed(compile_job)(spec.backend, a.model, a.calibration, a.options) for a in authored)
-    runner = Parallel(n_jobs=jobs, return_as="generator")
-    bar = tqdm(total=len(authored), desc="optimize+compile", unit="variant", disable=not progress)
-    results = []
-    for result in runner(tasks):
-        results.append(result)
-        bar.update()
-    bar.close()
-    return results
-
-
-def run_sweep(spec: SweepSpec, runs: Path, jobs: int | None = None, progress: bool = True,
-              scorer: Callable[..., dict[str, Any]] | None = None) -> SweepResult:
-    """Run every variant of ``spec`` and record each in ``runs/ledger.sqlite``."""
-    jobs = jobs or (os.cpu_count() or 1)
+def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions()) -> SweepResult:
+    """Run every unfinished variant of ``spec``, recording each in ``runs/ledger.sqlite``."""
+    jobs = options.jobs or (os.cpu_count() or 1)
     variants = with_reference(spec)
     ref = reference_of(variants)
-    threads = _threads_per_job(jobs)
+    threads = max(1, (os.cpu_count() or 1) // jobs)
     authored = [author(spec, v, v is ref, threads) for v in variants]  # user errors surface before any write
     ledger = Ledger(runs / "ledger.sqlite")
     try:
-        ids = [ledger.begin(spec.name, spec.sha, a.variant.name, spec.variant_sha(a.variant), spec.backend)
-               for a in authored]
-        compiled = _compile_all(spec, authored, jobs, progress)
-        result = SweepResult(spec)
-        device = device_class(spec.devices[0])()
-        base_state: dict[str, Any] = {}
-        order = sorted(range(len(authored)), key=lambda i: not authored[i].reference)
-        for i in tqdm(order, desc="measure+score", unit="variant", disable=not progress):
-            outcome = _evaluate(spec, authored[i], compiled[i], device, runs, base_state, scorer)
-            _record(ledger, ids[i], spec, authored[i], compiled[i], outcome)
-            outcome.run_id = ids[i]
-            result.outcomes.append(outcome)
-        result.outcomes.sort(key=lambda o: [a.variant.name for a in authored].index(o.variant))
-        return result
+        return _run(spec, runs, options, jobs, authored, ledger)
     finally:
         ledger.close()
 
 
-def _evaluate(spec: SweepSpec, authored: Authored, compiled: CompileResult, device: Any, runs: Path,
-              base_state: dict[str, Any], scorer: Callable[..., dict[str, Any]] | None) -> RunOutcome:
+def _run(spec: SweepSpec, runs: Path, options: SweepOptions, jobs: int, authored: list[Authored],
+         ledger: Ledger) -> SweepResult:
+    key = sweep_key(ledger, spec.sha, options.fresh)
+    state = scan(ledger, key)
+    result = SweepResult(spec, skipped=sorted(state.live))
+    todo = sorted((a for a in authored if a.variant.name not in state.finished and a.variant.name not in state.live),
+                  key=lambda a: not a.reference)
+    ids = {a.variant.name: ledger.begin(spec.name, key, a.variant.name, spec.variant_sha(a.variant), spec.backend,
+                                        options.generation) for a in todo}
+    device = device_class(spec.devices[0])()
+    base_state = _resumed_base(authored, state.finished, device)
+    bar = tqdm(total=len(todo), desc="compile+measure", unit="variant", disable=not options.progress)
+    with Heartbeat(str(ledger.path), list(ids.values())):
+        for a, compiled, contended in _compiled(spec, todo, jobs, options.overlap):
+            outcome = _evaluate(spec, a, compiled, device, runs, base_state, options, contended)
+            outcome.run_id = ids[a.variant.name]
+            _record(ledger, outcome.run_id, spec, a, compiled, outcome)
+            result.outcomes.append(outcome)
+            bar.update()
+    bar.close()
+    result.outcomes += [_finished_outcome(row) for row in state.finished.values()]
+    order = [a.variant.name for a in authored]
+    result.outcomes.sort(key=lambda o: order.index(o.variant))
+    return result
+
+
+def _compiled(spec: SweepSpec, todo: list[Authored], jobs: int,
+              overlap: bool) -> Iterator[tuple[Authored, CompileResult, bool]]:
+    """Pairs of (variant, compile result, measured-while-compiling)."""
+    if overlap:
+        for i, compiled in enumerate(_compile_stream(spec, todo, jobs)):
+            yield todo[i], compiled, i < len(todo) - 1
+        return
+    with hostlock.compiling():
+        results = list(_compile_stream(spec, todo, jobs))
+    yield from ((a, c, False) for a, c in zip(todo, results))
+
+
+def _resumed_base(authored: list[Authored], finished: dict[str, Any], device: Device) -> dict[str, Any]:
+    """The reference's fingerprint and outputs when an earlier run of this sweep finished it."""
+    ref = next(a for a in authored if a.reference)
+    row = finished.get(ref.variant.name)
+    if row is None or row["status"] != "ok":
+        return {}
+    import json
+    layers = [fp.from_record(l) for l in json.loads(row["record"])["layers"]]
+    raw, _ = run_inputs(device, load_artifact(Path(row["artifact"])), ref.inputs)
+    return {"layers": layers, "raw": raw}
+
+
+def _finished_outcome(row: Any) -> RunOutcome:
+    data = run_json(row)
+    return RunOutcome(data["variant"], data["status"], stage=data["stage"], error=data["error"],
+                      verdict=data["verdict"], run_id=data["id"], info={"resumed": True})
+
+
+def _evaluate(spec: SweepSpec, a: Authored, compiled: CompileResult, device: Device, runs: Path,
+              base_state: dict[str, Any], options: SweepOptions, contended: bool) -> RunOutcome:
     try:
-        return evaluate_variant(spec, authored, compiled, device, runs, base_state, scorer)
+        with hostlock.measuring(device.name, overlap=options.overlap):
+            outcome = evaluate_variant(spec, a, compiled, device, runs, base_state, options.scorer)
     except Exception as exc:  # noqa: BLE001 - one variant's failure is recorded, the sweep goes on
-        return RunOutcome(authored.variant.name, "failed", stage="measure",
-                          error=f"{type(exc).__name__}: {exc}", info={"traceback": traceback.format_exc(limit=8)})
+        return RunOutcome(a.variant.name, "failed", stage="measure", error=f"{type(exc).__name__}: {exc}",
+                          info={"traceback": traceback.format_exc(limit=8)})
+    if contended and outcome.status == "ok":
+        outcome.flags.append("host-contended")
+    return outcome
 
 
 def _record(ledger: Ledger, run_id: int, spec: SweepSpec, a: Authored, c: CompileResult, o: RunOutcome) -> None:
     record = {
-        "options": _options_record(a.options), "versions": c.info.get("versions", {}), "host": socket.gethostname(),
+        "options": asdict(a.options), "versions": c.info.get("versions", {}), "host": socket.gethostname(),
         "compiled_on": c.compiled_on, "cache_hit": c.cache_hit, "stages": c.stages,
         "layers": [fp.to_record(l) for l in c.layers], "measure": o.measure, "scores": o.scores,
-        "changes": o.changes, "perturb": [_op_record(op) for op in a.variant.ops],
-        "stderr_tail": c.stderr_tail if not c.ok else "", "info": {**_info(c), **o.info},
+        "changes": o.changes, "perturb": [{"op": op.name, **asdict(op)} for op in a.variant.ops],
+        "stderr_tail": "" if c.ok else c.stderr_tail,
+        "info": {**{k: v for k, v in c.info.items() if k != "versions"}, **o.info},
     }
     ledger.finish(run_id, o.status, o.flags, record, error=o.error, stage=o.stage, onnx_sha=a.onnx_sha,
                   calib_sha=a.calib_sha, kernel_sha=fp.kernel_sha(c.layers) if c.layers else None,
                   bias_sha=fp.bias_sha(c.layers) if c.layers else None, device=spec.devices[0],
                   artifact=o.artifact, verdict=o.verdict)
-
-
-def _info(c: CompileResult) -> dict[str, Any]:
-    return {k: v for k, v in c.info.items() if k not in ("versions",)}
-
-
-def _options_record(options: CompileOptions) -> dict[str, Any]:
-    from dataclasses import asdict
-    return asdict(options)
-
-
-def _op_record(op: Any) -> dict[str, Any]:
-    from dataclasses import asdict
-    return {"op": op.label if hasattr(op, "label") else op.name, **asdict(op)}
-
-
-def summarize_changes(changes: Iterable[dict[str, Any]]) -> list[str]:
-    return [f"{c['layer']} {c['what']}: {c['detail']}" for c in changes if not c.get("allowed", True)]

@@ -5,7 +5,7 @@ import pytest
 
 from loop.ledger import Ledger, run_json
 from loop.spec import parse
-from loop.sweep import run_sweep
+from loop.sweep import SweepOptions, run_sweep
 from authored import FAST_MEASURE
 
 SWEEP = f"""\
@@ -34,7 +34,7 @@ variants:
 
 def sweep(write_sweep, tmp_path: Path, bc: bool, calmax: str = "9.5") -> dict[str, dict]:
     spec = parse(write_sweep(SWEEP.replace("BC", str(bc).lower()).replace("CALMAX", calmax)))
-    result = run_sweep(spec, tmp_path / "runs", jobs=1, progress=False)
+    result = run_sweep(spec, tmp_path / "runs", SweepOptions(jobs=1, progress=False))
     ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
     return {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
 
@@ -108,7 +108,7 @@ def test_exported_model_as_base(write_sweep, tmp_path, exported_onnx):
         perturb: [{{op: force_range_out, layer: /features/0/Conv, range: [0.0, 9.0]}}]
     """
     spec = parse(write_sweep(text))
-    result = run_sweep(spec, tmp_path / "runs", jobs=1, progress=False)
+    result = run_sweep(spec, tmp_path / "runs", SweepOptions(jobs=1, progress=False))
     ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
     runs = {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
     assert [l["name"] for l in runs["base"]["layers"]] == ["/features/0/Conv", "/features/1/Conv", "/classifier/Gemm"]

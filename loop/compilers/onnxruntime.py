@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 
 from loop.compilers.base import Artifact, CompileOptions, Compiler, LayerPrint, Quantized
+from loop.artifacts import with_layout
 from loop.compilers import boundary, qdq
 
 CALIBRATE = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile",
@@ -50,7 +51,8 @@ class OnnxRuntimeCompiler(Compiler):
     def compile(self, quantized: Quantized, options: CompileOptions) -> Artifact:
         model = onnx.load_from_string(quantized.data)
         inputs, outputs = boundary.strip(model) if options.io == "uint8" else boundary.float_io(model)
-        return Artifact(self.name, _graph_compile(model, options.threads), ".onnx", inputs, outputs)
+        data = with_layout(_graph_compile(model, options.threads), inputs, outputs)
+        return Artifact(self.name, data, ".onnx", inputs, outputs)
 
 
 class _Reader:

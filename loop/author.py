@@ -73,13 +73,14 @@ def author(spec: SweepSpec, variant: VariantSpec, reference: bool, threads: int 
 
 
 def with_reference(spec: SweepSpec) -> tuple[VariantSpec, ...]:
-    """The sweep's variants, with an unperturbed reference first if the file names none."""
-    if any(not v.ops and not v.own_base for v in spec.variants):
+    """The sweep's variants, with an unperturbed reference first if a perturbed variant needs
+    one and the file names none. A pure ladder (every variant its own base) needs none."""
+    if any(not v.ops and not v.own_base for v in spec.variants) or all(v.own_base for v in spec.variants):
         return spec.variants
     names = {v.name for v in spec.variants}
     name = "base" if "base" not in names else "base (reference)"
     return (VariantSpec(name=name, measure=spec.measure), *spec.variants)
 
 
-def reference_of(variants: tuple[VariantSpec, ...]) -> VariantSpec:
-    return next(v for v in variants if not v.ops and not v.own_base)
+def reference_of(variants: tuple[VariantSpec, ...]) -> VariantSpec | None:
+    return next((v for v in variants if not v.ops and not v.own_base), None)

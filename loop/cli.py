@@ -53,6 +53,13 @@ def sweep(sweep_file: Path, runs: Path, jobs: int | None, scorer: str | None, ov
         book = ledger.Ledger(runs / "ledger.sqlite")
         rows = [ledger.run_json(book.get(o.run_id)) for o in result.outcomes if o.run_id is not None]
         click.echo(report.sweep_summary(rows))
+        extra = report.ladders(rows)
+        if extra:
+            click.echo("\n" + extra)
+        reused = sum(1 for o in result.outcomes if o.info.get("resumed"))
+        if reused or result.skipped:
+            click.echo(f"\nresumed: {reused} finished run(s) reused"
+                       + (f"; left to a live sweep: {', '.join(result.skipped)}" if result.skipped else ""))
         return 1 if result.failed else 0
     _guard(go)
 

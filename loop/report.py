@@ -86,3 +86,39 @@ def audit_table(runs: Sequence[dict[str, Any]]) -> str:
                 for c in r.get("changes", [])]
         blocks.append("\n".join([head, *body]))
     return "\n".join(blocks)
+
+
+def link_table(runs: Sequence[dict[str, Any]]) -> str:
+    """The seed's frame-ladder table: in/out MB, ms/frame, frames/s, MB/s; and the plateau."""
+    from loop.ladder import link_plateau, link_rate
+    ok = [r for r in runs if r["status"] == "ok"]
+    rows = [[r["variant"], f"{r['measure']['bytes_in']:,}", f"{r['measure']['bytes_out']:,}",
+             f"{1e3 / r['measure']['rate_fps']['median']:.2f}", f"{r['measure']['rate_fps']['median']:.1f}",
+             f"{link_rate(r):.0f}", f"{r['measure']['spread_pct']:.1f}%"] for r in ok]
+    text = table(["frame", "bytes in", "bytes out", "ms/frame", "frames/s", "MB/s", "spread"], rows)
+    plateau = link_plateau(ok)
+    if plateau:
+        text += f"\nthe link plateaus at {plateau[1]:.0f}-{plateau[2]:.0f} MB/s from {plateau[0]} on"
+    else:
+        text += "\nno plateau: MB/s is still climbing (or falling) across these frames"
+    return text
+
+
+def depth_table(run: dict[str, Any]) -> str:
+    from loop.ladder import depth_knee
+    by_depth = run["measure"]["by_depth"]
+    rows = [[str(d["depth"]), f"{d['rate_fps']['median']:.1f}", f"{d['rate_fps']['min']:.1f}",
+             f"{d['rate_fps']['max']:.1f}", f"{d['spread_pct']:.1f}%"] for d in by_depth]
+    text = f"{run['variant']}: rate by queue depth\n" + table(["depth", "median fps", "min", "max", "spread"], rows)
+    knee = depth_knee(by_depth)
+    return text + (f"\nthe rate stops climbing at depth {knee}" if knee is not None else "")
+
+
+def ladders(runs: Sequence[dict[str, Any]]) -> str:
+    """Ladder tables for a sweep whose variants are rungs (own bases) or measured at many depths."""
+    parts = []
+    rungs = [r for r in runs if r["verdict"] == "n/a" and r["status"] == "ok"]
+    if len(rungs) >= 2:
+        parts.append(link_table(rungs))
+    parts += [depth_table(r) for r in runs if r["status"] == "ok" and len(r["measure"].get("by_depth", [])) > 1]
+    return "\n\n".join(parts)

@@ -124,13 +124,13 @@ def _compiled(spec: SweepSpec, todo: list[Authored], jobs: int,
 
 def _resumed_base(authored: list[Authored], finished: dict[str, Any], device: Device) -> dict[str, Any]:
     """The reference's fingerprint and outputs when an earlier run of this sweep finished it."""
-    ref = next(a for a in authored if a.reference)
-    row = finished.get(ref.variant.name)
+    ref = next((a for a in authored if a.reference), None)
+    row = finished.get(ref.variant.name) if ref else None
     if row is None or row["status"] != "ok":
         return {}
     import json
     layers = [fp.from_record(l) for l in json.loads(row["record"])["layers"]]
-    raw, _ = run_inputs(device, load_artifact(Path(row["artifact"])), ref.inputs)
+    raw, _ = run_inputs(device, load_artifact(Path(row["artifact"])), ref.inputs)  # type: ignore[union-attr]
     return {"layers": layers, "raw": raw}
 
 

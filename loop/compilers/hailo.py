@@ -1,0 +1,310 @@
+"""Hailo's Dataflow Compiler (``hailo_sdk_client``): parse, optimize, compile to a HEF.
+
+The DFC is closed source, Linux x86-64 only, and not on PyPI, so it is imported inside the
+methods that use it. Its parameter keys and HN layout are only partly documented (see
+HAILO.md): what is UNCONFIRMED is discovered at run time and, when absent, refused with a
+message that lists what was found. None of this has run against the real DFC yet; it is
+tested against a fake ``hailo_sdk_client`` that records calls.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loop.compilers.base import Artifact, CompileOptions, Compiler, LayerPrint, Quantized, TensorLayout
+from loop.errors import LoopError
+
+_SCALE_WORDS = ("scale", "zero_point", "zp", "factor")
+_ERRORS: tuple[tuple[str, str], ...] = (
+    (r"mapping failed", "the model does not fit the device (Dataflow Compiler: Mapping Failed); "
+                        "make it smaller or let it use more contexts"),
+    (r"HAILO_INVALID_HEF|\(26\)", "the HEF was compiled for another architecture than the device "
+                                  "(HAILO_INVALID_HEF(26)); check hw_arch"),
+    (r"version.{0,40}(mismatch|does not match|not compatible|incompatible)|"
+     r"(mismatch|incompatible).{0,40}version|HAILO_INVALID_DRIVER_VERSION",
+     "Hailo software versions do not match (DFC, HailoRT, driver and firmware must match exactly)"),
+)
+
+
+class HailoCompileError(LoopError):
+    """A Dataflow Compiler failure, named in one line."""
+
+
+def clear_error(text: str) -> str | None:
+    """One clear line for a DFC/HailoRT error users meet often, else None."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    for pattern, line in _ERRORS:
+        if re.search(pattern, text, re.IGNORECASE | re.DOTALL):
+            return f"{line}: {first}" if first else line
+    return None
+
+
+@contextmanager
+def named_errors(stage: str) -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - rename the known ones, re-raise the rest
+        line = clear_error(str(exc))
+        if line is None:
+            raise
+        raise HailoCompileError(f"{stage}: {line}") from exc
+
+
+def _num(x: float) -> str:
+    return repr(float(x))
+
+
+def model_script(options: CompileOptions, calibration_count: int, layer_names: dict[str, str]) -> str:
+    """The model script (``.alls``) for a compile: one command per line, in a fixed order."""
+    lines = []
+    for o in options.overrides:
+        side = {"out": "force_range_out", "in": "force_range_in"}[o.side]
+        lines.append(f"quantization_param({layer_names.get(o.layer, o.layer)}, {side}=[{_num(o.lo)}, {_num(o.hi)}])")
+    levels = [(k, options.backend_option(k)) for k in ("optimization_level", "compression_level")]
+    if any(v is not None for _, v in levels):
+        lines.append(f"model_optimization_flavor({', '.join(f'{k}={int(v)}' for k, v in levels if v is not None)})")
+    batch = int(options.backend_option("calibration_batch_size", min(8, max(1, calibration_count))))
+    lines.append(f"model_optimization_config(calibration, batch_size={batch}, calibset_size={calibration_count})")
+    policy = "enabled" if options.bias_correction else "disabled"
+    lines.append(f"post_quantization_optimization(bias_correction, policy={policy})")
+    lines.extend(str(line) for line in options.backend_option("model_script", ()))
+    return "\n".join(lines) + "\n"
+
+
+def nchw_to_nhwc(calibration: np.ndarray) -> np.ndarray:
+    """Calibration frames in the DFC's layout: float32 NHWC, whatever the ONNX layout was."""
+    data = np.asarray(calibration, dtype=np.float32)
+    return np.ascontiguousarray(data.transpose(0, 2, 3, 1)) if data.ndim == 4 else data
+
+
+def hn_dict(hn: Any) -> dict[str, Any]:
+    if isinstance(hn, (str, bytes)):
+        hn = json.loads(hn)
+    return hn if isinstance(hn, dict) else {}
+
+
+def layer_names_from_hn(hn: dict[str, Any]) -> dict[str, str]:
+    """ONNX node name -> DFC layer name (without the ``<net>/`` prefix) via ``original_names``."""
+    names: dict[str, str] = {}
+    for layer, body in hn.get("layers", {}).items():
+        for original in body.get("original_names", []) if isinstance(body, dict) else []:
+            names.setdefault(original, layer.split("/")[-1])
+    return names
+
+
+def io_layouts(hn: dict[str, Any], params: dict[str, np.ndarray]) -> tuple[tuple[TensorLayout, ...], ...]:
+    """Inputs and outputs as the HN reports them: uint8 NHWC frames, with scale/zero point
+    when a parameter under that layer carries them (key names UNCONFIRMED)."""
+    found: dict[str, list[TensorLayout]] = {"input_layer": [], "output_layer": []}
+    for name, body in hn.get("layers", {}).items():
+        if body.get("type") in found:
+            shape = (body.get("output_shapes") or body.get("input_shapes") or [[]])[0]
+            scale, zp = _layer_quant(name, params)
+            found[body["type"]].append(TensorLayout(name, tuple(1 if d in (-1, None) else int(d) for d in shape),
+                                                    "uint8", scale, zp))
+    if not found["input_layer"] or not found["output_layer"]:
+        types = sorted({str(b.get("type")) for b in hn.get("layers", {}).values()})
+        raise HailoCompileError(f"cannot find input and output layers in the HN (layer types: {', '.join(types)})")
+    return tuple(found["input_layer"]), tuple(found["output_layer"])
+
+
+def _layer_quant(layer: str, params: dict[str, np.ndarray]) -> tuple[float | None, int | None]:
+    scale = zp = None
+    for key, value in params.items():
+        leaf = key.split(":")[0][len(layer) + 1:] if key.startswith(layer + "/") else None
+        if leaf and "scale" in leaf and np.size(value) == 1:
+            scale = float(np.asarray(value).reshape(-1)[0])
+        if leaf and ("zero_point" in leaf or leaf.endswith("zp")) and np.size(value) == 1:
+            zp = int(round(float(np.asarray(value).reshape(-1)[0])))
+    return scale, zp
+
+
+def _split_key(key: str) -> tuple[str, str]:
+    """``net/conv1/kernel:0`` -> (``net/conv1``, ``kernel``); stats entries stay with their layer."""
+    parts = key.split(":")[0].split("/")
+    cut = parts.index("stats") if "stats" in parts[1:] else len(parts) - 1
+    return "/".join(parts[:cut]), "/".join(parts[cut:])
+
+
+def _hash(arrays: list[tuple[str, np.ndarray]]) -> str:
+    digest = hashlib.sha256()
+    for leaf, value in arrays:
+        value = np.ascontiguousarray(value)
+        digest.update(f"{leaf}|{value.dtype.str}|{value.shape}|".encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
+
+
+def _flat(arrays: list[tuple[str, np.ndarray]]) -> tuple[float, ...]:
+    return tuple(float(v) for _, a in arrays for v in np.asarray(a).reshape(-1))
+
+
+def _affine_from_limvals(limvals: np.ndarray) -> tuple[float, int]:
+    """uint8 affine scale/zero point for a [min, max] range (an assumption, not read back)."""
+    lo, hi = (float(v) for v in np.asarray(limvals).reshape(-1)[:2])
+    scale = (hi - lo) / 255.0 or 1.0
+    return scale, int(round(-lo / scale))
+
+
+def _layer_print(layer: str, leaves: dict[str, np.ndarray]) -> LayerPrint:
+    scale_like = {k: v for k, v in leaves.items() if any(w in k for w in _SCALE_WORDS)}
+    kernels = sorted((k, v) for k, v in leaves.items() if "kernel" in k and k not in scale_like)
+    biases = sorted((k, v) for k, v in leaves.items() if "bias" in k and k not in scale_like)
+    weight_like = {k: v for k, v in scale_like.items() if "kernel" in k or "weight" in k}
+    w_scales = sorted((k, v) for k, v in weight_like.items() if "scale" in k)
+    w_zps = sorted((k, v) for k, v in weight_like.items() if "scale" not in k)
+    b_scales = sorted((k, v) for k, v in scale_like.items() if "bias" in k)
+    out_scale = out_zp = in_scale = in_zp = None
+    for leaf, value in leaves.items():
+        if leaf.endswith("stats_limvals") and "output" in leaf and out_scale is None:
+            out_scale, out_zp = _affine_from_limvals(value)
+        if leaf.endswith("stats_limvals") and "input" in leaf and in_scale is None:
+            in_scale, in_zp = _affine_from_limvals(value)
+    bias = step = None
+    if biases and b_scales and np.issubdtype(np.asarray(biases[0][1]).dtype, np.integer):
+        b, s = np.broadcast_arrays(np.asarray(biases[0][1], np.float64), np.asarray(b_scales[0][1], np.float64))
+        bias, step = tuple(float(v) for v in (b * s).reshape(-1)), tuple(float(v) for v in s.reshape(-1))
+    elif biases and not np.issubdtype(np.asarray(biases[0][1]).dtype, np.integer):
+        bias = _flat(biases[:1])
+    short = layer.split("/")[-1]
+    return LayerPrint(
+        name=short, op=re.sub(r"\d+$", "", short) or short,
+        kernel_sha=_hash(kernels + w_scales + w_zps), bias_sha=_hash(biases + b_scales) if biases else None,
+        weight_scale=_flat(w_scales), weight_zero_point=tuple(int(round(v)) for v in _flat(w_zps)),
+        in_tensor=None, in_scale=in_scale, in_zero_point=in_zp,
+        out_tensor=short, out_scale=out_scale, out_zero_point=out_zp, bias=bias, bias_step=step)
+
+
+def discover_prints(params: dict[str, np.ndarray]) -> tuple[list[LayerPrint], list[str]]:
+    """Group parameter keys per layer (in the dict's order) and fingerprint layers with kernels."""
+    keys = list(params)
+    layers: dict[str, dict[str, np.ndarray]] = {}
+    for key in keys:
+        layer, leaf = _split_key(key)
+        layers.setdefault(layer, {})[leaf] = np.asarray(params[key])
+    prints = [_layer_print(layer, leaves) for layer, leaves in layers.items()
+              if any("kernel" in leaf and not any(w in leaf for w in _SCALE_WORDS) for leaf in leaves)]
+    if not prints:
+        shown = ", ".join(keys[:40]) + (f", ... ({len(keys)} in all)" if len(keys) > 40 else "")
+        raise HailoCompileError(f"no kernel-like parameter among the DFC's {len(keys)} keys: {shown or 'none'}")
+    return prints, keys
+
+
+class HailoCompiler(Compiler):
+    """The DFC behind the compiler interface. ``workdir`` keeps the ONNX, HAR and HEF files
+    (a fresh temporary folder per compile when None)."""
+
+    name = "hailo"
+
+    def __init__(self, workdir: str | Path | None = None) -> None:
+        self.workdir = Path(workdir) if workdir else None
+        self._runners: dict[str, Any] = {}  # HAR sha -> live runner, to skip reopening the HAR
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        if not sys.platform.startswith("linux"):
+            return False, "the Dataflow Compiler runs on Linux x86-64 only (compile on a Linux worker)"
+        try:
+            import hailo_sdk_client
+        except Exception as exc:  # noqa: BLE001 - any import failure means unavailable
+            return False, f"hailo_sdk_client is not importable ({type(exc).__name__}: {exc})"
+        return True, f"hailo_sdk_client {getattr(hailo_sdk_client, '__version__', 'unknown version')}"
+
+    def describe(self) -> dict[str, str]:
+        try:
+            import hailo_sdk_client
+            version = str(getattr(hailo_sdk_client, "__version__", "unknown"))
+        except Exception:  # noqa: BLE001
+            version = "not installed"
+        return {"compiler": self.name, "hailo_sdk_client": version}
+
+    def _dir(self) -> Path:
+        if self.workdir:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            return self.workdir
+        return Path(tempfile.mkdtemp(prefix="loop-hailo-"))
+
+    def optimize(self, model: bytes, calibration: np.ndarray, options: CompileOptions) -> Quantized:
+        from hailo_sdk_client import ClientRunner
+
+        hw_arch = options.backend_option("hw_arch", "hailo10h")
+        net = options.backend_option("net_name", "loop_net")
+        folder = self._dir()
+        onnx_path = folder / f"{net}.onnx"
+        onnx_path.write_bytes(model)
+        runner = ClientRunner(hw_arch=hw_arch)
+        start = time.perf_counter()
+        with named_errors("parse"):
+            shapes = self._input_shapes(model, calibration)
+            parsed = runner.translate_onnx_model(str(onnx_path), net, net_input_shapes=shapes)
+        parse_s = time.perf_counter() - start
+        hn = (hn_dict(parsed[0]) if isinstance(parsed, tuple) else {}) or hn_dict(self._hn(runner))
+        script = model_script(options, len(calibration), layer_names_from_hn(hn))
+        runner.load_model_script(script)
+        with named_errors("optimize"):
+            runner.optimize(nchw_to_nhwc(calibration))
+        har = folder / f"{net}.har"
+        runner.save_har(str(har))
+        data = har.read_bytes()
+        self._runners[hashlib.sha256(data).hexdigest()] = runner
+        source, params = self._params(runner)
+        info = {"model_script": script, "param_keys": list(params), "param_source": source,
+                "hw_arch": hw_arch, "net_name": net, "workdir": str(folder)}
+        return Quantized(self.name, data, info=info, stages={"parse_s": parse_s})
+
+    @staticmethod
+    def _input_shapes(model: bytes, calibration: np.ndarray) -> dict[str, list[int]]:
+        import onnx
+
+        graph = onnx.load_from_string(model).graph
+        initializers = {i.name for i in graph.initializer}
+        inputs = [i.name for i in graph.input if i.name not in initializers]
+        return {inputs[0]: [1, *calibration.shape[1:]]}
+
+    @staticmethod
+    def _hn(runner: Any) -> Any:
+        getter = getattr(runner, "get_hn_dict", None) or getattr(runner, "get_hn", None)
+        return getter() if getter else {}
+
+    @staticmethod
+    def _params(runner: Any) -> tuple[str, dict[str, np.ndarray]]:
+        """The quantized view when it holds kernels, else the native parameters."""
+        translated = dict(runner.get_params_translated())
+        if any("kernel" in k for k in translated):
+            return "get_params_translated", translated
+        return "get_params", dict(runner.get_params())
+
+    def _runner(self, quantized: Quantized) -> Any:
+        sha = hashlib.sha256(quantized.data).hexdigest()
+        if sha not in self._runners:
+            from hailo_sdk_client import ClientRunner
+
+            har = self._dir() / f"{quantized.info.get('net_name', 'loop_net')}.har"
+            har.write_bytes(quantized.data)
+            self._runners[sha] = ClientRunner(har=str(har))
+        return self._runners[sha]
+
+    def fingerprint(self, quantized: Quantized) -> list[LayerPrint]:
+        _, params = self._params(self._runner(quantized))
+        return discover_prints(params)[0]
+
+    def compile(self, quantized: Quantized, options: CompileOptions) -> Artifact:
+        runner = self._runner(quantized)
+        with named_errors("compile"):
+            hef = bytes(runner.compile())
+        folder = Path(quantized.info.get("workdir") or self._dir())
+        (folder / f"{quantized.info.get('net_name', 'loop_net')}.hef").write_bytes(hef)
+        _, params = self._params(runner)
+        inputs, outputs = io_layouts(hn_dict(self._hn(runner)), params)
+        self._runners.pop(hashlib.sha256(quantized.data).hexdigest(), None)
+        return Artifact("hailo", hef, ".hef", inputs, outputs, extras={"har": quantized.data})

@@ -1,0 +1,121 @@
+"""The Dataflow Compiler's emulator as a device: scores the optimized HAR, not silicon.
+
+``context`` picks the emulation: ``quantized`` (``SDK_QUANTIZED``, the default) or
+``fp_optimized`` (``SDK_FP_OPTIMIZED``). Frames come in the artifact's device layout
+(uint8 with scale and zero point), are dequantized for the emulator, and its float32
+outputs are quantized back onto the artifact's output grid, so emulator and device
+outputs compare byte for byte. SDK_QUANTIZED is reported not to be bit-exact with
+silicon: their disagreement is something to measure. Nothing here is device time.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from loop.compilers.base import Artifact, TensorLayout
+from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
+from loop.errors import LoopError
+
+CONTEXTS = {"quantized": "SDK_QUANTIZED", "fp_optimized": "SDK_FP_OPTIMIZED"}
+
+
+def dequantize(frame: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    if not layout.quantized:
+        return frame.astype(np.float32)
+    return ((frame.astype(np.float32) - (layout.zero_point or 0)) * np.float32(layout.scale)).astype(np.float32)
+
+
+def quantize(values: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    """Onto the layout's grid: ``q = x / scale + zero_point``, rounded and clipped to the dtype."""
+    dtype = np.dtype(layout.dtype)
+    if not layout.quantized:
+        return values.astype(dtype).reshape(layout.shape)
+    q = np.rint(values / layout.scale + (layout.zero_point or 0))
+    info = np.iinfo(dtype)
+    return np.clip(q, info.min, info.max).astype(dtype).reshape(layout.shape)
+
+
+class HailoEmulatorSession(Session):
+    def __init__(self, runner: Any, context: Any, stack: ExitStack, artifact: Artifact) -> None:
+        self.runner = runner
+        self.context = context
+        self.stack = stack
+        self.inputs = artifact.inputs
+        self.outputs = artifact.outputs
+
+    def infer(self, frames: Sequence[np.ndarray], out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
+        check_frames(self.inputs, frames, "input")
+        if out is not None:
+            check_frames(self.outputs, out, "output", exact=False)
+        batch = [dequantize(f, t) for f, t in zip(frames, self.inputs, strict=True)]
+        # The emulator takes a batch, NHWC float32, as HailoRT frames are laid out.
+        result = self.runner.infer(self.context, batch[0] if len(batch) == 1 else batch)
+        if isinstance(result, dict):
+            results = [result[t.name] for t in self.outputs]
+        else:
+            results = list(result) if isinstance(result, (list, tuple)) else [result]
+        if len(results) != len(self.outputs):
+            raise LoopError(f"the emulator returned {len(results)} outputs, the artifact declares {len(self.outputs)}")
+        arrays = [quantize(np.asarray(r, np.float32), t) for r, t in zip(results, self.outputs, strict=True)]
+        if out is None:
+            return arrays
+        for target, array in zip(out, arrays, strict=True):
+            target.reshape(-1)[: array.size] = array.reshape(-1)
+        return list(out)
+
+    def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
+        """A timed loop of ``count`` emulated inferences; ``depth`` is ignored.
+
+        Emulation time is host time spent emulating, not device time.
+        """
+        start = time.perf_counter()
+        for _ in range(count):
+            self.infer(frames)
+        return time.perf_counter() - start
+
+    def close(self) -> None:
+        self.stack.close()
+
+
+class HailoEmulatorDevice(Device):
+    """Scores ``artifact.extras["har"]`` through ``ClientRunner.infer_context``."""
+
+    name = "hailo-emulator"
+
+    def __init__(self, context: str = "quantized") -> None:
+        if context not in CONTEXTS:
+            raise LoopError(f"unknown emulator context '{context}' (known: {', '.join(CONTEXTS)})")
+        self.context = context
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        try:
+            from hailo_sdk_client import ClientRunner, InferenceContext  # noqa: F401
+        except Exception as exc:  # noqa: BLE001 - any import failure means unavailable
+            return False, f"hailo_sdk_client is not importable ({type(exc).__name__}: {exc})"
+        return True, "Dataflow Compiler emulator (not device time)"
+
+    def open(self, artifact: Artifact, options: RuntimeOptions) -> HailoEmulatorSession:
+        from hailo_sdk_client import ClientRunner, InferenceContext
+
+        if "har" not in artifact.extras:
+            raise LoopError("hailo-emulator needs the optimized HAR (artifact.extras['har']); "
+                            "recompile with the hailo backend")
+        stack = ExitStack()
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="loop-har-")))
+        har = folder / "model.har"
+        har.write_bytes(artifact.extras["har"])
+        runner = ClientRunner(har=str(har))
+        context = stack.enter_context(runner.infer_context(getattr(InferenceContext, CONTEXTS[self.context])))
+        return HailoEmulatorSession(runner, context, stack, artifact)
+
+    def health(self) -> Health:
+        return Health()  # an emulator has no temperature, id or runtime warnings
+
+    def describe(self) -> dict[str, str]:
+        return {"device": self.name, "context": CONTEXTS[self.context]}

@@ -1,0 +1,177 @@
+"""``hailortcli``, Hailo's own measuring stick, run on the same HEF and parsed.
+
+Parsers are pure functions over the tool's text: ``benchmark`` in HailoRT 5.x (a
+``Summary`` block of ``<net>: FPS: N`` and per-device ``power``/``temperature`` lines) and
+4.x (``FPS (hw_only) = N``, ``(streaming) = N``, ``Latency (hw) = N ms``,
+``(overall) = N ms``), and ``run2`` (its live line, its chip temperature lines, and its
+``-j stats.json``). :func:`agreement` compares loop's rate with the tool's and flags a
+disagreement beyond 2%. The formats follow hailortcli's source and HAILO.md; they have
+not yet been checked against output captured from a device.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TOLERANCE = 0.02
+_NUMBER = r"([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
+
+
+@dataclass(frozen=True)
+class Stat:
+    mean: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+
+@dataclass(frozen=True)
+class CliFigures:
+    """What one hailortcli run reported; None where it reported nothing."""
+
+    tool: str
+    fps: dict[str, float] = field(default_factory=dict)  # per network group
+    fps_hw_only: float | None = None
+    fps_streaming: float | None = None
+    hw_latency_ms: float | None = None
+    overall_latency_ms: float | None = None
+    power_w: Stat | None = None
+    temperature_c: Stat | None = None
+
+    @property
+    def rate(self) -> float | None:
+        """The steady-state rate to compare with loop's: streaming, else the summary FPS."""
+        if self.fps_streaming is not None:
+            return self.fps_streaming
+        return next(iter(self.fps.values()), None)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    loop_fps: float
+    cli_fps: float
+    ratio: float
+    flagged: bool
+
+
+def _first(pattern: str, text: str) -> float | None:
+    match = re.search(pattern, text, re.MULTILINE)
+    return float(match[1]) if match else None
+
+
+def _stat_line(name: str, text: str) -> Stat | None:
+    """``<name>: mean=1.2 min=1.0 max=1.5`` (units after the numbers are ignored)."""
+    match = re.search(rf"^\s*{name}\s*:\s*(.*)$", text, re.MULTILINE | re.IGNORECASE)
+    if not match:
+        return None
+    parts = dict(re.findall(rf"(mean|min|max)\s*=\s*{_NUMBER}", match[1]))
+    if not parts:
+        return None
+    return Stat(*(float(parts[k]) if k in parts else None for k in ("mean", "min", "max")))
+
+
+def parse_benchmark(text: str) -> CliFigures:
+    """Parse ``hailortcli benchmark`` output from HailoRT 4.x or 5.x."""
+    summary = text.split("Summary", 1)[1] if "Summary" in text else text
+    fps = {m[1]: float(m[2]) for m in re.finditer(rf"^\s*(\S+?):\s*FPS:\s*{_NUMBER}", summary, re.MULTILINE)}
+    return CliFigures(
+        tool="benchmark",
+        fps=fps,
+        fps_hw_only=_first(rf"FPS\s*\(hw_only\)\s*=\s*{_NUMBER}", summary),
+        fps_streaming=_first(rf"^\s*(?:FPS\s*)?\(streaming\)\s*=\s*{_NUMBER}", summary),
+        hw_latency_ms=_first(rf"Latency\s*\(hw\)\s*=\s*{_NUMBER}\s*ms", summary),
+        overall_latency_ms=_first(rf"^\s*(?:Latency\s*)?\(overall\)\s*=\s*{_NUMBER}\s*ms", summary),
+        power_w=_stat_line("power", summary) or _power_4x(summary),
+        temperature_c=_stat_line("temperature", summary),
+    )
+
+
+def _power_4x(text: str) -> Stat | None:
+    mean = _first(rf"Power in streaming mode \(average\)\s*=\s*{_NUMBER}", text)
+    peak = _first(rf"^\s*\(max\)\s*=\s*{_NUMBER}", text)
+    return Stat(mean=mean, max=peak) if mean is not None else None
+
+
+def _temperatures(text: str) -> Stat | None:
+    found = {k.lower(): float(v) for k, v in
+             re.findall(rf"(Minimum|Average|Maximum) chip temperature:\s*{_NUMBER}", text)}
+    if not found:
+        return None
+    return Stat(found.get("average"), found.get("minimum"), found.get("maximum"))
+
+
+def parse_run2(text: str) -> CliFigures:
+    """Parse ``hailortcli run2`` console output; the last live line per network wins."""
+    fps: dict[str, float] = {}
+    hw = overall = None
+    for line in re.split(r"[\r\n]+", text):
+        match = re.match(r"^\s*(?:\x1b\[[0-9;]*[A-Za-z])*\s*([^\s:|]+):\s+(.*(?:fps|latency):.*)$", line)
+        if not match:
+            continue
+        body = match[2]
+        rate = _first(rf"fps:\s*{_NUMBER}", body)
+        if rate is not None:
+            fps[match[1]] = rate
+        hw = _first(rf"hw latency:\s*{_NUMBER}\s*ms", body) or hw
+        overall = _first(rf"overall latency:\s*{_NUMBER}\s*ms", body) or overall
+    return CliFigures(tool="run2", fps=fps, hw_latency_ms=hw, overall_latency_ms=overall,
+                      temperature_c=_temperatures(text))
+
+
+def parse_run2_json(stats: dict[str, Any]) -> CliFigures:
+    """Parse ``run2 -j stats.json`` (``FPS`` is written as a string there)."""
+    groups = stats.get("network_groups", [])
+    fps = {g.get("name", f"network_group_{i}"): float(g["FPS"]) for i, g in enumerate(groups) if "FPS" in g}
+    first = groups[0] if groups else {}
+    hw, overall = first.get("hw_latency"), first.get("overall_latency")
+    return CliFigures(tool="run2", fps=fps, hw_latency_ms=None if hw is None else float(hw),
+                      overall_latency_ms=None if overall is None else float(overall))
+
+
+def agreement(loop_fps: float, cli_fps: float, tolerance: float = TOLERANCE) -> Agreement:
+    """loop's rate against hailortcli's; flagged when they differ by more than ``tolerance``."""
+    ratio = loop_fps / cli_fps
+    return Agreement(loop_fps, cli_fps, ratio, abs(ratio - 1.0) > tolerance)
+
+
+def available() -> tuple[bool, str]:
+    path = shutil.which("hailortcli")
+    return (True, path) if path else (False, "hailortcli is not on PATH")
+
+
+def _run(args: list[str], timeout_s: float) -> str:
+    done = subprocess.run(["hailortcli", *args], capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
+        raise RuntimeError(f"hailortcli {args[0]} failed ({done.returncode}): {tail[0]}")
+    return done.stdout + done.stderr
+
+
+def run_benchmark(hef: Path, seconds: int = 15, batch_size: int | None = None,
+                  power_mode: str | None = None) -> CliFigures:
+    args = ["benchmark", str(hef), "-t", str(seconds)]
+    args += ["--batch-size", str(batch_size)] if batch_size else []
+    args += ["--power-mode", power_mode] if power_mode else []
+    return parse_benchmark(_run(args, timeout_s=seconds * 4 + 60))
+
+
+def run_run2(hef: Path, seconds: int = 15) -> CliFigures:
+    """Latencies and temperature from ``run2`` (with latency on, frames go one at a time)."""
+    with tempfile.TemporaryDirectory(prefix="loop-run2-") as tmp:
+        stats = Path(tmp) / "stats.json"
+        text = _run(["run2", "-m", "full_async", "-t", str(seconds), "--measure-latency",
+                     "--measure-overall-latency", "--measure-temp", "-j", str(stats), "set-net", str(hef)],
+                    timeout_s=seconds * 2 + 60)
+        console = parse_run2(text)
+        if not stats.is_file():
+            return console
+        from_json = parse_run2_json(json.loads(stats.read_text()))
+    return CliFigures(tool="run2", fps=from_json.fps or console.fps,
+                      hw_latency_ms=from_json.hw_latency_ms or console.hw_latency_ms,
+                      overall_latency_ms=from_json.overall_latency_ms or console.overall_latency_ms,
+                      temperature_c=console.temperature_c)

@@ -1,0 +1,94 @@
+"""A FAKE ``hailo_sdk_client`` for driving loop's Hailo compiler without Hailo's software.
+
+It records every call in order and returns values shaped as HAILO.md describes. It
+compiles nothing and runs no emulation: it only lets the driver's plumbing be checked.
+"""
+from __future__ import annotations
+
+import types
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+FAKE_HN = {
+    "name": "loop_net",
+    "layers": {
+        "loop_net/input_layer1": {"type": "input_layer", "output_shapes": [[-1, 4, 4, 3]]},
+        "loop_net/conv1": {"type": "conv", "original_names": ["Conv_0"]},
+        "loop_net/output_layer1": {"type": "output_layer", "input_shapes": [[-1, 4, 4, 2]]},
+    },
+}
+FAKE_HEF = b"FAKE-HEF-BYTES"
+
+
+class FakeHailoSdkClient(types.ModuleType):
+    """A fake ``hailo_sdk_client`` module that records calls; it is not Hailo's DFC."""
+
+    def __init__(self) -> None:
+        super().__init__("hailo_sdk_client")
+        self.__version__ = "0.0-fake"
+        self.calls: list[tuple[str, Any]] = []
+        self.compile_error: str | None = None
+        fake = self
+
+        class InferenceContext:
+            SDK_FP_OPTIMIZED = "SDK_FP_OPTIMIZED"
+            SDK_QUANTIZED = "SDK_QUANTIZED"
+
+        class ClientRunner:
+            def __init__(self, hw_arch: str | None = None, har: str | None = None) -> None:
+                fake.calls.append(("ClientRunner", {"hw_arch": hw_arch, "har": har}))
+                self.hw_arch = hw_arch
+                self.script = ""
+
+            def translate_onnx_model(self, path: str, net: str, **kwargs: Any) -> tuple[dict, dict]:
+                fake.calls.append(("translate_onnx_model", {"path": path, "net": net, **kwargs}))
+                return FAKE_HN, {}
+
+            def load_model_script(self, text: str, append: bool = False) -> None:
+                fake.calls.append(("load_model_script", text))
+                self.script = text
+
+            def optimize(self, calib: np.ndarray) -> None:
+                fake.calls.append(("optimize", calib))
+
+            def save_har(self, path: str) -> None:
+                fake.calls.append(("save_har", path))
+                Path(path).write_bytes(f"FAKE-HAR {self.hw_arch}\n{self.script}".encode())
+
+            def get_params_translated(self) -> dict[str, np.ndarray]:
+                return {"loop_net/conv1/kernel:0": np.ones((1, 1, 3, 2), np.int8),
+                        "loop_net/conv1/kernel_scale:0": np.float32([0.5, 0.25]),
+                        "loop_net/conv1/bias:0": np.int32([4, -2]),
+                        "loop_net/conv1/bias_scale:0": np.float32([0.01, 0.02]),
+                        "loop_net/output_layer1/output_scale:0": np.float32([0.125]),
+                        "loop_net/output_layer1/output_zero_point:0": np.float32([3])}
+
+            def get_params(self) -> dict[str, np.ndarray]:
+                return {}
+
+            def get_hn_dict(self) -> dict:
+                return FAKE_HN
+
+            def compile(self) -> bytes:
+                fake.calls.append(("compile", None))
+                if fake.compile_error:
+                    raise RuntimeError(fake.compile_error)
+                return FAKE_HEF
+
+            @contextmanager
+            def infer_context(self, context: str) -> Iterator[str]:
+                fake.calls.append(("infer_context", context))
+                yield context
+
+            def infer(self, context: str, x: np.ndarray) -> np.ndarray:
+                fake.calls.append(("infer", x.shape))
+                return np.full((1, 4, 4, 2), float(x.sum()) % 7, np.float32)
+
+        self.ClientRunner = ClientRunner
+        self.InferenceContext = InferenceContext
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.calls]

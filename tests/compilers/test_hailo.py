@@ -1,0 +1,203 @@
+"""The Hailo compiler: pure pieces pinned exactly, the driver checked against a FAKE
+hailo_sdk_client (conftest.py) that records calls. No Hailo software runs here."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from loop.compilers.base import CompileOptions, RangeOverride, run_compile
+from loop.compilers.hailo import (HailoCompileError, HailoCompiler, clear_error, discover_prints,
+                                  layer_names_from_hn, model_script, nchw_to_nhwc)
+from loop.devices.base import RuntimeOptions
+from loop.devices.hailo_emulator import HailoEmulatorDevice
+
+
+def _fakes() -> ModuleType:
+    name = "loop_tests_hailo_fakes"
+    if name not in sys.modules:  # shared with conftest.py, which may have loaded it first
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("hailo_fakes.py"))
+        assert spec and spec.loader
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+FAKE_HEF, FAKE_HN = _fakes().FAKE_HEF, _fakes().FAKE_HN
+
+
+def tiny_conv_onnx() -> bytes:
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [2, 3, 1, 1], [0.1] * 6)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="Conv_0")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 4])], [weight])
+    return helper.make_model(graph).SerializeToString()
+
+
+def options(**backend: object) -> CompileOptions:
+    return CompileOptions(backend_options=tuple(backend.items()))
+
+
+# -- model script -------------------------------------------------------------------------
+
+def test_model_script_minimal() -> None:
+    assert model_script(options(), 64, {}) == (
+        "model_optimization_config(calibration, batch_size=8, calibset_size=64)\n"
+        "post_quantization_optimization(bias_correction, policy=enabled)\n")
+
+
+def test_model_script_every_op() -> None:
+    opts = CompileOptions(
+        bias_correction=False,
+        overrides=(RangeOverride("Conv_0", "out", "y", 0.0, 8.0), RangeOverride("Conv_1", "in", "y", -1.5, 2.25)),
+        backend_options=(("optimization_level", 2), ("compression_level", 0), ("calibration_batch_size", 2),
+                         ("model_script", ["performance_param(compiler_optimization_level=max)"])))
+    assert model_script(opts, 64, {"Conv_0": "conv1"}) == (
+        "quantization_param(conv1, force_range_out=[0.0, 8.0])\n"
+        "quantization_param(Conv_1, force_range_in=[-1.5, 2.25])\n"
+        "model_optimization_flavor(optimization_level=2, compression_level=0)\n"
+        "model_optimization_config(calibration, batch_size=2, calibset_size=64)\n"
+        "post_quantization_optimization(bias_correction, policy=disabled)\n"
+        "performance_param(compiler_optimization_level=max)\n")
+
+
+def test_model_script_single_level_and_small_calibration() -> None:
+    text = model_script(options(optimization_level=0), 3, {})
+    assert text.splitlines()[:2] == ["model_optimization_flavor(optimization_level=0)",
+                                     "model_optimization_config(calibration, batch_size=3, calibset_size=3)"]
+
+
+def test_layer_names_from_hn() -> None:
+    assert layer_names_from_hn(FAKE_HN) == {"Conv_0": "conv1"}
+
+
+# -- calibration layout -------------------------------------------------------------------
+
+def test_nchw_to_nhwc() -> None:
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float64).reshape(2, 3, 4, 5)
+    y = nchw_to_nhwc(x)
+    assert y.shape == (2, 4, 5, 3) and y.dtype == np.float32 and y.flags.c_contiguous
+    assert y[1, 2, 3, 0] == x[1, 0, 2, 3] and y[0, 1, 4, 2] == x[0, 2, 1, 4]
+    assert nchw_to_nhwc(np.zeros((5, 7))).shape == (5, 7)
+
+
+# -- parameter discovery --------------------------------------------------------------------
+
+def quantized_params(kernel: np.ndarray, scale: float, bias: list[int]) -> dict[str, np.ndarray]:
+    return {"net/conv1/kernel:0": kernel, "net/conv1/kernel_scale:0": np.float32([scale]),
+            "net/conv1/bias:0": np.int32(bias), "net/conv1/bias_scale:0": np.float32([0.5]),
+            "net/conv1/stats/output_0/stats_limvals:0": np.float32([0.0, 8.0]),
+            "net/relu1/stats/output_0/stats_limvals:0": np.float32([0.0, 6.0]),
+            "net/conv2/kernel:0": np.full((1, 1, 2, 2), 3, np.int8)}
+
+
+def test_discovery_groups_layers_in_order() -> None:
+    kernel = np.arange(12, dtype=np.int8).reshape(1, 1, 3, 4)
+    prints, keys = discover_prints(quantized_params(kernel, 0.1, [2, -4]))
+    assert [p.name for p in prints] == ["conv1", "conv2"]
+    assert len(keys) == 7
+    conv1 = prints[0]
+    assert conv1.op == "conv"
+    assert conv1.weight_scale == pytest.approx((0.1,))
+    assert conv1.bias == (1.0, -2.0) and conv1.bias_step == (0.5, 0.5)
+    assert conv1.out_scale == pytest.approx(8.0 / 255) and conv1.out_zero_point == 0
+    assert prints[1].bias_sha is None and prints[1].bias is None
+
+
+def test_kernel_hash_covers_the_weight_scale() -> None:
+    kernel = np.arange(12, dtype=np.int8).reshape(1, 1, 3, 4)
+    base = discover_prints(quantized_params(kernel, 0.1, [2, -4]))[0][0]
+    rescaled = discover_prints(quantized_params(kernel, 0.105, [2, -4]))[0][0]
+    rebiased = discover_prints(quantized_params(kernel, 0.1, [2, -3]))[0][0]
+    assert base.kernel_sha != rescaled.kernel_sha  # same integers, new scale: a changed kernel
+    assert base.bias_sha == rescaled.bias_sha
+    assert base.kernel_sha == rebiased.kernel_sha and base.bias_sha != rebiased.bias_sha
+
+
+def test_native_float_parameters() -> None:
+    prints, _ = discover_prints({"net/conv1/kernel:0": np.ones((3, 3, 1, 2), np.float32),
+                                 "net/conv1/bias:0": np.float32([0.25, -1.0])})
+    assert prints[0].bias == (0.25, -1.0) and prints[0].bias_step is None and prints[0].weight_scale == ()
+
+
+def test_no_kernel_is_refused_listing_the_keys() -> None:
+    with pytest.raises(HailoCompileError) as err:
+        discover_prints({"net/conv1/weights_q:0": np.ones(2), "net/conv1/stats/output_0/stats_limvals:0": np.ones(2)})
+    assert "no kernel-like parameter" in str(err.value)
+    assert "net/conv1/weights_q:0" in str(err.value)
+
+
+# -- errors users meet -----------------------------------------------------------------------
+
+def test_clear_error_lines() -> None:
+    assert "does not fit" in (clear_error("Compilation failed: Mapping Failed (allocator)") or "")
+    assert "another architecture" in (clear_error("Failed to configure: HAILO_INVALID_HEF(26)") or "")
+    assert "versions do not match" in (clear_error("Driver version mismatch: 4.23.0 != 5.2.0") or "")
+    assert clear_error("KeyError: 'conv9'") is None
+
+
+# -- driver against the fake --------------------------------------------------------------------
+
+def test_driver_call_order_layout_and_files(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
+    calibration = np.random.default_rng(0).random((5, 3, 4, 4), dtype=np.float32)
+    opts = CompileOptions(overrides=(RangeOverride("Conv_0", "out", "y", 0.0, 8.0),),
+                          backend_options=(("hw_arch", "hailo8"),))
+    result = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), calibration, opts)
+    assert result.ok, result.error
+    assert [n for n in fake_hailo_sdk_client.names() if n != "ClientRunner"] == [
+        "translate_onnx_model", "load_model_script", "optimize", "save_har", "compile"]
+    calls = dict(fake_hailo_sdk_client.calls)
+    assert calls["ClientRunner"]["hw_arch"] == "hailo8"
+    assert calls["translate_onnx_model"]["net_input_shapes"] == {"x": [1, 3, 4, 4]}
+    assert calls["optimize"].shape == (5, 4, 4, 3) and calls["optimize"].dtype == np.float32
+    assert np.array_equal(calls["optimize"], calibration.transpose(0, 2, 3, 1))
+    assert calls["load_model_script"].startswith("quantization_param(conv1, force_range_out=[0.0, 8.0])\n")
+    assert result.info["model_script"] == calls["load_model_script"]
+    assert "loop_net/conv1/kernel:0" in result.info["param_keys"]
+    assert "parse_s" in result.stages and "compile_s" in result.stages
+    artifact = result.artifact
+    assert artifact is not None and artifact.data == FAKE_HEF and artifact.suffix == ".hef"
+    assert (tmp_path / "loop_net.hef").read_bytes() == FAKE_HEF
+    assert artifact.extras["har"] == (tmp_path / "loop_net.har").read_bytes()
+    assert calls["save_har"] == str(tmp_path / "loop_net.har")
+    (inp,), (out,) = artifact.inputs, artifact.outputs
+    assert (inp.shape, inp.dtype, inp.scale) == ((1, 4, 4, 3), "uint8", None)
+    assert (out.shape, out.scale, out.zero_point) == ((1, 4, 4, 2), 0.125, 3)
+    assert [p.name for p in result.layers] == ["conv1"]
+
+
+def test_mapping_failed_becomes_a_failed_run(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
+    fake_hailo_sdk_client.compile_error = "Compilation failed: Mapping Failed\nallocator details"
+    result = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32),
+                         CompileOptions())
+    assert not result.ok and result.stage == "compile"
+    assert result.error is not None and "does not fit" in result.error and "\n" not in result.error
+
+
+def test_available(fake_hailo_sdk_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    ok, reason = HailoCompiler.available()
+    assert (ok, reason) == ((True, "hailo_sdk_client 0.0-fake") if sys.platform.startswith("linux") else
+                            (False, reason))
+    monkeypatch.setitem(sys.modules, "hailo_sdk_client", None)
+    ok, reason = HailoCompiler.available()
+    assert not ok and ("not importable" in reason or "Linux" in reason)
+
+
+def test_emulator_scores_the_har(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
+    compiled = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32),
+                           CompileOptions())
+    assert compiled.artifact is not None
+    with HailoEmulatorDevice().open(compiled.artifact, RuntimeOptions()) as session:
+        frame = np.full((1, 4, 4, 3), 2, np.uint8)
+        (out,) = session.infer([frame])
+    calls = dict(fake_hailo_sdk_client.calls)
+    assert calls["infer_context"] == "SDK_QUANTIZED"
+    assert calls["ClientRunner"]["har"] is not None  # the last runner was opened from the HAR
+    # input unquantized as float (no scale known): sum 96 -> 96 % 7 = 5.0, then onto the output grid
+    assert out.dtype == np.uint8 and out.shape == (1, 4, 4, 2) and np.all(out == round(5.0 / 0.125 + 3))

@@ -1,0 +1,169 @@
+"""HailoRTDevice driven for real through the LOOPBACK shim (tests/devices/loopback).
+
+The loopback is a C test double implementing shim/hailort_shim.sigs; it is not HailoRT
+and no Hailo hardware runs in these tests. They show the Python side and the ABI work:
+layout, status codes, refused buffers, deterministic outputs, pipelined timings.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from loop.compilers.base import Artifact
+from loop.devices.base import RuntimeOptions
+from loop.devices.hailort import (HailoLog, HailoRTDevice, HailoRTError, options_text, power_limited,
+                                  runtime_warnings, status_line)
+from loop.errors import BufferSizeError
+
+POWER_WARNING = "[HailoRT] [warning] USB-C source electrical current advertised: 1.5A."
+
+
+def loopback_artifact(spec: str = "LOOPBACK 4 4 3 2 2 3") -> Artifact:
+    return Artifact("hailo", spec.encode(), ".hef", (), ())
+
+
+def loopback_reference(frame: np.ndarray, out_bytes: int) -> np.ndarray:
+    """The loopback's function, re-implemented, to prove bytes cross the ABI intact."""
+    data = frame.tobytes()
+    acc = 2166136261
+    for b in data:
+        acc = ((acc ^ b) * 16777619) & 0xFFFFFFFF
+    return np.array([((acc >> (j % 24)) + j * 31 + data[j % len(data)]) & 0xFF for j in range(out_bytes)],
+                    dtype=np.uint8)
+
+
+@pytest.fixture()
+def loopback_device(loopback_shim_lib: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HailoRTDevice:
+    monkeypatch.setenv("HAILORT_LOGGER_PATH", str(tmp_path))
+    return HailoRTDevice(library=str(loopback_shim_lib))
+
+
+def test_layout_comes_from_the_shim(loopback_device: HailoRTDevice) -> None:
+    with loopback_device.open(loopback_artifact(), RuntimeOptions()) as session:
+        (inp,), (out,) = session.inputs, session.outputs
+        assert (inp.name, inp.shape, inp.dtype, inp.frame_bytes) == ("loopback/input0", (1, 4, 4, 3), "uint8", 48)
+        assert (inp.scale, inp.zero_point) == (0.0078125, 128)
+        assert (out.shape, out.frame_bytes, out.scale, out.zero_point) == ((1, 2, 2, 3), 12, 0.5, 3)
+        assert session.async_queue_size == 4
+
+
+def test_outputs_are_deterministic_and_depend_on_the_input(loopback_device: HailoRTDevice) -> None:
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, (1, 4, 4, 3), dtype=np.uint8)
+    b = a.copy()
+    b[0, 0, 0, 0] ^= 1
+    with loopback_device.open(loopback_artifact(), RuntimeOptions()) as session:
+        first, again, other = (session.infer([x])[0] for x in (a, a, b))
+    assert np.array_equal(first, again)
+    assert not np.array_equal(first, other)
+    assert np.array_equal(first.reshape(-1), loopback_reference(a, 12))
+
+
+def test_infer_writes_into_a_given_larger_output(loopback_device: HailoRTDevice) -> None:
+    frame = np.full((1, 4, 4, 3), 7, np.uint8)
+    out = np.full(20, 0xEE, np.uint8)
+    with loopback_device.open(loopback_artifact(), RuntimeOptions()) as session:
+        session.infer([frame], [out])
+    assert np.array_equal(out[:12], loopback_reference(frame, 12))
+    assert np.all(out[12:] == 0xEE)
+
+
+def test_undersized_buffers_are_refused_in_python(loopback_device: HailoRTDevice) -> None:
+    with loopback_device.open(loopback_artifact(), RuntimeOptions()) as session:
+        with pytest.raises(BufferSizeError, match="smaller"):
+            session.infer([np.zeros((1, 4, 4, 2), np.uint8)])
+        with pytest.raises(BufferSizeError, match="smaller"):
+            session.infer([np.zeros((1, 4, 4, 3), np.uint8)], [np.zeros(11, np.uint8)])
+        with pytest.raises(BufferSizeError, match="dtype"):
+            session.infer([np.zeros((1, 4, 4, 3), np.float32)])
+
+
+def test_undersized_buffers_are_refused_by_the_shim_itself(loopback_device: HailoRTDevice) -> None:
+    """Bypassing Python's checks: the library answers status 2 and writes nothing."""
+    frame = np.zeros(48, np.uint8)
+    out = np.full(12, 0xAB, np.uint8)
+    with loopback_device.open(loopback_artifact(), RuntimeOptions()) as session:
+        binding = session.shim.binding
+        ins = (ctypes.c_void_p * 1)(frame.ctypes.data)
+        outs = (ctypes.c_void_p * 1)(out.ctypes.data)
+        status = binding.loop_hrt_infer(session.handle, ins, (ctypes.c_size_t * 1)(48), 1,
+                                        outs, (ctypes.c_size_t * 1)(11), 1, 1000)
+        assert status == 2
+        assert "output" in session.shim.last_error()
+        assert np.all(out == 0xAB)
+        with pytest.raises(BufferSizeError, match="refused by the device"):
+            session.shim.check(status)
+
+
+def test_pipelined_measures_and_caps_depth(loopback_device: HailoRTDevice) -> None:
+    frame = np.arange(48, dtype=np.uint8).reshape(1, 4, 4, 3)
+    with loopback_device.open(loopback_artifact(), RuntimeOptions()) as session:
+        assert session.hw_latency_ms() is None  # nothing measured yet: never invented
+        calls: list[tuple[Any, ...]] = []
+        real = session.shim.binding.functions["loop_hrt_pipelined"]
+        session.shim.binding.functions["loop_hrt_pipelined"] = lambda *a: calls.append(a) or real(*a)
+        elapsed = session.pipelined([frame], 200, 64)
+        assert calls[0][4:6] == (200, 4)  # depth capped at the async queue size
+        assert elapsed > 0 and math.isfinite(elapsed)
+        latency = session.hw_latency_ms()
+        assert latency is not None and latency > 0
+        with pytest.raises(BufferSizeError):
+            session.pipelined([frame[..., :2]], 10, 2)
+
+
+def test_wrong_architecture_hef_is_one_clear_line(loopback_device: HailoRTDevice) -> None:
+    with pytest.raises(HailoRTError) as err:
+        loopback_device.open(loopback_artifact("HEF for another chip"), RuntimeOptions())
+    message = str(err.value)
+    assert "status 26" in message and "HAILO_INVALID_HEF" in message and "\n" not in message
+
+
+def test_non_hailo_artifacts_are_refused(loopback_device: HailoRTDevice) -> None:
+    with pytest.raises(HailoRTError, match="onnxruntime"):
+        loopback_device.open(Artifact("onnxruntime", b"x", ".onnx", (), ()), RuntimeOptions())
+
+
+def test_health_captures_runtime_stderr_and_flags_power(loopback_device: HailoRTDevice,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOPBACK_EMIT_WARNING", "1")
+    with loopback_device.open(loopback_artifact(), RuntimeOptions()):
+        health = loopback_device.health()
+    assert health.warnings == (POWER_WARNING,)
+    assert power_limited(health.warnings)
+    assert health.temperature_c is None  # the loopback has no chip
+    assert (health.device_id, health.device_path) == ("LOOPBACK", "loopback/0")
+    assert loopback_device.health().warnings == ()  # handed out once
+
+
+def test_health_reads_the_hailort_log_file(loopback_device: HailoRTDevice, tmp_path: Path) -> None:
+    log = tmp_path / "hailort.log"
+    log.write_text("[2026-08-29 10:00:00.000] [1] [HailoRT] [info] [x.cpp:1] [f] old\n")
+    loopback_device.log = HailoLog()
+    with open(log, "a") as f:
+        f.write("[2026-08-29 10:00:01.000] [1] [HailoRT] [warning] [usb.cpp:9] [check] "
+                "USB-C source electrical current advertised: 1.5A.\n")
+    assert loopback_device.health().warnings == (POWER_WARNING,)
+
+
+def test_available_names_the_paths_it_tried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            loopback_shim_lib: Path) -> None:
+    missing = tmp_path / "libhailort_shim.so"
+    monkeypatch.setenv("LOOP_HAILORT_SHIM", str(missing))
+    ok, reason = HailoRTDevice.available()
+    assert not ok and str(missing) in reason
+    monkeypatch.setenv("LOOP_HAILORT_SHIM", str(loopback_shim_lib))
+    assert HailoRTDevice.available() == (True, f"shim {loopback_shim_lib}")
+
+
+def test_pure_helpers() -> None:
+    assert not power_limited(["[HailoRT] [warning] something else"])
+    assert runtime_warnings("[HailoRT] [info] fine\n[HailoRT] [error] boom\n") == ["[HailoRT] [error] boom"]
+    assert status_line(74, "x").startswith("HailoRT status 74 (HAILO_OUT_OF_PHYSICAL_DEVICES")
+    assert status_line(99, "") == "HailoRT status 99"
+    text = options_text(RuntimeOptions(power_mode="ultra_performance", dma_map=True, batch_size=2), False, "usb/1")
+    assert text == "dma_map=1;batch_size=2;hw_latency=0;power_mode=ultra_performance;device_id=usb/1"

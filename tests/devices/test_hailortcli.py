@@ -1,0 +1,104 @@
+"""Parsing hailortcli output. The samples are written from HAILO.md and hailortcli's source
+(the seed's figures), not captured from a device."""
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from loop.devices.hailortcli import (Stat, agreement, parse_benchmark, parse_run2, parse_run2_json,
+                                     run_benchmark)
+
+BENCHMARK_5X = """\
+Starting Measurements...
+Measuring FPS in HW-only mode
+=======
+Summary
+=======
+efficientnet_lite0: FPS: 1168.00
+usb/001:009:
+  power: mean=2.41 min=2.10 max=2.77 W
+  current: mean=480.1 min=420.0 max=551.3 mA
+  temperature: mean=40.2 min=38.7 max=41.7 C
+"""
+
+BENCHMARK_4X = """\
+Measuring FPS in HW-only mode
+Network efficientnet_lite0/efficientnet_lite0: 100% | 17523 | FPS: 1168.21 | ETA: 00:00:00
+=======
+Summary
+=======
+FPS     (hw_only)                 = 1177.4
+        (streaming)               = 1174.0
+Latency (hw)                      = 2.27 ms
+        (overall)                 = 3.95 ms
+Device 0000:01:00.0:
+  Power in streaming mode (average) = 2.5 W
+                          (max)     = 2.9 W
+"""
+
+RUN2 = ("\x1b[2K\refficientnet_lite0:  hw latency: 2.25 ms | overall latency: 3.90 ms\n"
+        "\x1b[2K\refficientnet_lite0:  hw latency: 2.27 ms | overall latency: 3.95 ms\n"
+        "\tMinimum chip temperature: 38.70 C\n\tAverage chip temperature: 40.10 C\n"
+        "\tMaximum chip temperature: 41.70 C\n")
+
+
+def test_benchmark_5x_summary_and_device_block() -> None:
+    figures = parse_benchmark(BENCHMARK_5X)
+    assert figures.fps == {"efficientnet_lite0": 1168.0}
+    assert figures.rate == 1168.0
+    assert figures.power_w == Stat(2.41, 2.10, 2.77)
+    assert figures.temperature_c == Stat(40.2, 38.7, 41.7)
+    assert figures.hw_latency_ms is None and figures.fps_hw_only is None  # 5.x prints no latency
+
+
+def test_benchmark_4x_summary() -> None:
+    figures = parse_benchmark(BENCHMARK_4X)
+    assert (figures.fps_hw_only, figures.fps_streaming) == (1177.4, 1174.0)
+    assert (figures.hw_latency_ms, figures.overall_latency_ms) == (2.27, 3.95)
+    assert figures.rate == 1174.0
+    assert figures.power_w == Stat(mean=2.5, max=2.9)
+    assert figures.fps == {}  # the progress line before the summary is not a result
+
+
+def test_run2_live_line_keeps_the_last_reading_and_temperatures() -> None:
+    figures = parse_run2(RUN2 + "other_net:  fps: 512.50 | hw latency: 1.00 ms\n")
+    assert figures.fps == {"other_net": 512.5}
+    assert figures.hw_latency_ms == 1.00
+    assert figures.overall_latency_ms == 3.95
+    assert figures.temperature_c == Stat(40.1, 38.7, 41.7)
+    only = parse_run2(RUN2)
+    assert (only.hw_latency_ms, only.overall_latency_ms, only.fps) == (2.27, 3.95, {})
+
+
+def test_run2_json() -> None:
+    stats = {"network_groups": [{"name": "efficientnet_lite0", "FPS": "1168.000000",
+                                 "hw_latency": 2.27, "overall_latency": 3.95}]}
+    figures = parse_run2_json(stats)
+    assert figures.fps == {"efficientnet_lite0": 1168.0}
+    assert (figures.hw_latency_ms, figures.overall_latency_ms) == (2.27, 3.95)
+    assert parse_run2_json({}).rate is None
+
+
+def test_agreement_flags_beyond_two_percent() -> None:
+    assert not agreement(1168.0, 1150.0).flagged  # 1.6%
+    flagged = agreement(1100.0, 1168.0)
+    assert flagged.flagged and flagged.ratio == pytest.approx(1100 / 1168)
+    assert agreement(1168.0 * 1.021, 1168.0).flagged
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the stand-in hailortcli is a POSIX shell script")
+def test_run_benchmark_through_a_stand_in_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shell script named hailortcli (a stand-in, not Hailo's tool) checks the argv plumbing."""
+    (tmp_path / "out.txt").write_text(BENCHMARK_5X)
+    tool = tmp_path / "hailortcli"
+    tool.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/argv\ncat {tmp_path}/out.txt\n')
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    figures = run_benchmark(Path("m.hef"), seconds=3, power_mode="ultra_performance")
+    assert figures.rate == 1168.0
+    assert (tmp_path / "argv").read_text().split() == ["benchmark", "m.hef", "-t", "3",
+                                                      "--power-mode", "ultra_performance"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,10 +26,16 @@ def _guard(fn: Callable[[], int | None]) -> None:
     sys.exit(code or 0)
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      file: Any = None, line: str | None = None) -> None:
+    click.echo(f"loop: warning: {message}", err=True)
+
+
 @click.group()
 @click.version_option(package_name="loop")
 def main() -> None:
     """On-device evaluation loop for compile-and-score experiments on Hailo accelerators."""
+    warnings.showwarning = _one_line_warning
 
 
 @main.command()

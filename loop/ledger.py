@@ -13,14 +13,16 @@ import os
 import socket
 import sqlite3
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 from loop.errors import LoopError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 60_000
+# The newest schema, for a new ledger; an older ledger is brought up by MIGRATIONS[v] (v -> v+1).
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS runs (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -29,10 +31,40 @@ SCHEMA = [
         pid INTEGER, host TEXT, heartbeat REAL, started REAL, finished REAL,
         spec_sha TEXT, onnx_sha TEXT, calib_sha TEXT, kernel_sha TEXT, bias_sha TEXT,
         backend TEXT, device TEXT, artifact TEXT, verdict TEXT, flags TEXT NOT NULL DEFAULT '[]',
-        record TEXT NOT NULL DEFAULT '{}')""",
+        record TEXT NOT NULL DEFAULT '{}', compiled_on TEXT, cache_hit INTEGER NOT NULL DEFAULT 0)""",
     "CREATE INDEX IF NOT EXISTS runs_by_sweep ON runs (sweep_key, variant, status)",
 ]
-COLUMNS = ("error", "stage", "onnx_sha", "calib_sha", "kernel_sha", "bias_sha", "device", "artifact", "verdict")
+MIGRATIONS: dict[int, list[str]] = {
+    1: ["ALTER TABLE runs ADD COLUMN compiled_on TEXT",
+        "ALTER TABLE runs ADD COLUMN cache_hit INTEGER NOT NULL DEFAULT 0"],
+}
+COLUMNS = ("error", "stage", "onnx_sha", "calib_sha", "kernel_sha", "bias_sha", "device", "artifact", "verdict",
+           "compiled_on", "cache_hit")
+NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "9p", "afs", "ceph", "glusterfs",
+                       "lustre", "fuse.gcsfuse", "fuse.s3fs", "davfs")
+
+
+class LedgerWarning(UserWarning):
+    """Something about the ledger a user should know, that does not stop the work."""
+
+
+def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
+    """The type of the filesystem holding ``path``, from /proc/mounts (longest mount point)."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/mounts").read_text()
+        except OSError:
+            return None
+    target, best, kind = str(Path(path).resolve()), "", None
+    for line in mounts.splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > len(best):
+            best, kind = point, parts[2]
+    return kind
 
 
 def _finite(value: Any) -> Any:
@@ -56,6 +88,10 @@ class Ledger:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._migrate()
+        kind = filesystem_type(self.path.parent)
+        if kind in NETWORK_FILESYSTEMS:
+            warnings.warn(f"ledger {self.path} is on a network filesystem ({kind}); SQLite's locking is not "
+                          "safe there: keep --runs on a local disk", LedgerWarning, stacklevel=2)
 
     @classmethod
     def open_existing(cls, path: Path) -> "Ledger":
@@ -79,7 +115,8 @@ class Ledger:
             if version > SCHEMA_VERSION:
                 raise LoopError(f"ledger {self.path} has schema version {version}, newer than this loop "
                                 f"knows ({SCHEMA_VERSION}); upgrade loop to read it")
-            for statement in SCHEMA:
+            steps = [SCHEMA] if version == 0 else [MIGRATIONS[v] for v in range(version, SCHEMA_VERSION)]
+            for statement in (s for step in steps for s in step):
                 db.execute(statement)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
@@ -154,5 +191,6 @@ def run_json(row: sqlite3.Row) -> dict[str, Any]:
         "scores": record.get("scores", {}),
         "verdict": row["verdict"], "flags": json.loads(row["flags"]),
         "changes": record.get("changes", []),
+        "compiled_on": row["compiled_on"], "cache_hit": bool(row["cache_hit"]),
         "perturb": record.get("perturb", []),
     }

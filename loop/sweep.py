@@ -165,4 +165,4 @@ def _record(ledger: Ledger, run_id: int, spec: SweepSpec, a: Authored, c: Compil
     ledger.finish(run_id, o.status, o.flags, record, error=o.error, stage=o.stage, onnx_sha=a.onnx_sha,
                   calib_sha=a.calib_sha, kernel_sha=fp.kernel_sha(c.layers) if c.layers else None,
                   bias_sha=fp.bias_sha(c.layers) if c.layers else None, device=spec.devices[0],
-                  artifact=o.artifact, verdict=o.verdict)
+                  artifact=o.artifact, verdict=o.verdict, compiled_on=c.compiled_on, cache_hit=int(c.cache_hit))

@@ -18,34 +18,43 @@ from loop.structure import Structure, analyse
 
 @dataclass
 class Authored:
-    """One variant, ready to compile: everything a compile worker needs travels by value."""
+    """One variant, ready to compile. Frames are made on demand from their (seeded) source,
+    so a sweep of many variants, or of 4K frames, never holds them all at once."""
 
     variant: VariantSpec
     model: bytes
     onnx_sha: str
     structure: Structure
     options: CompileOptions
-    calibration: np.ndarray
+    calib_source: DataSpec
     calib_sha: str
-    inputs: np.ndarray
+    input_source: DataSpec
+    input_shape: tuple[int, ...]
     footprint: list[Allow]
     reference: bool
+    folder: Path
 
-    @property
-    def input_shape(self) -> tuple[int, ...]:
-        return self.inputs.shape
+    def calibration(self) -> np.ndarray:
+        return make_frames(self.calib_source, self.input_shape, self.folder)
+
+    def inputs(self) -> np.ndarray:
+        return make_frames(self.input_source, self.input_shape, self.folder)
 
 
-def _calibration(spec: SweepSpec, variant: VariantSpec, shape: tuple[int, ...]) -> np.ndarray:
+def make_frames(data: DataSpec, shape: tuple[int, ...], folder: Path) -> np.ndarray:
+    if data.path is not None:
+        stored = frames_mod.from_file(folder / data.path, shape)
+        order = np.random.default_rng(data.seed).permutation(len(stored)) if data.seed else np.arange(len(stored))
+        return stored[order[: data.count]]
+    return frames_mod.seeded(shape, data.count, data.seed)
+
+
+def _calibration_source(spec: SweepSpec, variant: VariantSpec) -> DataSpec:
     data: DataSpec = spec.calibration
     for op in variant.ops:
         if isinstance(op, Calibration):
             data = replace(data, count=op.count or data.count, seed=data.seed if op.seed is None else op.seed)
-    if data.path is not None:
-        stored = frames_mod.from_file(spec.path.parent / data.path, shape)
-        order = np.random.default_rng(data.seed).permutation(len(stored)) if data.seed else np.arange(len(stored))
-        return stored[order[: data.count]]
-    return frames_mod.seeded(shape, data.count, data.seed)
+    return data
 
 
 def _input_shape(model: onnx.ModelProto, structure: Structure) -> tuple[int, ...]:
@@ -63,13 +72,15 @@ def author(spec: SweepSpec, variant: VariantSpec, reference: bool, threads: int 
     overrides = tuple(o for op in variant.ops for o in op.overrides(structure))
     options = replace(spec.compile, overrides=overrides, threads=threads or spec.compile.threads)
     shape = _input_shape(model, structure)
-    calibration = _calibration(spec, variant, shape)
+    source = _calibration_source(spec, variant)
     data = model.SerializeToString(deterministic=True)
     return Authored(
         variant=variant, model=data, onnx_sha=hashlib.sha256(data).hexdigest(), structure=structure,
-        options=options, calibration=calibration, calib_sha=frames_mod.frames_sha(calibration),
-        inputs=frames_mod.seeded(shape, spec.inputs.count, spec.inputs.seed),
-        footprint=[rule for op in variant.ops for rule in op.footprint(structure)], reference=reference)
+        options=options, calib_source=source,
+        calib_sha=frames_mod.frames_sha(make_frames(source, shape, spec.path.parent)),
+        input_source=spec.inputs, input_shape=shape,
+        footprint=[rule for op in variant.ops for rule in op.footprint(structure)], reference=reference,
+        folder=spec.path.parent)
 
 
 def with_reference(spec: SweepSpec) -> tuple[VariantSpec, ...]:

@@ -72,15 +72,18 @@ def evaluate_variant(spec: SweepSpec, authored: Authored, compiled: CompileResul
     for key, data in artifact.extras.items():
         store_artifact(runs, artifact.sha, f".{key}", data)
     verdict = verdict_for(authored, compiled, base_state)
-    raw, deterministic = run_inputs(device, artifact, authored.inputs)
+    inputs = authored.inputs()
+    raw, deterministic = run_inputs(device, artifact, inputs)
     outputs = [[frames_mod.dequantize(o, t) for o, t in zip(outs, artifact.outputs)] for outs in raw]
-    scores = score_mod.builtin(outputs, raw, float_outputs(authored.model, authored.inputs), deterministic,
+    reference = float_outputs(authored.model, inputs)
+    scores = score_mod.builtin(outputs, raw, reference, deterministic,
                                None if authored.variant.own_base else base_state.get("raw"))
     if scorer is not None:
-        scores.update(scorer(outputs=outputs, reference=float_outputs(authored.model, authored.inputs), raw=raw))
+        scores.update(scorer(outputs=outputs, reference=reference, raw=raw))
     if authored.reference:
         base_state.update(layers=compiled.layers, raw=raw)
-    frame = [frames_mod.quantize(authored.inputs[0][None], t) for t in artifact.inputs[:1]]
+    frame = [frames_mod.quantize(inputs[0][None], t) for t in artifact.inputs[:1]]
+    del inputs, raw, outputs, reference
     m = measure(device, artifact, frame, authored.variant.measure)
     return RunOutcome(name, "ok", verdict=verdict.verdict, changes=[c.to_dict() for c in verdict.changes],
                       measure=m.to_dict(), scores=scores, flags=m.flags, artifact=str(path))

@@ -260,6 +260,10 @@ def _check_layers(spec: SweepSpec, raw: LineDict) -> None:
                 field_name = "base" if variant.base or variant.params is None else "params"
                 where = node if variant.own_base else raw
                 raise exc.where(line=line_of(where, field_name), field=field_name) from None
+        if len(cache[key].inputs) != 1:
+            field_name = "base" if variant.base or variant.params is None else "params"
+            raise LoopError(f"the base has {len(cache[key].inputs)} inputs; loop drives single-input models",
+                            line=line_of(node if variant.own_base else raw, field_name), field=field_name)
         for i, op in enumerate(variant.ops):
             try:
                 op.check(cache[key])

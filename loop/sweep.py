@@ -66,7 +66,7 @@ def compile_job(backend: str, model: bytes, calibration: np.ndarray, options: Co
 
 def _compile_stream(spec: SweepSpec, todo: list[Authored], jobs: int) -> Iterator[CompileResult]:
     """Compile results in submission order, as they finish."""
-    tasks = (delayed(compile_job)(spec.backend, a.model, a.calibration, a.options) for a in todo)
+    tasks = (delayed(compile_job)(spec.backend, a.model, a.calibration(), a.options) for a in todo)
     yield from Parallel(n_jobs=jobs, return_as="generator")(tasks)
 
 
@@ -130,7 +130,7 @@ def _resumed_base(authored: list[Authored], finished: dict[str, Any], device: De
         return {}
     import json
     layers = [fp.from_record(l) for l in json.loads(row["record"])["layers"]]
-    raw, _ = run_inputs(device, load_artifact(Path(row["artifact"])), ref.inputs)  # type: ignore[union-attr]
+    raw, _ = run_inputs(device, load_artifact(Path(row["artifact"])), ref.inputs())  # type: ignore[union-attr]
     return {"layers": layers, "raw": raw}
 
 

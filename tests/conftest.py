@@ -33,3 +33,9 @@ def exported_onnx(tmp_path: Path) -> Path:
     path = tmp_path / "exported.onnx"
     onnx.save(exported_classifier(), str(path))
     return path
+
+
+@pytest.fixture
+def artifact(recipe: Path):
+    from artifacts_fixture import tiny_artifact
+    return tiny_artifact(recipe)

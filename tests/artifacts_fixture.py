@@ -1,0 +1,16 @@
+"""A compiled ONNX Runtime artifact of the tiny two-conv recipe, for device-level tests."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from loop.compilers.base import Artifact, CompileOptions, run_compile
+from loop.compilers.onnxruntime import OnnxRuntimeCompiler
+from loop.frames import seeded
+from loop.graphs import build_recipe
+
+
+def tiny_artifact(recipe: Path, **options: object) -> Artifact:
+    result = run_compile(OnnxRuntimeCompiler(), build_recipe(recipe).SerializeToString(),
+                         seeded((1, 3, 8, 8), 8, 0), CompileOptions(**options))
+    assert result.ok and result.artifact is not None, result.error
+    return result.artifact

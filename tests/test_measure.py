@@ -1,0 +1,64 @@
+from dataclasses import replace
+
+import numpy as np
+
+from loop.devices.base import Health
+from loop.devices.onnxruntime import OnnxRuntimeDevice
+from loop.measure import DepthRate, drift, flags_for, measure, spread
+from loop.spec import MeasureSpec
+
+SPEC = MeasureSpec(warmup=2, frames=20, repeats=3, ttfo_repeats=2, latency_frames=10)
+POWER = "[HailoRT] [warning] USB-C source electrical current advertised: 1.5A."
+
+
+def frames(artifact):
+    return [np.full(artifact.inputs[0].shape, 3, np.uint8)]
+
+
+def test_three_quantities_kept_apart(artifact):
+    m = measure(OnnxRuntimeDevice(), artifact, frames(artifact), SPEC)
+    assert m.ttfo_ms > 0 and m.ttfo_parts["open_ms"] > 0 and m.ttfo_parts["first_ms"] > 0
+    assert m.ttfo_parts["transfer_ms"] is None  # ONNX Runtime cannot separate it: null, not invented
+    assert m.first_infer_ms > 0
+    assert m.rate_fps["min"] <= m.rate_fps["median"] <= m.rate_fps["max"]
+    assert m.bytes_in == 3 * 8 * 8 and m.bytes_out == 4 * 8 * 8
+    assert np.isclose(m.mb_s["in"], m.bytes_in * m.rate_fps["median"] / 1e6)
+    assert m.latency_ms["p50"] <= m.latency_ms["p90"] <= m.latency_ms["p99"]
+    assert m.basis == "frames" and m.flags == []
+    assert m.host["own_cpu_pct"] >= 0
+
+
+def test_depth_list_and_duration(artifact):
+    m = measure(OnnxRuntimeDevice(), artifact, frames(artifact), replace(SPEC, depth=(1, 2), duration_s=0.3))
+    assert [d["depth"] for d in m.by_depth] == [1, 2]
+    best = max(m.by_depth, key=lambda d: d["rate_fps"]["median"])
+    assert m.depth == best["depth"] and m.rate_fps == best["rate_fps"]
+    assert m.basis == "duration" and m.duration_s >= 0.6
+
+
+def test_spread_is_range_over_median():
+    assert spread([90.0, 100.0, 110.0]) == 20.0
+
+
+def test_thermal_drift_only_on_long_runs():
+    falling = DepthRate(1, {"median": 95.0, "min": 80.0, "max": 100.0}, 2.0,
+                        chunks=[100.0] * 10 + [95.0] * 80 + [80.0] * 10)
+    assert drift(falling, elapsed_s=30.0) is None
+    d = drift(falling, elapsed_s=600.0)
+    assert d["first_fps"] == 100.0 and d["last_fps"] == 80.0 and d["drop_pct"] == 20.0
+    steady = replace(falling, chunks=[100.0] * 100)
+    assert drift(steady, elapsed_s=600.0)["drop_pct"] == 0.0
+
+
+class PowerLimitedDeviceDouble(OnnxRuntimeDevice):
+    """Test double: an ONNX Runtime device whose health reports the HailoRT USB power warning,
+    which no device on this machine can print."""
+
+    def health(self) -> Health:
+        return Health(warnings=(POWER,))
+
+
+def test_power_warning_flags_the_run(artifact):
+    m = measure(PowerLimitedDeviceDouble(), artifact, frames(artifact), SPEC)
+    assert "power-limited" in m.flags and POWER in m.warnings
+    assert flags_for(["something else"]) == []

@@ -1,9 +1,12 @@
-"""Stages 5-7 for one compiled variant: audit against the base, measure, score."""
+"""Stages 5-7 for one compiled variant: audit against the base, measure, score.
+
+The first device measures and scores; every further device (say the emulator beside the
+chip) scores the same inputs, and how far it disagrees with the first is recorded."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -11,11 +14,13 @@ from loop import audit as audit_mod
 from loop import frames as frames_mod
 from loop import score as score_mod
 from loop.author import Authored
-from loop.compilers.base import Artifact, CompileResult
+from loop.compilers.base import Artifact, CompileResult, TensorLayout
 from loop.devices.base import Device, RuntimeOptions
-from loop.measure import measure
+from loop.measure import measure, measuring_stick
 from loop.spec import SweepSpec
 from loop.store import store_artifact
+
+Raw = list[list[np.ndarray]]
 
 
 @dataclass
@@ -34,6 +39,14 @@ class RunOutcome:
     run_id: int | None = None
 
 
+@dataclass
+class DeviceOutputs:
+    raw: Raw
+    outputs: Raw
+    deterministic: bool
+    inputs: tuple[TensorLayout, ...]
+
+
 def verdict_for(authored: Authored, compiled: CompileResult, base_state: dict[str, Any]) -> audit_mod.Audit:
     if authored.reference:
         return audit_mod.Audit(audit_mod.REFERENCE)
@@ -43,7 +56,7 @@ def verdict_for(authored: Authored, compiled: CompileResult, base_state: dict[st
                            authored.structure.bounds)
 
 
-def float_outputs(model: bytes, inputs: np.ndarray) -> list[list[np.ndarray]]:
+def float_outputs(model: bytes, inputs: np.ndarray) -> Raw:
     """The unquantized model of the same variant, for SNR and cosine."""
     import onnxruntime as ort
     so = ort.SessionOptions()
@@ -53,17 +66,40 @@ def float_outputs(model: bytes, inputs: np.ndarray) -> list[list[np.ndarray]]:
     return [session.run(None, {name: x[None].astype(np.float32)}) for x in inputs]
 
 
-def run_inputs(device: Device, artifact: Artifact, inputs: np.ndarray) -> tuple[list[list[np.ndarray]], bool]:
-    """Raw device outputs for each controlled input, and whether a repeat was bit-identical."""
-    layout = artifact.inputs[0]
+def run_inputs(device: Device, artifact: Artifact, inputs: np.ndarray) -> DeviceOutputs:
+    """Each controlled input through the device, in the layout its session reports, and
+    whether a repeat of the first was bit-identical."""
     with device.open(artifact, RuntimeOptions()) as session:
-        raw = [[o.copy() for o in session.infer([frames_mod.quantize(x[None], layout)])] for x in inputs]
-        again = session.infer([frames_mod.quantize(inputs[0][None], layout)])
-    return raw, all(np.array_equal(a, b) for a, b in zip(raw[0], again))
+        frame = lambda x: [frames_mod.quantize(x[None], session.inputs[0])]  # noqa: E731
+        raw = [[o.copy() for o in session.infer(frame(x))] for x in inputs]
+        again = session.infer(frame(inputs[0]))
+        outputs = [[frames_mod.dequantize(o, t) for o, t in zip(outs, session.outputs)] for outs in raw]
+        return DeviceOutputs(raw, outputs, all(np.array_equal(a, b) for a, b in zip(raw[0], again)),
+                             tuple(session.inputs))
 
 
-def evaluate_variant(spec: SweepSpec, authored: Authored, compiled: CompileResult, device: Device, runs: Path,
-                     base_state: dict[str, Any], scorer: Callable[..., dict[str, Any]] | None) -> RunOutcome:
+def _disagreement(first: DeviceOutputs, other: DeviceOutputs) -> dict[str, Any]:
+    mine, theirs = score_mod.flat(first.outputs), score_mod.flat(other.outputs)
+    return {"output_mean": float(theirs.mean()), "snr_db_vs_first": score_mod.snr_db(mine, theirs),
+            "max_abs_diff": float(np.max(np.abs(mine - theirs))),
+            "values_differ": int(np.count_nonzero(mine != theirs)), "values_total": int(mine.size)}
+
+
+def _score(authored: Authored, first: DeviceOutputs, others: dict[str, DeviceOutputs], inputs: np.ndarray,
+           base_state: dict[str, Any], scorer: Callable[..., dict[str, Any]] | None) -> dict[str, Any]:
+    reference = float_outputs(authored.model, inputs)
+    scores = score_mod.builtin(first.outputs, first.raw, reference, first.deterministic,
+                               None if authored.variant.own_base else base_state.get("raw"))
+    if others:
+        scores["devices"] = {name: _disagreement(first, out) for name, out in others.items()}
+    if scorer is not None:
+        scores.update(scorer(outputs=first.outputs, reference=reference, raw=first.raw))
+    return scores
+
+
+def evaluate_variant(spec: SweepSpec, authored: Authored, compiled: CompileResult, devices: Sequence[Device],
+                     runs: Path, base_state: dict[str, Any],
+                     scorer: Callable[..., dict[str, Any]] | None) -> RunOutcome:
     name = authored.variant.name
     if not compiled.ok or compiled.artifact is None:
         return RunOutcome(name, "failed", stage=compiled.stage, error=compiled.error)
@@ -73,17 +109,15 @@ def evaluate_variant(spec: SweepSpec, authored: Authored, compiled: CompileResul
         store_artifact(runs, artifact.sha, f".{key}", data)
     verdict = verdict_for(authored, compiled, base_state)
     inputs = authored.inputs()
-    raw, deterministic = run_inputs(device, artifact, inputs)
-    outputs = [[frames_mod.dequantize(o, t) for o, t in zip(outs, artifact.outputs)] for outs in raw]
-    reference = float_outputs(authored.model, inputs)
-    scores = score_mod.builtin(outputs, raw, reference, deterministic,
-                               None if authored.variant.own_base else base_state.get("raw"))
-    if scorer is not None:
-        scores.update(scorer(outputs=outputs, reference=reference, raw=raw))
+    first = run_inputs(devices[0], artifact, inputs)
+    others = {d.name: run_inputs(d, artifact, inputs) for d in devices[1:]}
+    scores = _score(authored, first, others, inputs, base_state, scorer)
     if authored.reference:
-        base_state.update(layers=compiled.layers, raw=raw)
-    frame = [frames_mod.quantize(inputs[0][None], t) for t in artifact.inputs[:1]]
-    del inputs, raw, outputs, reference
-    m = measure(device, artifact, frame, authored.variant.measure)
+        base_state.update(layers=compiled.layers, raw=first.raw)
+    frame = [frames_mod.quantize(inputs[0][None], first.inputs[0])]
+    del inputs, others
+    m = measure(devices[0], artifact, frame, authored.variant.measure).to_dict()
+    stick = measuring_stick(devices[0].name, path, m)
+    flags = m["flags"] + (["hailortcli-disagrees"] if stick and not stick["agree"] else [])
     return RunOutcome(name, "ok", verdict=verdict.verdict, changes=[c.to_dict() for c in verdict.changes],
-                      measure=m.to_dict(), scores=scores, flags=m.flags, artifact=str(path))
+                      measure={**m, "hailortcli": stick}, scores=scores, flags=flags, artifact=str(path))

@@ -32,8 +32,18 @@ def frames_sha(frames: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(frames).tobytes() + str(frames.shape).encode()).hexdigest()
 
 
+def to_device_order(x: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    """An NCHW model frame in the device's order (NHWC for a HEF)."""
+    return x.transpose(0, 2, 3, 1) if layout.channels_last and x.ndim == 4 else x
+
+
+def to_model_order(y: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    return y.transpose(0, 3, 1, 2) if layout.channels_last and y.ndim == 4 else y
+
+
 def quantize(x: np.ndarray, layout: TensorLayout) -> np.ndarray:
     """Float frame to what the device takes: ``q = x / scale + zero_point``, saturated."""
+    x = to_device_order(x, layout)
     if not layout.quantized:
         return np.ascontiguousarray(x.reshape(layout.shape), dtype=layout.dtype)
     info = np.iinfo(np.dtype(layout.dtype))
@@ -42,6 +52,8 @@ def quantize(x: np.ndarray, layout: TensorLayout) -> np.ndarray:
 
 
 def dequantize(q: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    """What the device returned, as float in the model's own order."""
+    q = to_model_order(q.reshape(layout.shape), layout)
     if not layout.quantized:
         return q.astype(np.float32)
     return ((q.astype(np.float32) - (layout.zero_point or 0)) * np.float32(layout.scale)).astype(np.float32)

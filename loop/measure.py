@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -134,16 +135,30 @@ def drift(rate: DepthRate, elapsed_s: float) -> dict[str, float] | None:
     return {"first_fps": first, "last_fps": last, "drop_pct": drop, "threshold_pct": max(2.0, rate.spread_pct)}
 
 
+@dataclass
+class _Timed:
+    first_ms: float
+    by_depth: list[DepthRate]
+    elapsed_s: float
+    latency_ms: dict[str, float]
+    hw_latency_ms: float | None
+    bytes_in: int
+    bytes_out: int
+
+
 def _timed(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], spec: MeasureSpec,
-           options: RuntimeOptions) -> tuple[float, list[DepthRate], float, dict[str, float], float | None]:
+           options: RuntimeOptions) -> _Timed:
     with device.open(artifact, options) as session:
         t0 = time.perf_counter()
         session.infer(frames)
         first = (time.perf_counter() - t0) * 1e3
         started = time.perf_counter()
-        by_depth = [steady_rate(session, frames, spec, d) for d in spec.depth]
+        depths = sorted({min(d, session.max_depth or d) for d in spec.depth})
+        by_depth = [steady_rate(session, frames, spec, d) for d in depths]
         elapsed = time.perf_counter() - started
-        return first, by_depth, elapsed, latencies(session, frames, spec.latency_frames), session.hw_latency_ms()
+        return _Timed(first, by_depth, elapsed, latencies(session, frames, spec.latency_frames),
+                      session.hw_latency_ms(), sum(t.frame_bytes for t in session.inputs),
+                      sum(t.frame_bytes for t in session.outputs))
 
 
 def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], spec: MeasureSpec) -> Measurement:
@@ -154,24 +169,39 @@ def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], sp
     probe = LoadProbe.start()
     with captured_stderr() as err:
         parts, ttfo = time_to_first_output(device, artifact, frames, options, spec.ttfo_repeats)
-        first, by_depth, elapsed, lat, hw = _timed(device, artifact, frames, spec, options)
+        t = _timed(device, artifact, frames, spec, options)
     host = probe.stop()
     after = device.health()
-    best = max(by_depth, key=lambda r: r.rate_fps["median"])
+    best = max(t.by_depth, key=lambda r: r.rate_fps["median"])
     printed = [line for line in err.getvalue().splitlines() if "warn" in line.lower()]
     warnings = list(before.warnings) + printed + list(after.warnings)
-    drifted = drift(best, elapsed)
+    drifted = drift(best, t.elapsed_s)
     flags = flags_for(warnings) + (["thermal-drift"] if drifted and drifted["drop_pct"] > drifted["threshold_pct"] else [])
     rate = best.rate_fps["median"]
     return Measurement(
-        ttfo_ms=ttfo, ttfo_parts=parts, first_infer_ms=first, rate_fps=best.rate_fps,
+        ttfo_ms=ttfo, ttfo_parts=parts, first_infer_ms=t.first_ms, rate_fps=best.rate_fps,
         spread_pct=best.spread_pct, depth=best.depth,
-        by_depth=[{"depth": r.depth, "rate_fps": r.rate_fps, "spread_pct": r.spread_pct} for r in by_depth],
-        basis="duration" if spec.duration_s else "frames", duration_s=elapsed,
-        bytes_in=artifact.bytes_in, bytes_out=artifact.bytes_out,
-        mb_s={"in": artifact.bytes_in * rate / 1e6, "out": artifact.bytes_out * rate / 1e6},
-        latency_ms=lat, hw_latency_ms=hw, health_before=asdict(before), health_after=asdict(after),
-        warnings=warnings, flags=flags, host=host, drift=drifted)
+        by_depth=[{"depth": r.depth, "rate_fps": r.rate_fps, "spread_pct": r.spread_pct} for r in t.by_depth],
+        basis="duration" if spec.duration_s else "frames", duration_s=t.elapsed_s,
+        bytes_in=t.bytes_in, bytes_out=t.bytes_out,
+        mb_s={"in": t.bytes_in * rate / 1e6, "out": t.bytes_out * rate / 1e6},
+        latency_ms=t.latency_ms, hw_latency_ms=t.hw_latency_ms, health_before=asdict(before),
+        health_after=asdict(after), warnings=warnings, flags=flags, host=host, drift=drifted)
+
+
+def measuring_stick(device: str, artifact_path: Path, m: dict[str, Any]) -> dict[str, Any] | None:
+    """Where ``hailortcli`` is installed, its own benchmark of the same HEF beside loop's rate."""
+    if device != "hailort":
+        return None
+    from loop.devices import hailortcli
+    ok, _ = hailortcli.available()
+    if not ok:
+        return None
+    figures = hailortcli.run_benchmark(artifact_path)
+    if figures.rate is None:
+        return {"fps": None, "agree": False, "detail": "hailortcli printed no rate"}
+    agreement = hailortcli.agreement(m["rate_fps"]["median"], figures.rate)
+    return {"fps": figures.rate, "ratio": agreement.ratio, "agree": not agreement.flagged}
 
 
 def flags_for(warnings: Sequence[str]) -> list[str]:

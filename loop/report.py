@@ -114,6 +114,17 @@ def depth_table(run: dict[str, Any]) -> str:
     return text + (f"\nthe rate stops climbing at depth {knee}" if knee is not None else "")
 
 
+def device_disagreement(runs: Sequence[dict[str, Any]]) -> str:
+    """How far further devices (an emulator, say) disagree with the first on the same inputs."""
+    rows = [[r["variant"], name, _fmt(d.get("snr_db_vs_first"), ".1f"), _fmt(d.get("max_abs_diff"), ".4g"),
+             f"{d['values_differ']:,}/{d['values_total']:,}"]
+            for r in runs for name, d in ((r.get("scores") or {}).get("devices") or {}).items()]
+    if not rows:
+        return ""
+    return "Devices against the first device, same inputs:\n" + table(
+        ["variant", "device", "SNR dB", "max |diff|", "values differ"], rows)
+
+
 def ladders(runs: Sequence[dict[str, Any]]) -> str:
     """Ladder tables for a sweep whose variants are rungs (own bases) or measured at many depths."""
     parts = []
@@ -121,4 +132,5 @@ def ladders(runs: Sequence[dict[str, Any]]) -> str:
     if len(rungs) >= 2:
         parts.append(link_table(rungs))
     parts += [depth_table(r) for r in runs if r["status"] == "ok" and len(r["measure"].get("by_depth", [])) > 1]
-    return "\n\n".join(parts)
+    parts.append(device_disagreement(runs))
+    return "\n\n".join(p for p in parts if p)

@@ -39,19 +39,19 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / denom) if denom else 0.0
 
 
-def _flat(arrays: Sequence[Sequence[np.ndarray]]) -> np.ndarray:
+def flat(arrays: Sequence[Sequence[np.ndarray]]) -> np.ndarray:
     return np.concatenate([np.asarray(o, np.float64).ravel() for outs in arrays for o in outs])
 
 
 def builtin(outputs: Sequence[Sequence[np.ndarray]], raw: Sequence[Sequence[np.ndarray]],
             reference: Sequence[Sequence[np.ndarray]], repeat_equal: bool,
             base_raw: Sequence[Sequence[np.ndarray]] | None) -> dict[str, Any]:
-    flat, ref = _flat(outputs), _flat(reference)
+    mine, ref = flat(outputs), flat(reference)
     scores: dict[str, Any] = {
-        "output_mean": float(flat.mean()), "output_std": float(flat.std()), "output_sha": output_sha(raw),
+        "output_mean": float(mine.mean()), "output_std": float(mine.std()), "output_sha": output_sha(raw),
         "deterministic": bool(repeat_equal),
         "sensitive": len(raw) > 1 and output_sha(raw[:1]) != output_sha(raw[1:2]),
-        "snr_db": snr_db(ref, flat), "cosine": cosine(ref, flat),
+        "snr_db": snr_db(ref, mine), "cosine": cosine(ref, mine),
     }
     if base_raw is not None:
         mine, base = _bytes(raw), _bytes(base_raw)

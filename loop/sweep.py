@@ -93,12 +93,12 @@ def _run(spec: SweepSpec, runs: Path, options: SweepOptions, jobs: int, authored
                   key=lambda a: not a.reference)
     ids = {a.variant.name: ledger.begin(spec.name, key, a.variant.name, spec.variant_sha(a.variant), spec.backend,
                                         options.generation) for a in todo}
-    device = device_class(spec.devices[0])()
-    base_state = _resumed_base(authored, state.finished, device)
+    devices = [device_class(name)() for name in spec.devices]
+    base_state = _resumed_base(authored, state.finished, devices[0])
     bar = tqdm(total=len(todo), desc="compile+measure", unit="variant", disable=not options.progress)
     with Heartbeat(str(ledger.path), list(ids.values())):
         for a, compiled, contended in _compiled(spec, todo, jobs, options.overlap):
-            outcome = _evaluate(spec, a, compiled, device, runs, base_state, options, contended)
+            outcome = _evaluate(spec, a, compiled, devices, runs, base_state, options, contended)
             outcome.run_id = ids[a.variant.name]
             _record(ledger, outcome.run_id, spec, a, compiled, outcome)
             result.outcomes.append(outcome)
@@ -130,8 +130,8 @@ def _resumed_base(authored: list[Authored], finished: dict[str, Any], device: De
         return {}
     import json
     layers = [fp.from_record(l) for l in json.loads(row["record"])["layers"]]
-    raw, _ = run_inputs(device, load_artifact(Path(row["artifact"])), ref.inputs())  # type: ignore[union-attr]
-    return {"layers": layers, "raw": raw}
+    first = run_inputs(device, load_artifact(Path(row["artifact"])), ref.inputs())  # type: ignore[union-attr]
+    return {"layers": layers, "raw": first.raw}
 
 
 def _finished_outcome(row: Any) -> RunOutcome:
@@ -140,11 +140,11 @@ def _finished_outcome(row: Any) -> RunOutcome:
                       verdict=data["verdict"], run_id=data["id"], info={"resumed": True})
 
 
-def _evaluate(spec: SweepSpec, a: Authored, compiled: CompileResult, device: Device, runs: Path,
+def _evaluate(spec: SweepSpec, a: Authored, compiled: CompileResult, devices: list[Device], runs: Path,
               base_state: dict[str, Any], options: SweepOptions, contended: bool) -> RunOutcome:
     try:
-        with hostlock.measuring(device.name, overlap=options.overlap):
-            outcome = evaluate_variant(spec, a, compiled, device, runs, base_state, options.scorer)
+        with hostlock.measuring(devices[0].name, overlap=options.overlap):
+            outcome = evaluate_variant(spec, a, compiled, devices, runs, base_state, options.scorer)
     except Exception as exc:  # noqa: BLE001 - one variant's failure is recorded, the sweep goes on
         return RunOutcome(a.variant.name, "failed", stage="measure", error=f"{type(exc).__name__}: {exc}",
                           info={"traceback": traceback.format_exc(limit=8)})

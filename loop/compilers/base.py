@@ -35,13 +35,16 @@ import numpy as np
 
 @dataclass(frozen=True)
 class TensorLayout:
-    """One input or output as the device sees it. ``x = (q - zero_point) * scale``."""
+    """One input or output as the device sees it. ``x = (q - zero_point) * scale``.
+
+    ``shape`` is the device's own (with a leading batch of 1); ``frame_bytes`` is one frame."""
 
     name: str
     shape: tuple[int, ...]
     dtype: str
     scale: float | None = None
     zero_point: int | None = None
+    channels_last: bool = False  # NHWC frames (a HEF's), while the ONNX model is NCHW
 
     @property
     def frame_bytes(self) -> int:

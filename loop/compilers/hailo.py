@@ -111,7 +111,7 @@ def io_layouts(hn: dict[str, Any], params: dict[str, np.ndarray]) -> tuple[tuple
             shape = (body.get("output_shapes") or body.get("input_shapes") or [[]])[0]
             scale, zp = _layer_quant(name, params)
             found[body["type"]].append(TensorLayout(name, tuple(1 if d in (-1, None) else int(d) for d in shape),
-                                                    "uint8", scale, zp))
+                                                    "uint8", scale, zp, channels_last=True))
     if not found["input_layer"] or not found["output_layer"]:
         types = sorted({str(b.get("type")) for b in hn.get("layers", {}).values()})
         raise HailoCompileError(f"cannot find input and output layers in the HN (layer types: {', '.join(types)})")

@@ -50,6 +50,7 @@ class Health:
 class Session(ABC):
     inputs: tuple[TensorLayout, ...]
     outputs: tuple[TensorLayout, ...]
+    max_depth: int | None = None  # the deepest queue the device takes (HailoRT's async queue size)
 
     @abstractmethod
     def infer(self, frames: Sequence[np.ndarray],

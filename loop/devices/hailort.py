@@ -113,11 +113,12 @@ def layout_from_json(entry: dict[str, Any]) -> TensorLayout:
         raise HailoRTError(f"stream '{entry['name']}' reports no concrete format type")
     itemsize = np.dtype(dtype).itemsize
     shape = (1, *entry["shape"])
+    nhwc = math.prod(entry["shape"]) * itemsize == entry["frame_bytes"] and len(entry["shape"]) == 3
     if math.prod(entry["shape"]) * itemsize != entry["frame_bytes"]:
         shape = (1, entry["frame_bytes"] // itemsize)
     zero_point = entry.get("zero_point")
     return TensorLayout(entry["name"], tuple(int(s) for s in shape), dtype, entry.get("scale"),
-                        None if zero_point is None else int(round(zero_point)))
+                        None if zero_point is None else int(round(zero_point)), channels_last=nhwc)
 
 
 def _pointers(arrays: Sequence[np.ndarray]) -> tuple[Any, Any]:
@@ -198,6 +199,7 @@ class HailoRTSession(Session):
         self.inputs = tuple(layout_from_json(e) for e in layout["inputs"])
         self.outputs = tuple(layout_from_json(e) for e in layout["outputs"])
         self.async_queue_size = int(layout["async_queue_size"])
+        self.max_depth = self.async_queue_size
         self.timeout_ms = 10000
 
     def infer(self, frames: Sequence[np.ndarray], out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:

@@ -18,11 +18,12 @@ from loop.structure import Structure, analyse
 
 @dataclass
 class Authored:
-    """One variant, ready to compile. Frames are made on demand from their (seeded) source,
-    so a sweep of many variants, or of 4K frames, never holds them all at once."""
+    """One variant, ready to compile. The model waits on disk and frames are made on demand
+    from their (seeded) source, so a sweep of many variants, or of 4K frames, never holds
+    them all in memory at once."""
 
     variant: VariantSpec
-    model: bytes
+    model_path: Path
     onnx_sha: str
     structure: Structure
     options: CompileOptions
@@ -33,6 +34,9 @@ class Authored:
     footprint: list[Allow]
     reference: bool
     folder: Path
+
+    def model(self) -> bytes:
+        return self.model_path.read_bytes()
 
     def calibration(self) -> np.ndarray:
         return make_frames(self.calib_source, self.input_shape, self.folder)
@@ -62,7 +66,8 @@ def _input_shape(model: onnx.ModelProto, structure: Structure) -> tuple[int, ...
     return tuple(int(d.dim_value) for d in value.type.tensor_type.shape.dim)
 
 
-def author(spec: SweepSpec, variant: VariantSpec, reference: bool, threads: int = 0) -> Authored:
+def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path, threads: int = 0) -> Authored:
+    """Stage 1 for one variant; its ONNX bytes are written to ``staging`` (a scratch folder)."""
     base = variant.base or spec.base
     params = variant.params if variant.params is not None else spec.params
     model = load_base(Path(base), params)
@@ -74,8 +79,11 @@ def author(spec: SweepSpec, variant: VariantSpec, reference: bool, threads: int 
     shape = _input_shape(model, structure)
     source = _calibration_source(spec, variant)
     data = model.SerializeToString(deterministic=True)
+    sha = hashlib.sha256(data).hexdigest()
+    path = staging / f"{sha}.onnx"
+    path.write_bytes(data)
     return Authored(
-        variant=variant, model=data, onnx_sha=hashlib.sha256(data).hexdigest(), structure=structure,
+        variant=variant, model_path=path, onnx_sha=sha, structure=structure,
         options=options, calib_source=source,
         calib_sha=frames_mod.frames_sha(make_frames(source, shape, spec.path.parent)),
         input_source=spec.inputs, input_shape=shape,

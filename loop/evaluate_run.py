@@ -87,7 +87,7 @@ def _disagreement(first: DeviceOutputs, other: DeviceOutputs) -> dict[str, Any]:
 
 def _score(authored: Authored, first: DeviceOutputs, others: dict[str, DeviceOutputs], inputs: np.ndarray,
            base_state: dict[str, Any], scorer: Callable[..., dict[str, Any]] | None) -> dict[str, Any]:
-    reference = float_outputs(authored.model, inputs)
+    reference = float_outputs(authored.model(), inputs)
     scores = score_mod.builtin(first.outputs, first.raw, reference, first.deterministic,
                                None if authored.variant.own_base else base_state.get("raw"))
     if others:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -66,7 +67,7 @@ def compile_job(backend: str, model: bytes, calibration: np.ndarray, options: Co
 
 def _compile_stream(spec: SweepSpec, todo: list[Authored], jobs: int) -> Iterator[CompileResult]:
     """Compile results in submission order, as they finish."""
-    tasks = (delayed(compile_job)(spec.backend, a.model, a.calibration(), a.options) for a in todo)
+    tasks = (delayed(compile_job)(spec.backend, a.model(), a.calibration(), a.options) for a in todo)
     yield from Parallel(n_jobs=jobs, return_as="generator")(tasks)
 
 
@@ -76,12 +77,14 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
     variants = with_reference(spec)
     ref = reference_of(variants)
     threads = max(1, (os.cpu_count() or 1) // jobs)
-    authored = [author(spec, v, v is ref, threads) for v in variants]  # user errors surface before any write
-    ledger = Ledger(runs / "ledger.sqlite")
-    try:
-        return _run(spec, runs, options, jobs, authored, ledger)
-    finally:
-        ledger.close()
+    with tempfile.TemporaryDirectory(prefix="loop-author-") as staging:
+        # user errors surface here, before anything is written under runs/
+        authored = [author(spec, v, v is ref, Path(staging), threads) for v in variants]
+        ledger = Ledger(runs / "ledger.sqlite")
+        try:
+            return _run(spec, runs, options, jobs, authored, ledger)
+        finally:
+            ledger.close()
 
 
 def _run(spec: SweepSpec, runs: Path, options: SweepOptions, jobs: int, authored: list[Authored],

@@ -1,0 +1,165 @@
+"""Compile many variants at once: cached, deduplicated, in parallel, locally or on Dask.
+
+Cache hits and repeats of an item are never compiled. Misses go to joblib workers (loky
+processes here, or the workers of a Dask cluster), and each worker runs its compile in a
+child process of its own process group (:mod:`loop.compile_child`), so a per-variant
+timeout or a crash fails that variant alone. Results come back by value, in input order,
+and only the parent writes the cache.
+"""
+from __future__ import annotations
+
+import copy
+import sys
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+import numpy as np
+from joblib import Parallel, delayed, parallel_config
+
+from loop.backends import COMPILERS, compiler_class
+from loop.cache import Cache, cache_key
+from loop.compile_child import compile_with, resolve, run_isolated
+from loop.compilers.base import CompileOptions, CompileResult
+from loop.errors import LoopError
+
+Item = tuple[bytes, np.ndarray, CompileOptions]
+Progress = Callable[[int], None]
+
+
+def compile_job(backend: str, model: bytes, calibration: np.ndarray, options: CompileOptions) -> CompileResult:
+    """One compile in this very process (no isolation, no cache); returns a value, never raises."""
+    return compile_with(compiler_class(backend)(), model, calibration, options)
+
+
+def compile_all(backend: str, items: list[Item], *, jobs: int, cache: Cache | None,
+                cluster: str | None = None, progress: Progress | None = None) -> list[CompileResult]:
+    """Compile every ``(model, calibration, options)`` item; results in input order.
+
+    ``jobs`` is joblib's ``n_jobs`` for local compiles (a cluster uses all its workers);
+    ``progress`` is called with how many items each finished compile (or the hits) settled.
+    """
+    out: list[CompileResult | None] = [None] * len(items)
+    for settled in iter_compiled(backend, items, jobs=jobs, cache=cache, cluster=cluster):
+        for index, result in settled:
+            out[index] = result
+        _advance(progress, len(settled))
+    return [r for r in out if r is not None]
+
+
+def iter_compiled(backend: str, items: list[Item], *, jobs: int, cache: Cache | None,
+                  cluster: str | None = None) -> Iterator[list[tuple[int, CompileResult]]]:
+    """The items' ``(index, result)`` pairs in batches as they settle: all cache hits first,
+    then each finished compile with its repeats, so a caller can measure while compiles run."""
+    ref = _compiler_ref(backend)
+    with _cluster(cluster) as client:
+        versions = _versions(ref, client)
+        keys = [cache_key(m, c, o, backend, versions) for m, c, o in items]
+        done, todo = _split(keys, items, cache)
+        hits = _settle(keys, done)
+        if hits:
+            yield hits
+        for key, result in _compile(ref, todo, jobs, client is not None):
+            result.info.setdefault("versions", versions)
+            if cache is not None:
+                cache.store(key, result)
+            yield _settle(keys, {key: result})
+
+
+def _compiler_ref(backend: str) -> str:
+    # The parent's registry travels by value, so workers see compilers registered at run time.
+    compiler_class(backend)  # an unknown backend is a user error, before anything starts
+    return COMPILERS[backend]
+
+
+def _split(keys: list[str], items: list[Item], cache: Cache | None) -> tuple[dict[str, CompileResult], dict[str, Item]]:
+    """Cache hits, and the unique misses left to compile."""
+    done: dict[str, CompileResult] = {}
+    todo: dict[str, Item] = {}
+    for key, item in zip(keys, items):
+        if key in done or key in todo:
+            continue
+        hit = cache.lookup(key) if cache is not None else None
+        if hit is not None:
+            done[key] = hit
+        else:
+            todo[key] = item
+    return done, todo
+
+
+def _compile(ref: str, todo: dict[str, Item], jobs: int, remote: bool) -> Iterator[tuple[str, CompileResult]]:
+    if not todo:
+        return
+    tasks = (delayed(_task)(key, ref, *item) for key, item in todo.items())
+    # Inside _cluster, parallel_config already names the Dask backend.
+    parallel = (Parallel(n_jobs=-1, return_as="generator_unordered") if remote else
+                Parallel(n_jobs=min(jobs, len(todo)), backend="loky", return_as="generator_unordered"))
+    yield from parallel(tasks)
+
+
+def _task(key: str, ref: str, model: bytes, calibration: np.ndarray,
+          options: CompileOptions) -> tuple[str, CompileResult]:
+    result = run_isolated(ref, model, calibration, options)
+    result.compiled_on = _worker_address()
+    return key, result
+
+
+def _worker_address() -> str:
+    if "distributed" not in sys.modules:  # not on a Dask worker; skip importing it
+        return "local"
+    try:
+        from distributed import get_worker
+        return str(get_worker().address)
+    except (ImportError, ValueError):
+        return "local"
+
+
+@contextmanager
+def _cluster(address: str | None) -> Iterator[Any]:
+    """A Dask client with joblib pointed at it, or None for local compiles."""
+    if address is None:
+        yield None
+        return
+    try:
+        from distributed import Client
+    except ImportError:
+        raise LoopError("compiling on a cluster needs Dask: install loop[dask]", field="cluster") from None
+    try:
+        client = Client(address, timeout=30)
+    except OSError as exc:
+        raise LoopError(f"cannot reach the Dask scheduler at {address}: {exc}", field="cluster") from None
+    with client, parallel_config(backend="dask"):
+        yield client
+
+
+def _versions(ref: str, client: Any) -> dict[str, str]:
+    """The versions of the tools that will compile: the cluster's when there is one."""
+    if client is not None:
+        return client.submit(_describe, ref, pure=False).result()
+    return _describe(ref)
+
+
+def _describe(ref: str) -> dict[str, str]:
+    return resolve(ref)().describe()
+
+
+def _settle(keys: list[str], done: dict[str, CompileResult]) -> list[tuple[int, CompileResult]]:
+    """Every item whose key is in ``done``; a repeat gets its own copy, marked as not compiled."""
+    out, seen = [], set()
+    for index, key in enumerate(keys):
+        if key not in done:
+            continue
+        result = done[key]
+        if key in seen:
+            result = copy.deepcopy(result)
+            result.cache_hit = True
+        seen.add(key)
+        out.append((index, result))
+    return out
+
+
+def _advance(progress: Progress | None, count: int) -> None:
+    if progress is not None and count:
+        progress(count)
+
+
+__all__ = ["compile_all", "iter_compiled", "compile_job", "Item", "Cache"]

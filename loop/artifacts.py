@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import onnx
 
-from loop.compilers.base import Artifact, TensorLayout
+from loop.compilers.base import Artifact, CompileResult, TensorLayout
 from loop.errors import LoopError
+from loop.store import store_artifact
 
 LAYOUT_KEY = "loop.layout"
 BACKEND_BY_SUFFIX = {".onnx": "onnxruntime", ".hef": "hailo"}
@@ -22,6 +23,31 @@ def with_layout(data: bytes, inputs: tuple[TensorLayout, ...], outputs: tuple[Te
     entry.key = LAYOUT_KEY
     entry.value = json.dumps({"inputs": [asdict(t) for t in inputs], "outputs": [asdict(t) for t in outputs]})
     return model.SerializeToString()
+
+
+def spill(runs: Path, result: CompileResult) -> CompileResult:
+    """Store a finished compile's artifact (and extras) under ``runs/artifacts`` and keep only
+    its path in memory."""
+    artifact = result.artifact
+    if artifact is None or not artifact.data:
+        return result
+    sha = artifact.sha
+    path = store_artifact(runs, sha, artifact.suffix, artifact.data)
+    for key, data in artifact.extras.items():
+        store_artifact(runs, sha, f".{key}", data)
+    # extras keep their names (and lose their bytes): they lie beside the artifact
+    result.artifact = replace(artifact, data=b"", extras={k: b"" for k in artifact.extras}, path=str(path),
+                              stored_sha=sha)
+    return result
+
+
+def materialize(artifact: Artifact) -> Artifact:
+    """The artifact with its bytes, read back from where :func:`spill` put them."""
+    if artifact.data or artifact.path is None:
+        return artifact
+    path = Path(artifact.path)
+    extras = {key: path.with_suffix(f".{key}").read_bytes() for key in artifact.extras}
+    return replace(artifact, data=path.read_bytes(), extras=extras)
 
 
 def _layouts(items: list[dict]) -> tuple[TensorLayout, ...]:

@@ -23,6 +23,7 @@ import numpy as np
 
 from loop.compilers.base import CompileOptions, CompileResult
 from loop.errors import LoopError
+from loop.frames import frames_sha
 from loop.store import atomic_write
 
 MAGIC = b"loop-cache-1\n"
@@ -45,9 +46,7 @@ class Entry:
 
 
 def calibration_sha(frames: np.ndarray) -> str:
-    h = hashlib.sha256(np.ascontiguousarray(frames).tobytes())
-    h.update(f"{frames.shape}|{frames.dtype.str}".encode())
-    return h.hexdigest()
+    return frames_sha(frames)
 
 
 def options_json(options: CompileOptions) -> str:
@@ -57,9 +56,14 @@ def options_json(options: CompileOptions) -> str:
 
 def cache_key(model: bytes, calibration: np.ndarray, options: CompileOptions, backend: str,
               versions: dict[str, str]) -> str:
+    return key_of(hashlib.sha256(model).hexdigest(), calibration_sha(calibration), options, backend, versions)
+
+
+def key_of(model_sha: str, calib_sha: str, options: CompileOptions, backend: str, versions: dict[str, str]) -> str:
+    """The key from hashes the caller already holds (the ONNX bytes' and the frames')."""
     h = hashlib.sha256()
     # Length-prefixed parts, so no two different inputs can concatenate to the same stream.
-    for part in (model, options_json(options).encode(), calibration_sha(calibration).encode(),
+    for part in (model_sha.encode(), options_json(options).encode(), calib_sha.encode(),
                  backend.encode(), json.dumps(versions, sort_keys=True).encode()):
         h.update(len(part).to_bytes(8, "little"))
         h.update(part)

@@ -9,15 +9,17 @@ and only the parent writes the cache.
 from __future__ import annotations
 
 import copy
+import hashlib
 import sys
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from joblib import Parallel, delayed, parallel_config
 
 from loop.backends import COMPILERS, compiler_class
-from loop.cache import Cache, cache_key
+from loop.cache import Cache, calibration_sha, key_of
 from loop.compile_child import compile_with, resolve, run_isolated
 from loop.compilers.base import CompileOptions, CompileResult
 from loop.errors import LoopError
@@ -26,12 +28,31 @@ Item = tuple[bytes, np.ndarray, CompileOptions]
 Progress = Callable[[int], None]
 
 
+@dataclass(frozen=True)
+class Job:
+    """One compile to do: its hashes up front, its bytes loaded only when it is dispatched,
+    so a generation of large models never sits in the parent all at once."""
+
+    model_sha: str
+    calib_sha: str
+    options: CompileOptions
+    load: Callable[[], tuple[bytes, np.ndarray]]
+
+
+def as_job(item: Item | Job) -> Job:
+    if isinstance(item, Job):
+        return item
+    model, calibration, options = item
+    return Job(hashlib.sha256(model).hexdigest(), calibration_sha(calibration), options,
+               lambda: (model, calibration))
+
+
 def compile_job(backend: str, model: bytes, calibration: np.ndarray, options: CompileOptions) -> CompileResult:
     """One compile in this very process (no isolation, no cache); returns a value, never raises."""
     return compile_with(compiler_class(backend)(), model, calibration, options)
 
 
-def compile_all(backend: str, items: list[Item], *, jobs: int, cache: Cache | None,
+def compile_all(backend: str, items: Sequence[Item | Job], *, jobs: int, cache: Cache | None,
                 cluster: str | None = None, progress: Progress | None = None) -> list[CompileResult]:
     """Compile every ``(model, calibration, options)`` item; results in input order.
 
@@ -46,15 +67,16 @@ def compile_all(backend: str, items: list[Item], *, jobs: int, cache: Cache | No
     return [r for r in out if r is not None]
 
 
-def iter_compiled(backend: str, items: list[Item], *, jobs: int, cache: Cache | None,
+def iter_compiled(backend: str, items: Sequence[Item | Job], *, jobs: int, cache: Cache | None,
                   cluster: str | None = None) -> Iterator[list[tuple[int, CompileResult]]]:
     """The items' ``(index, result)`` pairs in batches as they settle: all cache hits first,
     then each finished compile with its repeats, so a caller can measure while compiles run."""
     ref = _compiler_ref(backend)
     with _cluster(cluster) as client:
         versions = _versions(ref, client)
-        keys = [cache_key(m, c, o, backend, versions) for m, c, o in items]
-        done, todo = _split(keys, items, cache)
+        work = [as_job(item) for item in items]
+        keys = [key_of(j.model_sha, j.calib_sha, j.options, backend, versions) for j in work]
+        done, todo = _split(keys, work, cache)
         hits = _settle(keys, done)
         if hits:
             yield hits
@@ -71,10 +93,10 @@ def _compiler_ref(backend: str) -> str:
     return COMPILERS[backend]
 
 
-def _split(keys: list[str], items: list[Item], cache: Cache | None) -> tuple[dict[str, CompileResult], dict[str, Item]]:
+def _split(keys: list[str], items: list[Job], cache: Cache | None) -> tuple[dict[str, CompileResult], dict[str, Job]]:
     """Cache hits, and the unique misses left to compile."""
     done: dict[str, CompileResult] = {}
-    todo: dict[str, Item] = {}
+    todo: dict[str, Job] = {}
     for key, item in zip(keys, items):
         if key in done or key in todo:
             continue
@@ -86,10 +108,11 @@ def _split(keys: list[str], items: list[Item], cache: Cache | None) -> tuple[dic
     return done, todo
 
 
-def _compile(ref: str, todo: dict[str, Item], jobs: int, remote: bool) -> Iterator[tuple[str, CompileResult]]:
+def _compile(ref: str, todo: dict[str, Job], jobs: int, remote: bool) -> Iterator[tuple[str, CompileResult]]:
     if not todo:
         return
-    tasks = (delayed(_task)(key, ref, *item) for key, item in todo.items())
+    # A generator: joblib dispatches a few tasks ahead, so each job loads its bytes just in time.
+    tasks = (delayed(_task)(key, ref, *job.load(), job.options) for key, job in todo.items())
     # Inside _cluster, parallel_config already names the Dask backend.
     parallel = (Parallel(n_jobs=-1, return_as="generator_unordered") if remote else
                 Parallel(n_jobs=min(jobs, len(todo)), backend="loky", return_as="generator_unordered"))
@@ -162,4 +185,4 @@ def _advance(progress: Progress | None, count: int) -> None:
         progress(count)
 
 
-__all__ = ["compile_all", "iter_compiled", "compile_job", "Item", "Cache"]
+__all__ = ["compile_all", "iter_compiled", "compile_job", "Item", "Job", "Cache"]

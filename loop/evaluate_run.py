@@ -13,6 +13,7 @@ import numpy as np
 from loop import audit as audit_mod
 from loop import frames as frames_mod
 from loop import score as score_mod
+from loop.artifacts import materialize
 from loop.author import Authored
 from loop.compilers.base import Artifact, CompileResult, TensorLayout
 from loop.devices.base import Device, RuntimeOptions
@@ -103,10 +104,8 @@ def evaluate_variant(spec: SweepSpec, authored: Authored, compiled: CompileResul
     name = authored.variant.name
     if not compiled.ok or compiled.artifact is None:
         return RunOutcome(name, "failed", stage=compiled.stage, error=compiled.error)
-    artifact = compiled.artifact
-    path = store_artifact(runs, artifact.sha, artifact.suffix, artifact.data)
-    for key, data in artifact.extras.items():
-        store_artifact(runs, artifact.sha, f".{key}", data)
+    artifact = materialize(compiled.artifact)
+    path = Path(artifact.path) if artifact.path else store_artifact(runs, artifact.sha, artifact.suffix, artifact.data)
     verdict = verdict_for(authored, compiled, base_state)
     inputs = authored.inputs()
     first = run_inputs(devices[0], artifact, inputs)

@@ -29,7 +29,10 @@ def from_file(path: Path, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def frames_sha(frames: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(frames).tobytes() + str(frames.shape).encode()).hexdigest()
+    """Covers the bytes, the shape and the dtype."""
+    h = hashlib.sha256(np.ascontiguousarray(frames).tobytes())
+    h.update(f"{frames.shape}|{frames.dtype.str}".encode())
+    return h.hexdigest()
 
 
 def to_device_order(x: np.ndarray, layout: TensorLayout) -> np.ndarray:

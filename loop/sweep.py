@@ -15,16 +15,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import numpy as np
-from joblib import Parallel, delayed
 from tqdm import tqdm
 
 from loop import fingerprint as fp
 from loop import hostlock
-from loop.artifacts import load_artifact
+from loop.artifacts import load_artifact, spill
 from loop.author import Authored, author, reference_of, with_reference
-from loop.backends import compiler_class, device_class
-from loop.compilers.base import CompileOptions, CompileResult, run_compile
+from loop.backends import device_class
+from loop.cache import Cache
+from loop.compile_pool import Job, iter_compiled
+from loop.compilers.base import CompileResult
 from loop.devices.base import Device
 from loop.evaluate_run import RunOutcome, evaluate_variant, run_inputs
 from loop.ledger import Ledger, run_json
@@ -56,19 +56,23 @@ class SweepResult:
         return [o for o in self.outcomes if o.status != "ok"]
 
 
-def compile_job(backend: str, model: bytes, calibration: np.ndarray, options: CompileOptions) -> CompileResult:
-    """One compile, in whatever process joblib gives it; returns a value, never raises."""
-    compiler = compiler_class(backend)()
-    result = run_compile(compiler, model, calibration, options)
-    result.info["versions"] = compiler.describe()
-    result.info["host"] = socket.gethostname()
-    return result
+def _job(a: Authored) -> Job:
+    return Job(a.onnx_sha, a.calib_sha, a.options, lambda: (a.model(), a.calibration()))
 
 
-def _compile_stream(spec: SweepSpec, todo: list[Authored], jobs: int) -> Iterator[CompileResult]:
-    """Compile results in submission order, as they finish."""
-    tasks = (delayed(compile_job)(spec.backend, a.model(), a.calibration(), a.options) for a in todo)
-    yield from Parallel(n_jobs=jobs, return_as="generator")(tasks)
+def _compile_stream(spec: SweepSpec, todo: list[Authored], jobs: int, runs: Path,
+                    cluster: str | None) -> Iterator[tuple[int, CompileResult]]:
+    """(index, result) in submission order, each as soon as every earlier one is in. Each
+    artifact goes to disk as it arrives, so finished compiles do not pile up in memory."""
+    pending: dict[int, CompileResult] = {}
+    following = 0
+    batches = iter_compiled(spec.backend, [_job(a) for a in todo], jobs=jobs, cache=Cache.for_runs(runs),
+                            cluster=cluster)
+    for settled in batches:
+        pending.update((i, spill(runs, r)) for i, r in settled)
+        while following in pending:
+            yield following, pending.pop(following)
+            following += 1
 
 
 def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions()) -> SweepResult:
@@ -100,7 +104,7 @@ def _run(spec: SweepSpec, runs: Path, options: SweepOptions, jobs: int, authored
     base_state = _resumed_base(authored, state.finished, devices[0])
     bar = tqdm(total=len(todo), desc="compile+measure", unit="variant", disable=not options.progress)
     with Heartbeat(str(ledger.path), list(ids.values())):
-        for a, compiled, contended in _compiled(spec, todo, jobs, options.overlap):
+        for a, compiled, contended in _compiled(spec, todo, jobs, options, runs):
             outcome = _evaluate(spec, a, compiled, devices, runs, base_state, options, contended)
             outcome.run_id = ids[a.variant.name]
             _record(ledger, outcome.run_id, spec, a, compiled, outcome)
@@ -113,16 +117,16 @@ def _run(spec: SweepSpec, runs: Path, options: SweepOptions, jobs: int, authored
     return result
 
 
-def _compiled(spec: SweepSpec, todo: list[Authored], jobs: int,
-              overlap: bool) -> Iterator[tuple[Authored, CompileResult, bool]]:
-    """Pairs of (variant, compile result, measured-while-compiling)."""
-    if overlap:
-        for i, compiled in enumerate(_compile_stream(spec, todo, jobs)):
-            yield todo[i], compiled, i < len(todo) - 1
+def _compiled(spec: SweepSpec, todo: list[Authored], jobs: int, options: SweepOptions,
+              runs: Path) -> Iterator[tuple[Authored, CompileResult, bool]]:
+    """Triples of (variant, compile result, measured while compiles ran)."""
+    stream = _compile_stream(spec, todo, jobs, runs, options.cluster)
+    if options.overlap:
+        yield from ((todo[i], compiled, i < len(todo) - 1) for i, compiled in stream)
         return
     with hostlock.compiling():
-        results = list(_compile_stream(spec, todo, jobs))
-    yield from ((a, c, False) for a, c in zip(todo, results))
+        results = dict(stream)
+    yield from ((a, results[i], False) for i, a in enumerate(todo))
 
 
 def _resumed_base(authored: list[Authored], finished: dict[str, Any], device: Device) -> dict[str, Any]:

@@ -77,20 +77,15 @@ def test_record_carries_the_three_quantities_and_scores(write_sweep, tmp_path):
     assert Path(run["artifact"]).is_absolute() and Path(run["artifact"]).exists()
 
 
-def test_failed_variant_is_recorded_and_sweep_goes_on(write_sweep, tmp_path, monkeypatch):
-    import loop.sweep as sweep_mod
-    real = sweep_mod.compile_job
-
-    def failing(backend, model, calibration, options):
-        if options.overrides:
-            raise_from = sweep_mod.CompileResult(ok=False, stage="compile", error="RuntimeError: boom")
-            return raise_from
-        return real(backend, model, calibration, options)
-
-    monkeypatch.setattr(sweep_mod, "compile_job", failing)
-    runs = sweep(write_sweep, tmp_path, True)
-    assert runs["scale"]["status"] == "failed" and runs["scale"]["error"] == "RuntimeError: boom"
-    assert runs["weights"]["status"] == "ok"
+def test_failed_variant_is_recorded_and_sweep_goes_on(write_sweep, tmp_path):
+    text = SWEEP.replace("BC", "true").replace("CALMAX", "9.5")
+    text += "  - name: broken\n    perturb: [{op: add_weight_noise, layer: conv1, std: .nan}]\n"
+    result = run_sweep(parse(write_sweep(text)), tmp_path / "runs", SweepOptions(jobs=1, progress=False))
+    ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
+    runs = {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
+    assert runs["broken"]["status"] == "failed" and runs["broken"]["stage"] == "optimize"
+    assert runs["broken"]["error"] and runs["weights"]["status"] == "ok"
+    assert [o.variant for o in result.failed] == ["broken"]
 
 
 def test_exported_model_as_base(write_sweep, tmp_path, exported_onnx):

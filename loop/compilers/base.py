@@ -66,10 +66,12 @@ class Artifact:
     inputs: tuple[TensorLayout, ...]
     outputs: tuple[TensorLayout, ...]
     extras: dict[str, bytes] = field(default_factory=dict)
+    path: str | None = None  # where it was stored; ``data`` may then be left empty (spilled)
+    stored_sha: str | None = None
 
     @property
     def sha(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
+        return self.stored_sha or hashlib.sha256(self.data).hexdigest()
 
     @property
     def bytes_in(self) -> int:

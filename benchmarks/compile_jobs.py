@@ -1,0 +1,88 @@
+"""Compile-phase throughput: ``--jobs 2`` against the fastest ``--jobs 1``, and a cached re-run.
+
+Authors N variants (``add_weight_noise`` seeds on conv3) of the 131k-parameter stack at a
+larger input, so one compile takes seconds, then times ``compile_all`` over all of them:
+
+* jobs 1 with 1 and with 2 ONNX Runtime threads (the faster is the baseline);
+* jobs 2 with 1 thread each (what ``loop`` picks on two cores), into an empty cache;
+* the same items again through that cache (target: <= 2 % of the first, zero compiles).
+
+Also times one compile in-process against one isolated in a child process (the price of
+per-variant timeouts and crash isolation). Run: ``python benchmarks/compile_jobs.py``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from loop.cache import Cache
+from loop.compile_child import run_isolated
+from loop.compile_pool import Item, compile_all, compile_job
+from loop.compilers.base import CompileOptions
+from loop.graphs import build_recipe
+from loop.perturb import AddWeightNoise
+from loop.structure import analyse
+
+RECIPE = Path(__file__).resolve().parent.parent / "graphs" / "stack_131k.yaml"
+
+
+def variants(count: int, size: int, frames: int) -> list[Item]:
+    calibration = np.random.default_rng(0).random((frames, 3, size, size), dtype=np.float32)
+    items = []
+    for seed in range(count):
+        model = build_recipe(RECIPE, {"height": size, "width": size})
+        AddWeightNoise(layer="conv3", std=0.01, seed=seed).apply(model, analyse(model))
+        items.append((model.SerializeToString(deterministic=True), calibration, CompileOptions()))
+    return items
+
+
+def timed(items: list[Item], jobs: int, threads: int, cache: Cache | None) -> tuple[float, int]:
+    """Seconds for the whole compile phase, and how many items were really compiled."""
+    run = [(m, c, replace(o, threads=threads)) for m, c, o in items]
+    t0 = time.perf_counter()
+    results = compile_all("onnxruntime", run, jobs=jobs, cache=cache)
+    elapsed = time.perf_counter() - t0
+    assert all(r.ok for r in results), [r.error for r in results if not r.ok]
+    return elapsed, sum(not r.cache_hit for r in results)
+
+
+def isolation_overhead(item: Item) -> dict[str, float]:
+    model, calibration, options = item
+    options = replace(options, threads=1)
+    t0 = time.perf_counter()
+    compile_job("onnxruntime", model, calibration, options)
+    t1 = time.perf_counter()
+    run_isolated("loop.compilers.onnxruntime:OnnxRuntimeCompiler", model, calibration, options)
+    t2 = time.perf_counter()
+    return {"in_process_s": t1 - t0, "isolated_s": t2 - t1, "overhead_s": (t2 - t1) - (t1 - t0)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variants", type=int, default=8)
+    parser.add_argument("--size", type=int, default=128)
+    parser.add_argument("--frames", type=int, default=32)
+    args = parser.parse_args()
+    items = variants(args.variants, args.size, args.frames)
+    timed(items[:2], 2, 1, None)  # start the loky workers and warm the page cache once
+    serial = {threads: timed(items, 1, threads, None)[0] for threads in (1, 2)}
+    with tempfile.TemporaryDirectory() as runs:
+        cache = Cache.for_runs(Path(runs))
+        parallel, compiles = timed(items, 2, 1, cache)
+        rerun, recompiles = timed(items, 2, 1, cache)
+    report = {"variants": len(items), "size": args.size, "frames": args.frames,
+              "jobs1_threads1_s": serial[1], "jobs1_threads2_s": serial[2], "jobs2_threads1_s": parallel,
+              "first_compiles": compiles, "rerun_s": rerun, "rerun_compiles": recompiles,
+              "speedup_jobs2": min(serial.values()) / parallel, "rerun_share": rerun / parallel,
+              "isolation": isolation_overhead(items[0])}
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

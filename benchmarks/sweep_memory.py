@@ -1,0 +1,58 @@
+"""Peak memory of the parent process over a sweep of many variants.
+
+Writes a sweep of N `add_weight_noise` variants of a graph recipe, runs it with
+`loop sweep` in a child process (the parent of the compile workers), and reports that
+child's own peak RSS. The target (issue 5): under 1.5 GB for 100 variants, because models
+and artifacts must not pile up in the parent.
+
+    python benchmarks/sweep_memory.py --variants 100 --recipe graphs/stack_131k.yaml
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CHILD = """
+import resource, sys
+from pathlib import Path
+from loop.spec import parse
+from loop.sweep import SweepOptions, run_sweep
+result = run_sweep(parse(Path(sys.argv[1])), Path(sys.argv[2]), SweepOptions(jobs=int(sys.argv[3]), progress=False))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, len(result.outcomes), len(result.failed))
+"""
+
+
+def sweep_text(recipe: Path, variants: int, layer: str) -> str:
+    rows = "".join(f"  - name: n{i}\n    perturb: [{{op: add_weight_noise, layer: {layer}, std: 0.01, seed: {i}}}]\n"
+                   for i in range(variants))
+    return (f"sweep: memory\nbase: {recipe.resolve()}\ncalibration: {{count: 16}}\ninputs: {{count: 2}}\n"
+            "measure: {warmup: 2, frames: 20, repeats: 2, ttfo_repeats: 1, latency_frames: 5}\n"
+            f"variants:\n  - name: base\n{rows}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variants", type=int, default=100)
+    parser.add_argument("--recipe", type=Path, default=Path(__file__).parents[1] / "graphs" / "stack_131k.yaml")
+    parser.add_argument("--layer", default="conv3")
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep = Path(tmp) / "sweep.yaml"
+        sweep.write_text(sweep_text(args.recipe, args.variants, args.layer))
+        t0 = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", CHILD, str(sweep), str(Path(tmp) / "runs"), str(args.jobs)],
+                             capture_output=True, text=True, check=True).stdout.split()
+        wall = time.perf_counter() - t0
+    peak_kb, runs, failed = (int(v) for v in out[-3:])
+    print(json.dumps({"variants": args.variants + 1, "runs": runs, "failed": failed, "jobs": args.jobs,
+                      "recipe": args.recipe.name, "parent_peak_mb": peak_kb / 1024, "wall_s": wall}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

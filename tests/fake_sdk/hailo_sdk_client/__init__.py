@@ -1,0 +1,19 @@
+"""A FAKE ``hailo_sdk_client`` importable by path, for child processes (isolated compiles)
+that cannot see a module patched into the test's own ``sys.modules``. It is
+tests/compilers/hailo_fakes.py's FakeHailoSdkClient, with the HEF bytes ``compile()``
+returns taken from ``$LOOP_FAKE_HEF``. It is not Hailo's Dataflow Compiler."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location(
+    "loop_tests_hailo_fakes_child", Path(__file__).resolve().parents[2] / "compilers" / "hailo_fakes.py")
+_fakes = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_fakes)
+_fake = _fakes.FakeHailoSdkClient()
+if os.environ.get("LOOP_FAKE_HEF"):
+    _fake.ClientRunner.compile = lambda self: os.environ["LOOP_FAKE_HEF"].encode()
+sys.modules[__name__] = _fake

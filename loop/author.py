@@ -75,7 +75,8 @@ def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path
     for op in variant.ops:
         op.apply(model, structure)
     overrides = tuple(o for op in variant.ops for o in op.overrides(structure))
-    options = replace(spec.compile, overrides=overrides, threads=threads or spec.compile.threads)
+    base_options = variant.compile or spec.compile
+    options = replace(base_options, overrides=overrides, threads=threads or base_options.threads)
     shape = _input_shape(model, structure)
     source = _calibration_source(spec, variant)
     data = model.SerializeToString(deterministic=True)

@@ -43,11 +43,12 @@ def main() -> None:
 @RUNS
 @click.option("--jobs", type=int, default=None, help="Parallel compiles (default: the core count).")
 @click.option("--scorer", default=None, help="A user scorer, module:function.")
+@click.option("--cluster", default=None, help="Compile on a Dask cluster, tcp://HOST:PORT (needs loop[dask]).")
 @click.option("--overlap", is_flag=True, help="Measure while compiles run (runs flagged host-contended).")
 @click.option("--fresh", is_flag=True, help="Start a new sweep of this file instead of continuing it.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def sweep(sweep_file: Path, runs: Path, jobs: int | None, scorer: str | None, overlap: bool, fresh: bool,
-          quiet: bool) -> None:
+def sweep(sweep_file: Path, runs: Path, jobs: int | None, scorer: str | None, cluster: str | None, overlap: bool,
+          fresh: bool, quiet: bool) -> None:
     """Author, optimize, compile, fingerprint, audit, run, score and record every variant."""
     def go() -> int:
         from loop import ledger, report, spec
@@ -55,7 +56,8 @@ def sweep(sweep_file: Path, runs: Path, jobs: int | None, scorer: str | None, ov
         from loop.sweep import SweepOptions, run_sweep
         parsed = spec.parse(sweep_file)
         user = load_scorer(scorer) if scorer else None
-        options = SweepOptions(jobs=jobs, progress=not quiet, scorer=user, overlap=overlap, fresh=fresh)
+        options = SweepOptions(jobs=jobs, progress=not quiet, scorer=user, overlap=overlap, fresh=fresh,
+                               cluster=cluster)
         result = run_sweep(parsed, runs, options)
         book = ledger.Ledger(runs / "ledger.sqlite")
         rows = [ledger.run_json(book.get(o.run_id)) for o in result.outcomes if o.run_id is not None]
@@ -138,6 +140,29 @@ def compare_cmd(run_a: int, run_b: int, runs: Path, as_json: bool) -> None:
         book = ledger.Ledger.open_existing(runs / "ledger.sqlite")
         result = compare(ledger.run_json(book.get(run_a)), ledger.run_json(book.get(run_b)))
         click.echo(json.dumps(result, indent=2) if as_json else describe(result))
+    _guard(go)
+
+
+@main.command("cache")
+@RUNS
+@click.option("--prune-older-than", "older", default=None, help="Remove entries unused this long: 90m, 12h, 7d.")
+@click.option("--max-size", default=None, help="Then drop the least recently used until it fits: 500M, 2G.")
+@JSON
+def cache_cmd(runs: Path, older: str | None, max_size: str | None, as_json: bool) -> None:
+    """List the compile cache, or prune it by age or size."""
+    def go() -> None:
+        from dataclasses import asdict
+        from loop.cache import Cache, parse_age, parse_size
+        cache = Cache.for_runs(runs)
+        pruning = older is not None or max_size is not None
+        shown = (cache.prune(parse_age(older) if older else None, parse_size(max_size) if max_size else None)
+                 if pruning else cache.entries())
+        if as_json:
+            click.echo(json.dumps([asdict(e) for e in shown], indent=2))
+            return
+        for e in shown:
+            click.echo(f"{'removed ' if pruning else ''}{e.key[:16]}  {e.size:>10,}  {e.backend or '?'}")
+        click.echo(f"{len(shown)} entr{'y' if len(shown) == 1 else 'ies'} {'removed' if pruning else 'cached'}")
     _guard(go)
 
 

@@ -4,7 +4,7 @@ The first device measures and scores; every further device (say the emulator bes
 chip) scores the same inputs, and how far it disagrees with the first is recorded."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -48,10 +48,18 @@ class DeviceOutputs:
     inputs: tuple[TensorLayout, ...]
 
 
-def verdict_for(authored: Authored, compiled: CompileResult, base_state: dict[str, Any]) -> audit_mod.Audit:
+def own_compile(spec: SweepSpec, authored: Authored) -> bool:
+    """A variant compiled with other options than its base has nothing like-for-like to be
+    audited against (its timeout or threads aside)."""
+    own = authored.variant.compile
+    return own is not None and replace(own, threads=0, timeout_s=None) != replace(spec.compile, threads=0, timeout_s=None)
+
+
+def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult,
+                base_state: dict[str, Any]) -> audit_mod.Audit:
     if authored.reference:
         return audit_mod.Audit(audit_mod.REFERENCE)
-    if authored.variant.own_base or "layers" not in base_state:
+    if authored.variant.own_base or own_compile(spec, authored) or "layers" not in base_state:
         return audit_mod.Audit(audit_mod.NA)
     return audit_mod.audit(base_state["layers"], compiled.layers, authored.footprint, authored.variant.expect,
                            authored.structure.bounds)
@@ -106,7 +114,7 @@ def evaluate_variant(spec: SweepSpec, authored: Authored, compiled: CompileResul
         return RunOutcome(name, "failed", stage=compiled.stage, error=compiled.error)
     artifact = materialize(compiled.artifact)
     path = Path(artifact.path) if artifact.path else store_artifact(runs, artifact.sha, artifact.suffix, artifact.data)
-    verdict = verdict_for(authored, compiled, base_state)
+    verdict = verdict_for(spec, authored, compiled, base_state)
     inputs = authored.inputs()
     first = run_inputs(devices[0], artifact, inputs)
     others = {d.name: run_inputs(d, artifact, inputs) for d in devices[1:]}

@@ -19,7 +19,7 @@ from loop.yamlio import LineDict, LineList, line_of, load_yaml
 
 TOP_KEYS = {"sweep", "base", "backend", "devices", "seed", "calibration", "inputs", "compile",
             "measure", "params", "variants"}
-VARIANT_KEYS = {"name", "perturb", "expect", "base", "params", "measure"}
+VARIANT_KEYS = {"name", "perturb", "expect", "base", "params", "measure", "compile"}
 COMPILE_KEYS = {"bias_correction": bool, "io": str, "calibration_method": str, "per_channel": bool,
                 "threads": int, "timeout_s": (int, float)}
 BACKEND_COMPILE_KEYS = {"hailo": {"hw_arch", "optimization_level", "compression_level", "model_script"}}
@@ -59,6 +59,7 @@ class VariantSpec:
     base: Path | None = None
     params: dict[str, Any] | None = None
     measure: MeasureSpec = field(default_factory=MeasureSpec)
+    compile: CompileOptions | None = None  # the variant's own compile options, over the sweep's
     line: int | None = None
 
     @property
@@ -145,7 +146,8 @@ def _measure(node: LineDict, inherit: MeasureSpec) -> MeasureSpec:
     return replace(inherit, **values)
 
 
-def _compile(raw: Any, backend: str) -> CompileOptions:
+def _compile(raw: Any, backend: str, inherit: CompileOptions | None = None) -> CompileOptions:
+    """The ``compile:`` mapping of ``raw`` over ``inherit`` (a variant's over its sweep's)."""
     extra = BACKEND_COMPILE_KEYS.get(backend, set())
     node = _mapping(raw, raw, "compile", set(COMPILE_KEYS) | extra)
     values: dict[str, Any] = {}
@@ -160,11 +162,13 @@ def _compile(raw: Any, backend: str) -> CompileOptions:
     if values.get("calibration_method", "minmax") not in CALIBRATION_METHODS:
         raise _fail(f"'calibration_method' must be one of {', '.join(CALIBRATION_METHODS)}",
                     node, "calibration_method", "compile.calibration_method")
-    backend_options = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in node.items() if k in extra))
-    return CompileOptions(**values, backend_options=backend_options)
+    backend = dict(inherit.backend_options if inherit else ())
+    backend.update((k, tuple(v) if isinstance(v, list) else v) for k, v in node.items() if k in extra)
+    return replace(inherit or CompileOptions(), **values, backend_options=tuple(sorted(backend.items())))
 
 
-def _variant(raw: Any, sweep_dir: Path, measure: MeasureSpec) -> VariantSpec:
+def _variant(raw: Any, sweep_dir: Path, measure: MeasureSpec, compile_options: CompileOptions,
+             backend: str) -> VariantSpec:
     if not isinstance(raw, LineDict) or "name" not in raw:
         raise _fail("each variant is a mapping with a 'name'", raw, None, "name")
     for k in raw:
@@ -191,7 +195,8 @@ def _variant(raw: Any, sweep_dir: Path, measure: MeasureSpec) -> VariantSpec:
     return VariantSpec(name=str(raw["name"]), ops=tuple(ops), expect=expect,
                        base=(sweep_dir / str(base)) if base is not None else None,
                        params=dict(params) if params is not None else None,
-                       measure=_measure(_mapping(raw, raw, "measure"), measure), line=raw.line)
+                       measure=_measure(_mapping(raw, raw, "measure"), measure),
+                       compile=_compile(raw, backend, compile_options) if "compile" in raw else None, line=raw.line)
 
 
 def parse(path: Path) -> SweepSpec:
@@ -224,7 +229,8 @@ def _parse(path: Path) -> SweepSpec:
     measure = _measure(_mapping(raw, raw, "measure"), MeasureSpec())
     if not isinstance(raw["variants"], list) or not raw["variants"]:
         raise _fail("'variants' must be a non-empty list", raw, "variants")
-    variants = tuple(_variant(v, path.parent, measure) for v in raw["variants"])
+    compile_options = _compile(raw, backend)
+    variants = tuple(_variant(v, path.parent, measure, compile_options, backend) for v in raw["variants"])
     _unique(variants, raw["variants"])
     params = raw.get("params") or {}
     if not isinstance(params, Mapping):
@@ -232,7 +238,7 @@ def _parse(path: Path) -> SweepSpec:
     spec = SweepSpec(
         name=str(raw["sweep"]), path=path, base=path.parent / str(raw["base"]), backend=backend,
         devices=devices, seed=seed, calibration=_data(raw, "calibration", seed, 64),
-        inputs=_data(raw, "inputs", seed + 1, 8), compile=_compile(raw, backend), params=dict(params),
+        inputs=_data(raw, "inputs", seed + 1, 8), compile=compile_options, params=dict(params),
         measure=measure, variants=variants, sha=_sha(raw))
     _check_layers(spec, raw)
     return spec

@@ -1,4 +1,5 @@
 """The whole flow on the embedded backend: every verdict, the ledger, and a failed variant."""
+import json
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,47 @@ def test_exported_model_as_base(write_sweep, tmp_path, exported_onnx):
     wide = runs["wide"]
     assert wide["verdict"] == "confounded"
     assert any(c["what"] == "function" and c["layer"] == "/features/0/Conv" for c in wide["changes"])
+
+
+def test_hanging_compile_times_out_and_the_sweep_goes_on(write_sweep, tmp_path, monkeypatch):
+    """A real hang (a compiler that sleeps) in its own process group, killed at the timeout."""
+    from loop import backends, spec as spec_mod
+    monkeypatch.setitem(backends.COMPILERS, "misbehaving", "compile_fakes:MisbehavingCompiler")
+    monkeypatch.setitem(backends.DEFAULT_DEVICES, "misbehaving", ("onnxruntime",))
+    monkeypatch.setitem(spec_mod.BACKEND_COMPILE_KEYS, "misbehaving", {"misbehave", "pidfile"})
+    text = SWEEP.replace("BC", "true").replace("CALMAX", "9.5").replace("base: tiny.yaml",
+                                                                        "base: tiny.yaml\nbackend: misbehaving")
+    text += (f"  - name: hangs\n    compile: {{misbehave: hang, pidfile: {tmp_path / 'pid'}, timeout_s: 5}}\n"
+             "  - name: crashes\n    compile: {misbehave: segv}\n")
+    result = run_sweep(parse(write_sweep(text)), tmp_path / "runs", SweepOptions(jobs=2, progress=False))
+    ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
+    runs = {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
+    assert runs["hangs"]["status"] == "failed" and "timeout after 5" in runs["hangs"]["error"]
+    assert runs["crashes"]["status"] == "failed" and "SIGSEGV" in runs["crashes"]["error"]
+    assert json.loads(ledger.get(runs["crashes"]["id"])["record"])["stderr_tail"]
+    assert all(runs[v]["status"] == "ok" for v in ("base", "weights", "scale", "calib"))
+
+
+def test_fresh_identical_sweep_compiles_nothing(write_sweep, tmp_path):
+    path = write_sweep(SWEEP.replace("BC", "true").replace("CALMAX", "9.5"))
+    first = run_sweep(parse(path), tmp_path / "runs", SweepOptions(jobs=2, progress=False))
+    again = run_sweep(parse(path), tmp_path / "runs", SweepOptions(jobs=2, progress=False, fresh=True))
+    ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
+    rows = [run_json(ledger.get(o.run_id)) for o in again.outcomes]
+    assert len(rows) == len(first.outcomes) and all(r["cache_hit"] for r in rows)
+    assert {r["variant"]: r["kernel_sha"] for r in rows} == \
+        {o.variant: run_json(ledger.get(o.run_id))["kernel_sha"] for o in first.outcomes}
+
+
+def test_compiles_on_a_dask_local_cluster(write_sweep, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    path = write_sweep(SWEEP.replace("BC", "true").replace("CALMAX", "9.5"))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        result = run_sweep(parse(path), tmp_path / "runs",
+                           SweepOptions(jobs=2, progress=False, cluster=cluster.scheduler_address))
+        info = cluster.scheduler_info
+        workers = set((info() if callable(info) else info)["workers"])
+    ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
+    rows = {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
+    assert {r["compiled_on"] for r in rows.values()} <= workers and not result.failed
+    assert rows["scale"]["verdict"] == "confounded" and rows["weights"]["verdict"] == "clean"

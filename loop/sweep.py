@@ -61,18 +61,21 @@ def _job(a: Authored) -> Job:
 
 
 def _compile_stream(spec: SweepSpec, todo: list[Authored], jobs: int, runs: Path,
-                    cluster: str | None) -> Iterator[tuple[int, CompileResult]]:
+                    options: SweepOptions) -> Iterator[tuple[int, CompileResult]]:
     """(index, result) in submission order, each as soon as every earlier one is in. Each
     artifact goes to disk as it arrives, so finished compiles do not pile up in memory."""
     pending: dict[int, CompileResult] = {}
     following = 0
     batches = iter_compiled(spec.backend, [_job(a) for a in todo], jobs=jobs, cache=Cache.for_runs(runs),
-                            cluster=cluster)
+                            cluster=options.cluster)
+    bar = tqdm(total=len(todo), desc="optimize+compile", unit="variant", disable=not options.progress)
     for settled in batches:
+        bar.update(len(settled))
         pending.update((i, spill(runs, r)) for i, r in settled)
         while following in pending:
             yield following, pending.pop(following)
             following += 1
+    bar.close()
 
 
 def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions()) -> SweepResult:
@@ -102,25 +105,34 @@ def _run(spec: SweepSpec, runs: Path, options: SweepOptions, jobs: int, authored
                                         options.generation) for a in todo}
     devices = [device_class(name)() for name in spec.devices]
     base_state = _resumed_base(authored, state.finished, devices[0])
-    bar = tqdm(total=len(todo), desc="compile+measure", unit="variant", disable=not options.progress)
     with Heartbeat(str(ledger.path), list(ids.values())):
-        for a, compiled, contended in _compiled(spec, todo, jobs, options, runs):
+        for a, compiled, contended in _progress(_compiled(spec, todo, jobs, options, runs), len(todo), options):
             outcome = _evaluate(spec, a, compiled, devices, runs, base_state, options, contended)
             outcome.run_id = ids[a.variant.name]
             _record(ledger, outcome.run_id, spec, a, compiled, outcome)
             result.outcomes.append(outcome)
-            bar.update()
-    bar.close()
     result.outcomes += [_finished_outcome(row) for row in state.finished.values()]
     order = [a.variant.name for a in authored]
     result.outcomes.sort(key=lambda o: order.index(o.variant))
     return result
 
 
+def _progress(items: Iterator[Any], total: int, options: SweepOptions) -> Iterator[Any]:
+    """A bar for the measuring stage that appears once its first variant arrives, so it does
+    not sit at zero under the compile bar."""
+    bar = None
+    for item in items:
+        bar = bar or tqdm(total=total, desc="audit+measure+score", unit="variant", disable=not options.progress)
+        yield item
+        bar.update()
+    if bar is not None:
+        bar.close()
+
+
 def _compiled(spec: SweepSpec, todo: list[Authored], jobs: int, options: SweepOptions,
               runs: Path) -> Iterator[tuple[Authored, CompileResult, bool]]:
     """Triples of (variant, compile result, measured while compiles ran)."""
-    stream = _compile_stream(spec, todo, jobs, runs, options.cluster)
+    stream = _compile_stream(spec, todo, jobs, runs, options)
     if options.overlap:
         yield from ((todo[i], compiled, i < len(todo) - 1) for i, compiled in stream)
         return

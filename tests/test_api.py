@@ -56,3 +56,11 @@ def test_example_optimizer_runs(tmp_path: Path, capsys):
     hi, snr = module.search(generations=2, population=2, runs=tmp_path / "runs")
     out = capsys.readouterr().out
     assert out.count("verdict=clean") == 4 and snr > 0 and 0.25 <= hi <= 16
+
+
+def test_candidate_failing_onnx_checking_writes_nothing(tmp_path: Path):
+    broken = exported_classifier()
+    broken.graph.node[0].input[1] = "no_such_weight"
+    with pytest.raises(LoopError, match="unreadable ONNX model"):
+        loop.evaluate([broken], generation=0, runs=tmp_path / "runs", **FAST)
+    assert not (tmp_path / "runs").exists()

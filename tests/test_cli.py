@@ -98,3 +98,16 @@ def test_help_and_backends_without_hailo():
     assert by_name[("onnxruntime", "compiler")]["available"] is True
     assert set(by_name) >= {("hailo", "compiler"), ("hailort", "device"), ("hailo-emulator", "device")}
     assert all(set(s) == {"name", "kind", "available", "reason"} for s in statuses)
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_bad_input_leaves_an_existing_runs_folder_byte_identical(swept: Path, write_sweep, tmp_path: Path):
+    before = _tree(swept)
+    for bad in (SWEEP.replace("layer: conv1", "layer: conv7"), "sweep: [unclosed\n",
+                SWEEP.replace("tiny.yaml", "absent.onnx")):
+        result = invoke("sweep", str(write_sweep(bad, "bad.yaml")), "--runs", str(swept), "--quiet")
+        assert result.exit_code == 2, result.output
+    assert _tree(swept) == before

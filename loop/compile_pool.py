@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import sys
+from concurrent.futures import FIRST_COMPLETED, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from joblib import Parallel, delayed, parallel_config
+from joblib.externals.loky import get_reusable_executor
 
 from loop.backends import COMPILERS, compiler_class
 from loop.cache import Cache, calibration_sha, key_of
@@ -111,12 +114,29 @@ def _split(keys: list[str], items: list[Job], cache: Cache | None) -> tuple[dict
 def _compile(ref: str, todo: dict[str, Job], jobs: int, remote: bool) -> Iterator[tuple[str, CompileResult]]:
     if not todo:
         return
+    if not remote:
+        yield from _local(ref, todo, jobs)
+        return
     # A generator: joblib dispatches a few tasks ahead, so each job loads its bytes just in time.
-    tasks = (delayed(_task)(key, ref, *job.load(), job.options) for key, job in todo.items())
     # Inside _cluster, parallel_config already names the Dask backend.
-    parallel = (Parallel(n_jobs=-1, return_as="generator_unordered") if remote else
-                Parallel(n_jobs=min(jobs, len(todo)), backend="loky", return_as="generator_unordered"))
-    yield from parallel(tasks)
+    tasks = (delayed(_task)(key, ref, *job.load(), job.options) for key, job in todo.items())
+    yield from Parallel(n_jobs=-1, return_as="generator_unordered")(tasks)
+
+
+def _local(ref: str, todo: dict[str, Job], jobs: int) -> Iterator[tuple[str, CompileResult]]:
+    """Compiles on joblib's loky workers, even one (joblib would run ``n_jobs=1`` in this
+    threaded parent, from which a compile cannot be forked). At most two per worker are in
+    flight, so each job loads its bytes just in time."""
+    workers = max(1, min(jobs, len(todo)))
+    executor = get_reusable_executor(max_workers=workers)
+    queue, running = iter(todo.items()), set()
+    while True:
+        for key, job in itertools.islice(queue, 2 * workers - len(running)):
+            running.add(executor.submit(_task, key, ref, *job.load(), job.options))
+        if not running:
+            return
+        done, running = wait(running, return_when=FIRST_COMPLETED)
+        yield from (future.result() for future in done)
 
 
 def _task(key: str, ref: str, model: bytes, calibration: np.ndarray,

@@ -8,6 +8,7 @@ more than a scale.
 from __future__ import annotations
 
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -67,6 +68,36 @@ class _Reader:
         return None if frame is None else {self._name: frame[None].astype(np.float32)}
 
 
+@contextmanager
+def _calibration_threads(threads: int) -> Iterator[None]:
+    """Give quantize_static's calibration session ``threads`` intra-op threads.
+
+    quantize_static offers no knob for it and builds that session with default options,
+    which take every core: two compiles side by side (``--jobs 2`` on two cores) then halve
+    each other. The method is replaced for the duration of one call, in this process only
+    (compiles run one at a time in their own process); without the method (another ORT
+    version), nothing is changed."""
+    from onnxruntime.quantization import calibrate
+    original = getattr(calibrate.CalibraterBase, "create_inference_session", None)
+    if not threads or original is None:
+        yield
+        return
+
+    def create_inference_session(self: Any) -> None:
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.intra_op_num_threads = threads
+        self.infer_session = ort.InferenceSession(self.augmented_model_path, sess_options=so,
+                                                  providers=self.execution_providers)
+
+    calibrate.CalibraterBase.create_inference_session = create_inference_session
+    try:
+        yield
+    finally:
+        calibrate.CalibraterBase.create_inference_session = original
+
+
 def _quantize(model: bytes, calibration: np.ndarray, options: CompileOptions) -> onnx.ModelProto:
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
@@ -76,12 +107,13 @@ def _quantize(model: bytes, calibration: np.ndarray, options: CompileOptions) ->
     with tempfile.TemporaryDirectory(prefix="loop-q-") as tmp:
         src, dst = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx"
         src.write_bytes(model)
-        quantize_static(
-            str(src), str(dst), _Reader(float_model.graph.input[0].name, calibration),
-            quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-            per_channel=options.per_channel,
-            calibrate_method=getattr(CalibrationMethod, CALIBRATE[options.calibration_method]),
-            extra_options={"TensorQuantOverrides": overrides} if overrides else {})
+        with _calibration_threads(options.threads):
+            quantize_static(
+                str(src), str(dst), _Reader(float_model.graph.input[0].name, calibration),
+                quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                per_channel=options.per_channel,
+                calibrate_method=getattr(CalibrationMethod, CALIBRATE[options.calibration_method]),
+                extra_options={"TensorQuantOverrides": overrides} if overrides else {})
         return onnx.load(str(dst))
 
 

@@ -31,6 +31,15 @@ class BackendStatus:
     reason: str
 
 
+def importable(module: str) -> tuple[bool, str]:
+    """Whether ``module`` imports here, and if not, why (for ``available()``)."""
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        return False, f"{module} is not importable: {exc}"
+    return True, ""
+
+
 def _load(ref: str) -> type:
     module, _, attr = ref.partition(":")
     return getattr(importlib.import_module(module), attr)

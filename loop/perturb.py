@@ -72,34 +72,40 @@ def _downstream(structure: Structure, layer: str) -> list[Allow]:
 
 
 @dataclass(frozen=True)
-class ScaleWeights(Op):
-    name: ClassVar[str] = "scale_weights"
-    factor: float = 1.0
+class WeightOp(Op):
+    """An op that rewrites one layer's float kernel; its footprint is the layer and all after it."""
+
+    def kernel(self, w: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
 
     def apply(self, model: onnx.ModelProto, structure: Structure) -> None:
         tensor = _initializer(model, structure.layer(self.layer).weight)  # type: ignore[union-attr,arg-type]
-        tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor) * np.float32(self.factor), tensor.name))
+        new = self.kernel(numpy_helper.to_array(tensor))
+        tensor.CopyFrom(numpy_helper.from_array(new, tensor.name))
 
     def footprint(self, structure: Structure) -> list[Allow]:
         return _downstream(structure, self.layer)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
-class AddWeightNoise(Op):
+class ScaleWeights(WeightOp):
+    name: ClassVar[str] = "scale_weights"
+    factor: float = 1.0
+
+    def kernel(self, w: np.ndarray) -> np.ndarray:
+        return w * np.asarray(self.factor, w.dtype)
+
+
+@dataclass(frozen=True)
+class AddWeightNoise(WeightOp):
     """Gaussian noise of standard deviation ``std`` (in the kernel's own units), seeded."""
 
     name: ClassVar[str] = "add_weight_noise"
     std: float = 0.0
     seed: int = 0
 
-    def apply(self, model: onnx.ModelProto, structure: Structure) -> None:
-        tensor = _initializer(model, structure.layer(self.layer).weight)  # type: ignore[union-attr,arg-type]
-        w = numpy_helper.to_array(tensor)
-        noise = np.random.default_rng(self.seed).normal(0.0, self.std, w.shape).astype(w.dtype)
-        tensor.CopyFrom(numpy_helper.from_array(w + noise, tensor.name))
-
-    def footprint(self, structure: Structure) -> list[Allow]:
-        return _downstream(structure, self.layer)  # type: ignore[arg-type]
+    def kernel(self, w: np.ndarray) -> np.ndarray:
+        return w + np.random.default_rng(self.seed).normal(0.0, self.std, w.shape).astype(w.dtype)
 
 
 @dataclass(frozen=True)

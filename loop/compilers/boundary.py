@@ -26,6 +26,14 @@ def _retype(value: onnx.ValueInfoProto, elem_type: int) -> None:
     value.type.tensor_type.elem_type = elem_type
 
 
+def _layout(g: QdqGraph, value: onnx.ValueInfoProto, q: onnx.NodeProto | None) -> TensorLayout:
+    """A boundary tensor's layout: uint8 on the grid of ``q`` when its Q/DQ is removed."""
+    if q is None:
+        return TensorLayout(value.name, _shape(value), DTYPES[value.type.tensor_type.elem_type])
+    _retype(value, TensorProto.UINT8)
+    return TensorLayout(value.name, _shape(value), "uint8", g.scalar(q.input[1]), int(g.scalar(q.input[2]) or 0))
+
+
 def strip(model: onnx.ModelProto) -> tuple[tuple[TensorLayout, ...], tuple[TensorLayout, ...]]:
     """Remove boundary Q/DQ in place; return the uint8 layouts. Unquantized I/O stays float."""
     g = QdqGraph(model)
@@ -35,25 +43,20 @@ def strip(model: onnx.ModelProto) -> tuple[tuple[TensorLayout, ...], tuple[Tenso
         if value.name in g.inits:
             continue
         after = g.consumers.get(value.name, [])
-        if len(after) == 1 and after[0].op_type == "QuantizeLinear":
-            q = after[0]
+        q = after[0] if len(after) == 1 and after[0].op_type == "QuantizeLinear" else None
+        if q is not None:
             for dq in g.consumers.get(q.output[0], []):
                 dq.input[0] = value.name
             drop.append(q)
-            _retype(value, TensorProto.UINT8)
-            inputs.append(TensorLayout(value.name, _shape(value), "uint8", g.scalar(q.input[1]), int(g.scalar(q.input[2]) or 0)))
-        else:
-            inputs.append(TensorLayout(value.name, _shape(value), DTYPES[value.type.tensor_type.elem_type]))
+        inputs.append(_layout(g, value, q))
     for value in model.graph.output:
         dq = g.producer.get(value.name)
         q = g.producer.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
-        if q is not None and q.op_type == "QuantizeLinear":
+        q = q if q is not None and q.op_type == "QuantizeLinear" else None
+        if q is not None:
             q.output[0] = value.name
             drop.append(dq)
-            _retype(value, TensorProto.UINT8)
-            outputs.append(TensorLayout(value.name, _shape(value), "uint8", g.scalar(q.input[1]), int(g.scalar(q.input[2]) or 0)))
-        else:
-            outputs.append(TensorLayout(value.name, _shape(value), DTYPES[value.type.tensor_type.elem_type]))
+        outputs.append(_layout(g, value, q))
     for node in drop:
         model.graph.node.remove(node)
     return tuple(inputs), tuple(outputs)

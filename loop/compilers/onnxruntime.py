@@ -28,11 +28,9 @@ class OnnxRuntimeCompiler(Compiler):
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError as exc:
-            return False, f"onnxruntime is not importable: {exc}"
-        return True, "embedded"
+        from loop.backends import importable
+        ok, why = importable("onnxruntime")
+        return ok, why or "embedded"
 
     def describe(self) -> dict[str, str]:
         import onnxruntime

@@ -78,11 +78,9 @@ class OnnxRuntimeDevice(Device):
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError as exc:
-            return False, f"onnxruntime is not importable: {exc}"
-        return True, "host CPU"
+        from loop.backends import importable
+        ok, why = importable("onnxruntime")
+        return ok, why or "host CPU"
 
     def open(self, artifact: Artifact, options: RuntimeOptions) -> Session:
         return OnnxRuntimeSession(artifact, options)

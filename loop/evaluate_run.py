@@ -57,9 +57,11 @@ def own_compile(spec: SweepSpec, authored: Authored) -> bool:
 
 def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult,
                 base_state: dict[str, Any]) -> audit_mod.Audit:
-    if authored.reference:
+    if authored.variant.own_base or own_compile(spec, authored):
+        return audit_mod.Audit(audit_mod.NA)
+    if authored.reference or not authored.variant.ops:  # the base itself (say, measured another way)
         return audit_mod.Audit(audit_mod.REFERENCE)
-    if authored.variant.own_base or own_compile(spec, authored) or "layers" not in base_state:
+    if "layers" not in base_state:
         return audit_mod.Audit(audit_mod.NA)
     return audit_mod.audit(base_state["layers"], compiled.layers, authored.footprint, authored.variant.expect,
                            authored.structure.bounds)

@@ -1,5 +1,6 @@
 """The whole flow on the embedded backend: every verdict, the ledger, and a failed variant."""
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,15 @@ def test_compiles_on_a_dask_local_cluster(write_sweep, tmp_path):
     rows = {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
     assert {r["compiled_on"] for r in rows.values()} <= workers and not result.failed
     assert rows["scale"]["verdict"] == "confounded" and rows["weights"]["verdict"] == "clean"
+
+
+def test_measurement_knob_ab_shares_one_compile(tmp_path):
+    graphs = Path(__file__).resolve().parents[1] / "graphs"
+    spec = parse(graphs / "knob-ab.yaml")
+    fast = replace(spec, variants=tuple(replace(v, measure=replace(v.measure, frames=20, warmup=2, repeats=2))
+                                        for v in spec.variants))
+    result = run_sweep(fast, tmp_path / "runs", SweepOptions(jobs=1, progress=False))
+    ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
+    runs = [run_json(ledger.get(o.run_id)) for o in result.outcomes]
+    assert [r["verdict"] for r in runs] == ["reference", "reference"]
+    assert [r["cache_hit"] for r in runs] == [False, True] and runs[0]["kernel_sha"] == runs[1]["kernel_sha"]

@@ -43,8 +43,9 @@ from loop.spec import MeasureSpec
 
 REPO = Path(__file__).resolve().parent.parent
 ROUNDS = 5
-FULL = {"chunk_s": 0.1, "pairs": 16}  # about a minute in all on 2 idle cores
-QUICK = {"chunk_s": 0.03, "pairs": 4}
+# (seconds per timed chunk, interleaved pairs per round)
+FULL = (0.1, 16)  # about a minute in all on 2 cores
+QUICK = (0.06, 4)  # about 10 s
 CALIBRATION_FRAMES = 16
 TARGET_LARGE, TARGET_FLOOR = 0.99, 0.97
 
@@ -163,7 +164,7 @@ def bench_model(name: str, artifact: Artifact, threads: int, chunk_s: float, pai
     # One repeat per chunk: the repeats steady_rate would take back to back are instead
     # spread over the interleaved pairs, where the load falls on both sides alike.
     spec = MeasureSpec(warmup=max(5, frames // 20), frames=frames, repeats=1, threads=threads)
-    session = OnnxRuntimeDevice().open(artifact, RuntimeOptions(threads=threads))
+    session: Session = OnnxRuntimeDevice().open(artifact, RuntimeOptions(threads=threads))
     sides: list[Rate] = [lambda: steady_rate(session, [frame], spec, depth=1).rate_fps["median"],
                          lambda: bare_rate(bare, feed, spec)]
     if control:
@@ -226,20 +227,22 @@ def table(results: list[Result], info: dict[str, Any], check: dict[str, Any]) ->
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="short chunks (~20 s in all), for a smoke run")
+    parser.add_argument("--quick", action="store_true", help="short chunks (~10 s in all), for a smoke run")
     parser.add_argument("--json", action="store_true", help="JSON on stdout (the table goes to stderr)")
-    parser.add_argument("--threads", type=int, default=2, help="intra-op threads for both sides (default 2)")
+    # One thread by default: on a 2-core VM a 2-thread ONNX Runtime pool swings 2-3x from one
+    # 0.1 s chunk to the next for either side (see --control), which buries a 1 % effect.
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads for both sides (default 1)")
     parser.add_argument("--control", action="store_true",
                         help="also time a second bare session (A/A): the noise floor of the ratio")
     args = parser.parse_args(argv)
-    plan = QUICK if args.quick else FULL
+    chunk_s, pairs = QUICK if args.quick else FULL
     with tempfile.TemporaryDirectory(prefix="loop-bench-") as tmp:
         large = Path(tmp) / "large_stack.yaml"
         large.write_text(LARGE_RECIPE)
         recipes = [("two_conv", REPO / "graphs/two_conv.yaml"), ("stack_131k", REPO / "graphs/stack_131k.yaml"),
                    ("large_stack", large)]
         artifacts = [(name, compile_recipe(path)) for name, path in recipes]
-    results = [bench_model(name, art, args.threads, control=args.control, **plan) for name, art in artifacts]
+    results = [bench_model(name, art, args.threads, chunk_s, pairs, args.control) for name, art in artifacts]
     info, check = machine(args.threads), verdict(results)
     text = table(results, info, check)
     if args.json:

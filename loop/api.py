@@ -42,8 +42,9 @@ class Result:
 
     @property
     def usable(self) -> bool:
-        """Finished and not confounded: fit to compare with the others."""
-        return self.status == "ok" and self.verdict != "confounded"
+        """Finished, and neither confounded nor unaudited: fit to compare with the others."""
+        from loop.audit import NOT_COMPARABLE
+        return self.status == "ok" and self.verdict not in NOT_COMPARABLE
 
 
 def _model_path(runs: Path, candidate: onnx.ModelProto | bytes | str | Path) -> str:

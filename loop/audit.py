@@ -2,7 +2,8 @@
 
 Verdicts: ``reference`` (the base itself), ``clean`` (every change inside the footprint),
 ``confounded`` (something outside it changed; kept in the ledger, left out of comparisons),
-``no-effect`` (nothing changed: the perturbation missed), ``n/a`` (own base).
+``no-effect`` (nothing changed: the perturbation missed), ``n/a`` (own base),
+``no-reference`` (the base it should be audited against failed: unknown, left out too).
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from loop.compilers.base import LayerPrint
 from loop.perturb import Allow, Expect
 
 REFERENCE, CLEAN, CONFOUNDED, NO_EFFECT, NA = "reference", "clean", "confounded", "no-effect", "n/a"
+NO_REFERENCE = "no-reference"
+NOT_COMPARABLE = (CONFOUNDED, NO_REFERENCE)  # kept in the ledger, left out of comparisons
 
 
 @dataclass(frozen=True)

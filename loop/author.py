@@ -30,6 +30,7 @@ class Authored:
     calib_source: DataSpec
     calib_sha: str
     input_source: DataSpec
+    inputs_sha: str
     input_shape: tuple[int, ...]
     footprint: list[Allow]
     reference: bool
@@ -87,20 +88,26 @@ def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path
         variant=variant, model_path=path, onnx_sha=sha, structure=structure,
         options=options, calib_source=source,
         calib_sha=frames_mod.frames_sha(make_frames(source, shape, spec.path.parent)),
-        input_source=spec.inputs, input_shape=shape,
+        input_source=spec.inputs, inputs_sha=frames_mod.frames_sha(make_frames(spec.inputs, shape, spec.path.parent)),
+        input_shape=shape,
         footprint=[rule for op in variant.ops for rule in op.footprint(structure)], reference=reference,
         folder=spec.path.parent)
+
+
+def _plain(spec: SweepSpec, v: VariantSpec) -> bool:
+    """The base itself: no ops, no base or params of its own, the sweep's compile options."""
+    return not v.ops and not v.own_base and not spec.own_compile(v)
 
 
 def with_reference(spec: SweepSpec) -> tuple[VariantSpec, ...]:
     """The sweep's variants, with an unperturbed reference first if a perturbed variant needs
     one and the file names none. A pure ladder (every variant its own base) needs none."""
-    if any(not v.ops and not v.own_base for v in spec.variants) or all(v.own_base for v in spec.variants):
+    if any(_plain(spec, v) for v in spec.variants) or all(v.own_base for v in spec.variants):
         return spec.variants
     names = {v.name for v in spec.variants}
     name = "base" if "base" not in names else "base (reference)"
     return (VariantSpec(name=name, measure=spec.measure), *spec.variants)
 
 
-def reference_of(variants: tuple[VariantSpec, ...]) -> VariantSpec | None:
-    return next((v for v in variants if not v.ops and not v.own_base), None)
+def reference_of(spec: SweepSpec, variants: tuple[VariantSpec, ...]) -> VariantSpec | None:
+    return next((v for v in variants if _plain(spec, v)), None)

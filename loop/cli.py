@@ -59,8 +59,8 @@ def sweep(sweep_file: Path, runs: Path, jobs: int | None, scorer: str | None, cl
         options = SweepOptions(jobs=jobs, progress=not quiet, scorer=user, overlap=overlap, fresh=fresh,
                                cluster=cluster)
         result = run_sweep(parsed, runs, options)
-        book = ledger.Ledger(runs / "ledger.sqlite")
-        rows = [ledger.run_json(book.get(o.run_id)) for o in result.outcomes if o.run_id is not None]
+        with ledger.Ledger(runs / "ledger.sqlite") as book:
+            rows = [ledger.run_json(book.get(o.run_id)) for o in result.outcomes if o.run_id is not None]
         click.echo(report.sweep_summary(rows))
         extra = report.ladders(rows)
         if extra:
@@ -75,11 +75,8 @@ def sweep(sweep_file: Path, runs: Path, jobs: int | None, scorer: str | None, cl
 
 def _rows(runs: Path, sweep: str | None) -> list[dict[str, Any]]:
     from loop import ledger
-    book = ledger.Ledger.open_existing(runs / "ledger.sqlite")
-    try:
+    with ledger.Ledger.open_existing(runs / "ledger.sqlite") as book:
         return [ledger.run_json(r) for r in book.rows(sweep)]
-    finally:
-        book.close()
 
 
 @main.command("runs")
@@ -137,8 +134,8 @@ def compare_cmd(run_a: int, run_b: int, runs: Path, as_json: bool) -> None:
     def go() -> None:
         from loop import ledger
         from loop.compare import compare, describe
-        book = ledger.Ledger.open_existing(runs / "ledger.sqlite")
-        result = compare(ledger.run_json(book.get(run_a)), ledger.run_json(book.get(run_b)))
+        with ledger.Ledger.open_existing(runs / "ledger.sqlite") as book:
+            result = compare(ledger.run_json(book.get(run_a)), ledger.run_json(book.get(run_b)))
         click.echo(json.dumps(result, indent=2) if as_json else describe(result))
     _guard(go)
 

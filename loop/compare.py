@@ -21,9 +21,13 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rate(run: dict[str, Any]) -> dict[str, float]:
+    from loop.audit import NOT_COMPARABLE
+    from loop.errors import LoopError
+    if run.get("verdict") in NOT_COMPARABLE:
+        raise LoopError(f"run {run['id']} ({run['variant']}) is {run['verdict']}: kept in the ledger, "
+                        "left out of comparisons")
     rate = (run.get("measure") or {}).get("rate_fps")
     if not rate:
-        from loop.errors import LoopError
         raise LoopError(f"run {run['id']} ({run['variant']}) has no measured rate (status {run['status']})")
     return rate
 

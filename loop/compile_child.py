@@ -85,6 +85,7 @@ def _supervise_forked(work: Path, ref: str, timeout_s: float | None) -> tuple[bo
     already warm: a fresh interpreter would pay them per compile (about 0.8 s for ONNX
     Runtime, several seconds for the Dataflow Compiler)."""
     resolve(ref)
+    (work / "stderr.txt").touch()  # there even if the child is killed before it opens it
     pid = os.fork()
     if pid == 0:
         _forked_main(str(work))

@@ -4,7 +4,7 @@ The first device measures and scores; every further device (say the emulator bes
 chip) scores the same inputs, and how far it disagrees with the first is recorded."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -48,21 +48,14 @@ class DeviceOutputs:
     inputs: tuple[TensorLayout, ...]
 
 
-def own_compile(spec: SweepSpec, authored: Authored) -> bool:
-    """A variant compiled with other options than its base has nothing like-for-like to be
-    audited against (its timeout or threads aside)."""
-    own = authored.variant.compile
-    return own is not None and replace(own, threads=0, timeout_s=None) != replace(spec.compile, threads=0, timeout_s=None)
-
-
 def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult,
                 base_state: dict[str, Any]) -> audit_mod.Audit:
-    if authored.variant.own_base or own_compile(spec, authored):
+    if authored.variant.own_base or spec.own_compile(authored.variant):
         return audit_mod.Audit(audit_mod.NA)
     if authored.reference or not authored.variant.ops:  # the base itself (say, measured another way)
         return audit_mod.Audit(audit_mod.REFERENCE)
     if "layers" not in base_state:
-        return audit_mod.Audit(audit_mod.NA)
+        return audit_mod.Audit(audit_mod.NO_REFERENCE)
     return audit_mod.audit(base_state["layers"], compiled.layers, authored.footprint, authored.variant.expect,
                            authored.structure.bounds)
 

@@ -174,6 +174,12 @@ class Ledger:
     def close(self) -> None:
         self._db.close()
 
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def run_json(row: sqlite3.Row) -> dict[str, Any]:
     """The pinned JSON shape of one run (``loop runs --json``)."""

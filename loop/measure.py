@@ -79,7 +79,7 @@ def time_to_first_output(device: Device, artifact: Artifact, frames: Sequence[np
         t0 = time.perf_counter()
         session = device.open(artifact, options)
         t1 = time.perf_counter()
-        session.infer(frames)
+        session.infer(frames)  # checks included: this is what a user's first call costs
         t2 = time.perf_counter()
         session.close()
         opens.append((t1 - t0) * 1e3)
@@ -115,24 +115,28 @@ def latencies(session: Session, frames: Sequence[np.ndarray], count: int) -> dic
     """Single frames, one at a time: p50/p90/p99 in ms, apart from the pipelined rate."""
     if count <= 0:
         return {}
-    samples = []
+    call, samples = session.bound(frames), []
     for _ in range(count):
         t0 = time.perf_counter()
-        session.infer(frames)
+        call()
         samples.append((time.perf_counter() - t0) * 1e3)
     p50, p90, p99 = np.percentile(samples, [50, 90, 99])
     return {"p50": float(p50), "p90": float(p90), "p99": float(p99)}
 
 
-def drift(rate: DepthRate, elapsed_s: float) -> dict[str, float] | None:
-    """On runs of a minute or more: the last tenth's median rate against the first tenth's."""
+def drift(rate: DepthRate, elapsed_s: float) -> dict[str, Any] | None:
+    """On runs of a minute or more: the last tenth's median rate against the first tenth's,
+    flagged past max(2%, the spread). The spread is the first tenth's own (the noise before
+    any drift): the whole run's would contain the drift and could never be exceeded."""
     chunks = rate.chunks
-    if elapsed_s < DRIFT_MIN_S or len(chunks) < 10:
+    if elapsed_s < DRIFT_MIN_S or len(chunks) < 20:
         return None
-    tenth = max(len(chunks) // 10, 1)
+    tenth = max(len(chunks) // 10, 2)
     first, last = statistics.median(chunks[:tenth]), statistics.median(chunks[-tenth:])
     drop = 100.0 * (first - last) / first
-    return {"first_fps": first, "last_fps": last, "drop_pct": drop, "threshold_pct": max(2.0, rate.spread_pct)}
+    threshold = max(2.0, spread(chunks[:tenth]))
+    return {"first_fps": first, "last_fps": last, "drop_pct": drop, "threshold_pct": threshold,
+            "drifted": drop > threshold}
 
 
 @dataclass
@@ -149,8 +153,9 @@ class _Timed:
 def _timed(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], spec: MeasureSpec,
            options: RuntimeOptions) -> _Timed:
     with device.open(artifact, options) as session:
+        call = session.bound(frames)
         t0 = time.perf_counter()
-        session.infer(frames)
+        call()
         first = (time.perf_counter() - t0) * 1e3
         started = time.perf_counter()
         depths = sorted({min(d, session.max_depth or d) for d in spec.depth})
@@ -176,7 +181,7 @@ def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], sp
     printed = [line for line in err.getvalue().splitlines() if "warn" in line.lower()]
     warnings = list(before.warnings) + printed + list(after.warnings)
     drifted = drift(best, t.elapsed_s)
-    flags = flags_for(warnings) + (["thermal-drift"] if drifted and drifted["drop_pct"] > drifted["threshold_pct"] else [])
+    flags = flags_for(warnings) + (["thermal-drift"] if drifted and drifted["drifted"] else [])
     rate = best.rate_fps["median"]
     return Measurement(
         ttfo_ms=ttfo, ttfo_parts=parts, first_infer_ms=t.first_ms, rate_fps=best.rate_fps,

@@ -50,7 +50,8 @@ def sweep_summary(runs: Sequence[dict[str, Any]]) -> str:
     layer = perturbed_layer(runs)
     headers = ["variant", "verdict", "kernel sha", f"{layer} out scale", "optimize s", "compile s",
                "ttfo ms", "rate fps", "bytes in/out", "out mean", "bytes differ", "SNR dB"]
-    used = [r for r in runs if r["status"] == "ok" and r["verdict"] != "confounded"]
+    from loop.audit import NOT_COMPARABLE
+    used = [r for r in runs if r["status"] == "ok" and r["verdict"] not in NOT_COMPARABLE]
     apart = [r for r in runs if r not in used]
     text = table(headers, [summary_row(r, layer) for r in used])
     if apart:
@@ -63,6 +64,8 @@ def sweep_summary(runs: Sequence[dict[str, Any]]) -> str:
 def _why(run: dict[str, Any]) -> str:
     if run["status"] != "ok":
         return f"  {run['variant']}: {run['status']} at {run.get('stage') or '?'}: {run.get('error')}"
+    if run["verdict"] != "confounded":
+        return f"  {run['variant']}: {run['verdict']}: the base it is audited against did not finish"
     lines = [f"  {run['variant']}: confounded; outside the footprint:"]
     lines += [f"    {c['layer']} {c['what']}: {c['detail']}" for c in run["changes"] if not c.get("allowed", True)]
     inside = [c for c in run["changes"] if c.get("allowed", True) and c["what"] in ("out_scale", "in_scale")]

@@ -27,11 +27,13 @@ def process_alive(pid: int) -> bool:
 
 
 def is_live(row: sqlite3.Row, now: float | None = None) -> bool:
-    """A ``running`` row belongs to a live sweep: its pid exists on this host, or, for
-    another host, its heartbeat is recent."""
+    """A ``running`` row belongs to a live sweep: its heartbeat is recent and, on this host,
+    its pid still exists (a heartbeat alone covers other hosts; the pid alone could have been
+    reused by another process)."""
+    fresh = (now or time.time()) - float(row["heartbeat"] or 0) < STALE_HEARTBEAT_S
     if row["host"] == socket.gethostname():
-        return row["pid"] != os.getpid() and process_alive(int(row["pid"]))
-    return (now or time.time()) - float(row["heartbeat"] or 0) < STALE_HEARTBEAT_S
+        return fresh and row["pid"] != os.getpid() and process_alive(int(row["pid"]))
+    return fresh
 
 
 @dataclass

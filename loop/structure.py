@@ -7,7 +7,7 @@ wider than them changes the function.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
@@ -15,6 +15,11 @@ from onnx import numpy_helper
 
 QUANTIZED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 FOLDED_ACTIVATIONS = ("Relu", "Clip")
+# Ops whose quantized output takes their input's scale and zero point (ONNX Runtime's QDQ
+# quantizer gives them one shared grid), so a forced range reaches through them.
+SAME_SCALE_OPS = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity",
+                  "Slice", "Gather", "Split", "Resize", "SpaceToDepth", "DepthToSpace", "Pad", "Expand",
+                  "GlobalMaxPool")
 
 
 @dataclass(frozen=True)
@@ -34,15 +39,20 @@ class Structure:
     node_names: tuple[str, ...]
     bounds: dict[str, tuple[float, float]]
     inputs: tuple[str, ...]
+    grid_of: dict[str, str] = field(default_factory=dict)  # tensor -> the tensor whose grid it shares
+
+    def grid(self, tensor: str) -> str:
+        return self.grid_of.get(tensor, tensor)
 
     def layer(self, name: str) -> Layer | None:
         return next((l for l in self.layers if l.name == name), None)
 
     def producer_of(self, tensor: str) -> list[Layer]:
-        return [l for l in self.layers if l.out_tensor == tensor]
+        return [l for l in self.layers if self.grid(l.out_tensor) == self.grid(tensor)]
 
     def consumers_of(self, tensor: str) -> list[Layer]:
-        return [l for l in self.layers if l.in_tensor == tensor]
+        """Layers reading ``tensor``, directly or through ops that keep its quantization grid."""
+        return [l for l in self.layers if self.grid(l.in_tensor) == self.grid(tensor)]
 
 
 def _consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
@@ -106,4 +116,15 @@ def analyse(model: onnx.ModelProto) -> Structure:
             bounds[out] = bound
         layers.append(Layer(node.name, node.op_type, len(layers), weight, bias, node.input[0], out))
     inputs = tuple(v.name for v in graph.input if v.name not in inits)
-    return Structure(tuple(layers), tuple(n.name for n in graph.node), bounds, inputs)
+    return Structure(tuple(layers), tuple(n.name for n in graph.node), bounds, inputs, _grids(graph))
+
+
+def _grids(graph: onnx.GraphProto) -> dict[str, str]:
+    """For each output of a same-scale op, the tensor whose grid it shares (in graph order,
+    so chains of them resolve to the first)."""
+    grid: dict[str, str] = {}
+    for node in graph.node:
+        if node.op_type in SAME_SCALE_OPS and node.input:
+            for out in node.output:
+                grid[out] = grid.get(node.input[0], node.input[0])
+    return grid

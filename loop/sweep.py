@@ -7,10 +7,12 @@ unless ``overlap`` is set, in which case runs measured while compiles ran are fl
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import tempfile
 import traceback
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -61,19 +63,22 @@ def _job(a: Authored) -> Job:
 
 
 def _compile_stream(spec: SweepSpec, todo: list[Authored], jobs: int, runs: Path,
-                    options: SweepOptions) -> Iterator[tuple[int, CompileResult]]:
-    """(index, result) in submission order, each as soon as every earlier one is in. Each
-    artifact goes to disk as it arrives, so finished compiles do not pile up in memory."""
+                    options: SweepOptions) -> Iterator[tuple[int, CompileResult, bool]]:
+    """(index, result, compiles still running) in submission order, each as soon as every
+    earlier one is in. Each artifact goes to disk as it arrives, so finished compiles do not
+    pile up in memory."""
     pending: dict[int, CompileResult] = {}
     following = 0
     batches = iter_compiled(spec.backend, [_job(a) for a in todo], jobs=jobs, cache=Cache.for_runs(runs),
                             cluster=options.cluster)
     bar = tqdm(total=len(todo), desc="optimize+compile", unit="variant", disable=not options.progress)
+    settled_count = 0
     for settled in batches:
         bar.update(len(settled))
+        settled_count += len(settled)
         pending.update((i, spill(runs, r)) for i, r in settled)
         while following in pending:
-            yield following, pending.pop(following)
+            yield following, pending.pop(following), settled_count < len(todo)
             following += 1
     bar.close()
 
@@ -82,7 +87,7 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
     """Run every unfinished variant of ``spec``, recording each in ``runs/ledger.sqlite``."""
     jobs = options.jobs or (os.cpu_count() or 1)
     variants = with_reference(spec)
-    ref = reference_of(variants)
+    ref = reference_of(spec, variants)
     threads = max(1, (os.cpu_count() or 1) // jobs)
     with tempfile.TemporaryDirectory(prefix="loop-author-") as staging:
         # user errors surface here, before anything is written under runs/
@@ -94,9 +99,18 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
             ledger.close()
 
 
+def identity(spec: SweepSpec, authored: list[Authored]) -> str:
+    """What a resumed sweep must match: the sweep file, and the content of every model and
+    frame set it authored (a recipe or .onnx edited since then makes a new sweep)."""
+    h = hashlib.sha256(spec.sha.encode())
+    for a in authored:
+        h.update(f"{a.variant.name}|{a.onnx_sha}|{a.calib_sha}|{a.inputs_sha}".encode())
+    return h.hexdigest()
+
+
 def _run(spec: SweepSpec, runs: Path, options: SweepOptions, jobs: int, authored: list[Authored],
          ledger: Ledger) -> SweepResult:
-    key = sweep_key(ledger, spec.sha, options.fresh)
+    key = sweep_key(ledger, identity(spec, authored), options.fresh)
     state = scan(ledger, key)
     result = SweepResult(spec, skipped=sorted(state.live))
     todo = sorted((a for a in authored if a.variant.name not in state.finished and a.variant.name not in state.live),
@@ -131,13 +145,20 @@ def _progress(items: Iterator[Any], total: int, options: SweepOptions) -> Iterat
 
 def _compiled(spec: SweepSpec, todo: list[Authored], jobs: int, options: SweepOptions,
               runs: Path) -> Iterator[tuple[Authored, CompileResult, bool]]:
-    """Triples of (variant, compile result, measured while compiles ran)."""
+    """Triples of (variant, compile result, measured while compiles ran). Compiling holds the
+    host lock shared, so no other sweep measures meanwhile; with ``overlap`` this sweep measures
+    anyway, and flags what it measured while compiles were still running."""
     stream = _compile_stream(spec, todo, jobs, runs, options)
-    if options.overlap:
-        yield from ((todo[i], compiled, i < len(todo) - 1) for i, compiled in stream)
-        return
-    with hostlock.compiling():
-        results = dict(stream)
+    with ExitStack() as lock:
+        lock.enter_context(hostlock.compiling())
+        if not options.overlap:
+            results = {i: c for i, c, _ in stream}
+        else:
+            for i, compiled, compiling in stream:
+                if not compiling:
+                    lock.close()
+                yield todo[i], compiled, compiling
+            return
     yield from ((a, results[i], False) for i, a in enumerate(todo))
 
 

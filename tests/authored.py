@@ -50,3 +50,21 @@ layers:
   - {name: conv1, op: conv, out: 8, kernel: 3, act: relu, weight_std: 0.1}
   - {name: conv2, op: conv, out: 4, kernel: 3, weight_std: 0.1}
 """
+
+
+def pooled_two_conv() -> onnx.ModelProto:
+    """conv1 -> Relu -> MaxPool -> conv2: the pool shares conv1's output grid."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.1, (8, 3, 3, 3)).astype(np.float32), "w1"),
+             numpy_helper.from_array(np.zeros(8, np.float32), "b1"),
+             numpy_helper.from_array(rng.normal(0, 0.1, (4, 8, 3, 3)).astype(np.float32), "w2"),
+             numpy_helper.from_array(np.zeros(4, np.float32), "b2")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["a"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["r"], name="relu1"),
+             helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p", "w2", "b2"], ["y"], name="conv2", pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "pooled", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model

@@ -111,3 +111,8 @@ def test_bad_input_leaves_an_existing_runs_folder_byte_identical(swept: Path, wr
         result = invoke("sweep", str(write_sweep(bad, "bad.yaml")), "--runs", str(swept), "--quiet")
         assert result.exit_code == 2, result.output
     assert _tree(swept) == before
+
+
+def test_compare_refuses_a_confounded_run(swept: Path):
+    result = invoke("compare", "1", "2", "--runs", str(swept))
+    assert result.exit_code == 2 and "confounded" in result.output and "left out of comparisons" in result.output

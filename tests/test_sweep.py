@@ -169,3 +169,58 @@ def test_measurement_knob_ab_shares_one_compile(tmp_path):
     runs = [run_json(ledger.get(o.run_id)) for o in result.outcomes]
     assert [r["verdict"] for r in runs] == ["reference", "reference"]
     assert [r["cache_hit"] for r in runs] == [False, True] and runs[0]["kernel_sha"] == runs[1]["kernel_sha"]
+
+
+def _sweep_runs(path, runs_dir, **options) -> dict[str, dict]:
+    result = run_sweep(parse(path), runs_dir, SweepOptions(jobs=1, progress=False, **options))
+    ledger = Ledger(runs_dir / "ledger.sqlite")
+    return {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
+
+
+def test_forced_range_reaches_through_a_pool(write_sweep, tmp_path):
+    import onnx
+    from authored import pooled_two_conv
+    onnx.save(pooled_two_conv(), str(tmp_path / "pooled.onnx"))
+    text = f"""\
+    sweep: pooled
+    base: pooled.onnx
+    compile: {{bias_correction: false}}
+    calibration: {{count: 8}}
+    inputs: {{count: 2}}
+    {FAST_MEASURE}
+    variants:
+      - name: base
+      - name: scale
+        perturb: [{{op: force_range_out, layer: conv1, range: [0.0, 8.0]}}]
+    """
+    runs = _sweep_runs(write_sweep(text), tmp_path / "runs")
+    assert runs["scale"]["verdict"] == "clean", runs["scale"]["changes"]
+    assert any(c["layer"] == "conv2" and c["what"] == "in_scale" for c in runs["scale"]["changes"])
+
+
+def test_reference_is_the_plain_variant_and_its_failure_leaves_others_unaudited(write_sweep, tmp_path):
+    base = SWEEP.replace("BC", "true").replace("CALMAX", "9.5")
+    own = base.replace("  - name: base\n", "  - name: per-channel\n    compile: {per_channel: true}\n  - name: base\n")
+    runs = _sweep_runs(write_sweep(own), tmp_path / "a")
+    assert runs["base"]["verdict"] == "reference" and runs["per-channel"]["verdict"] == "n/a"
+    assert runs["weights"]["verdict"] == "clean"
+    failing = base.replace("  - name: base\n", "  - name: base\n    compile: {timeout_s: 0.001}\n")
+    runs = _sweep_runs(write_sweep(failing, "failing.yaml"), tmp_path / "b")
+    assert runs["base"]["status"] == "failed" and "timeout" in runs["base"]["error"]
+    assert {runs[v]["verdict"] for v in ("weights", "scale", "missed")} == {"no-reference"}
+
+
+def test_an_edited_base_is_a_new_sweep_not_a_resume(write_sweep, recipe, tmp_path):
+    path = write_sweep(SWEEP.replace("BC", "true").replace("CALMAX", "9.5"))
+    first = _sweep_runs(path, tmp_path / "runs")
+    recipe.write_text(recipe.read_text().replace("weight_std: 0.1}", "weight_std: 0.2}", 1))
+    second = _sweep_runs(path, tmp_path / "runs")
+    assert first["base"]["id"] != second["base"]["id"]
+    assert first["base"]["kernel_sha"] != second["base"]["kernel_sha"]
+
+
+def test_overlap_flags_only_runs_measured_while_compiling(write_sweep, tmp_path):
+    path = write_sweep(SWEEP.replace("BC", "true").replace("CALMAX", "9.5"))
+    _sweep_runs(path, tmp_path / "runs")
+    cached = _sweep_runs(path, tmp_path / "runs", fresh=True, overlap=True)
+    assert all(r["cache_hit"] and "host-contended" not in r["flags"] for r in cached.values())

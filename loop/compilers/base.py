@@ -28,6 +28,7 @@ import traceback
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar, Iterator
 
 import numpy as np
@@ -46,7 +47,7 @@ class TensorLayout:
     zero_point: int | None = None
     channels_last: bool = False  # NHWC frames (a HEF's), while the ONNX model is NCHW
 
-    @property
+    @cached_property
     def frame_bytes(self) -> int:
         count = int(np.prod(self.shape[1:] if len(self.shape) > 1 else self.shape))
         return count * np.dtype(self.dtype).itemsize

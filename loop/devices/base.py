@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import ClassVar, Sequence
+from typing import Callable, ClassVar, Sequence
 
 import numpy as np
 
@@ -58,6 +58,12 @@ class Session(ABC):
 
     @abstractmethod
     def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float: ...
+
+    def bound(self, frames: Sequence[np.ndarray]) -> Callable[[], object]:
+        """One inference of ``frames``, checked once here so that timing it times the device,
+        not the checks. Sessions with a cheaper raw call override this."""
+        check_frames(self.inputs, frames, "input")
+        return lambda: self.infer(frames)
 
     def hw_latency_ms(self) -> float | None:
         return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -30,6 +30,10 @@ class OnnxRuntimeSession(Session):
     def _feed(self, frames: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
         check_frames(self.inputs, frames, "input")
         return {n: f.reshape(t.shape) for n, f, t in zip(self._in_names, frames, self.inputs)}
+
+    def bound(self, frames: Sequence[np.ndarray]) -> Callable[[], object]:
+        feed, run, names = self._feed(frames), self._session.run, self._out_names
+        return lambda: run(names, feed)
 
     def infer(self, frames: Sequence[np.ndarray],
               out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:

@@ -43,12 +43,12 @@ class Authored:
         return make_frames(self.calib_source, self.input_shape, self.folder)
 
     def inputs(self) -> np.ndarray:
-        return make_frames(self.input_source, self.input_shape, self.folder)
+        return make_frames(self.input_source, self.input_shape, self.folder, "inputs.path")
 
 
-def make_frames(data: DataSpec, shape: tuple[int, ...], folder: Path) -> np.ndarray:
+def make_frames(data: DataSpec, shape: tuple[int, ...], folder: Path, field: str = "calibration.path") -> np.ndarray:
     if data.path is not None:
-        stored = frames_mod.from_file(folder / data.path, shape)
+        stored = frames_mod.from_file(folder / data.path, shape, field)
         order = np.random.default_rng(data.seed).permutation(len(stored)) if data.seed else np.arange(len(stored))
         return stored[order[: data.count]]
     return frames_mod.seeded(shape, data.count, data.seed)
@@ -88,7 +88,8 @@ def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path
         variant=variant, model_path=path, onnx_sha=sha, structure=structure,
         options=options, calib_source=source,
         calib_sha=frames_mod.frames_sha(make_frames(source, shape, spec.path.parent)),
-        input_source=spec.inputs, inputs_sha=frames_mod.frames_sha(make_frames(spec.inputs, shape, spec.path.parent)),
+        input_source=spec.inputs,
+        inputs_sha=frames_mod.frames_sha(make_frames(spec.inputs, shape, spec.path.parent, "inputs.path")),
         input_shape=shape,
         footprint=[rule for op in variant.ops for rule in op.footprint(structure)], reference=reference,
         folder=spec.path.parent)

@@ -17,15 +17,20 @@ def seeded(shape: tuple[int, ...], count: int, seed: int) -> np.ndarray:
     return rng.random((count, *shape[1:]), dtype=np.float32)
 
 
-def from_file(path: Path, shape: tuple[int, ...]) -> np.ndarray:
+def from_file(path: Path, shape: tuple[int, ...], field: str = "calibration.path") -> np.ndarray:
+    """Frames stored as one .npy array of shape (N, *shape[1:])."""
     try:
-        frames = np.load(path).astype(np.float32)
+        frames = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
-        raise LoopError(f"cannot read calibration frames {path}: {exc}", field="calibration.path") from None
-    if tuple(frames.shape[1:]) != tuple(shape[1:]):
-        raise LoopError(f"{path} holds frames of shape {frames.shape[1:]}, the model takes {tuple(shape[1:])}",
-                        field="calibration.path")
-    return frames
+        raise LoopError(f"cannot read frames from {path}: {exc}", field=field) from None
+    if not isinstance(frames, np.ndarray):
+        raise LoopError(f"{path} is not one .npy array (an .npz archive?)", field=field)
+    if frames.ndim != len(shape) or tuple(frames.shape[1:]) != tuple(shape[1:]) or not len(frames):
+        raise LoopError(f"{path} holds frames of shape {frames.shape}, the model takes (N, "
+                        f"{', '.join(map(str, shape[1:]))})", field=field)
+    if not np.issubdtype(frames.dtype, np.number) or not np.isfinite(frames).all():
+        raise LoopError(f"{path} holds non-numeric or non-finite values", field=field)
+    return frames.astype(np.float32)
 
 
 def frames_sha(frames: np.ndarray) -> str:

@@ -51,7 +51,10 @@ def build_recipe(path: Path, overrides: Mapping[str, Any] | None = None) -> onnx
     params.update(overrides or {})
     rng = np.random.default_rng(int(recipe.get("seed", 0)))
     spec = recipe["input"]
-    shape = [int(d) for d in _substitute(list(spec["shape"]), params, (str(path), line_of(spec)))]
+    shape = _substitute(list(spec["shape"]), params, (str(path), line_of(spec)))
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
+        raise LoopError(f"input shape must be positive whole numbers, got {shape}", file=str(path),
+                        line=line_of(spec), field="input.shape")
     x = helper.make_tensor_value_info(spec.get("name", "input"), TensorProto.FLOAT, shape)
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = []
@@ -116,9 +119,15 @@ def load_onnx(path: Path) -> onnx.ModelProto:
     except Exception as exc:  # noqa: BLE001 - any failure here means an unreadable model
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise LoopError(f"unreadable ONNX model {path}: {first}") from None
+    names = [n.name for n in model.graph.node if n.name]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise LoopError(f"{path}: node name '{twice[0]}' is used by more than one node; layers are named by node")
+    taken = set(names)
     for i, node in enumerate(model.graph.node):
         if not node.name:
-            node.name = f"{node.op_type}_{i}"
+            node.name = next(n for n in (f"{node.op_type}_{i}{s}" for s in ("", *map(str, range(1, 99)))) if n not in taken)
+            taken.add(node.name)
     inits = {t.name for t in model.graph.initializer}
     for value in model.graph.input:
         if value.name in inits:

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
+
 from loop.errors import LoopError
 
 SCHEMA_VERSION = 2
@@ -68,7 +70,12 @@ def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
 
 
 def _finite(value: Any) -> Any:
-    """JSON has no inf/nan: store them as strings a reader can still tell apart."""
+    """Plain JSON values: numpy scalars and arrays (a user scorer's, say) become Python ones,
+    and inf/nan, which JSON lacks, strings a reader can still tell apart."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    elif isinstance(value, np.ndarray):
+        value = value.tolist()
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, dict):
@@ -81,10 +88,13 @@ def _finite(value: Any) -> Any:
 class Ledger:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        except (OSError, sqlite3.Error) as exc:
+            raise LoopError(f"cannot open the ledger {self.path}: {exc}", field="--runs") from None
         self._db.row_factory = sqlite3.Row
-        self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._migrate()
@@ -142,7 +152,8 @@ class Ledger:
         sets = ", ".join(f"{c}=?" for c in columns)
         with self.write() as db:
             db.execute(f"UPDATE runs SET status=?, finished=?, flags=?, record=?{', ' + sets if sets else ''} WHERE id=?",
-                       (status, time.time(), json.dumps(flags), json.dumps(_finite(record)), *columns.values(), run_id))
+                       (status, time.time(), json.dumps(flags), json.dumps(_finite(record), default=repr),
+                        *columns.values(), run_id))
 
     def latest_key(self, spec_sha: str) -> str | None:
         row = self._db.execute("SELECT sweep_key FROM runs WHERE sweep_key=? OR sweep_key LIKE ? ORDER BY id DESC LIMIT 1",

@@ -9,6 +9,7 @@ zero point of the tensor a layer reads or writes).
 from __future__ import annotations
 
 import fnmatch
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
@@ -192,6 +193,8 @@ def _typed(value: Any, f: OpField, op: str) -> Any:
         ok, value = True, float(value)
     if not ok:
         raise LoopError(f"op '{op}': '{f.key}' must be {f.kind.__name__}, got {value!r}", field=f.key)
+    if f.kind is float and not math.isfinite(value):
+        raise LoopError(f"op '{op}': '{f.key}' must be a finite number, got {value!r}", field=f.key)
     if f.key == "count" and value < 1:
         raise LoopError(f"op '{op}': count must be at least 1", field=f.key)
     return value
@@ -201,6 +204,8 @@ def _range(value: list) -> tuple[float, float]:
     if len(value) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
         raise LoopError(f"range must be [lo, hi] numbers, got {list(value)}", field="range")
     lo, hi = float(value[0]), float(value[1])
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise LoopError(f"range must be finite, got [{lo}, {hi}]", field="range")
     if not lo < hi:
         raise LoopError(f"inverted range [{lo}, {hi}]: lo must be below hi", field="range")
     return lo, hi

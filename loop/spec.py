@@ -14,7 +14,7 @@ from loop.compilers.base import CompileOptions
 from loop.errors import LoopError
 from loop.graphs import load_base
 from loop.perturb import Expect, Op, parse_expect, parse_op
-from loop.structure import analyse
+from loop.structure import Structure, analyse
 from loop.yamlio import LineDict, LineList, line_of, load_yaml
 
 TOP_KEYS = {"sweep", "base", "backend", "devices", "seed", "calibration", "inputs", "compile",
@@ -178,6 +178,8 @@ def _variant(raw: Any, sweep_dir: Path, measure: MeasureSpec, compile_options: C
              backend: str) -> VariantSpec:
     if not isinstance(raw, LineDict) or "name" not in raw:
         raise _fail("each variant is a mapping with a 'name'", raw, None, "name")
+    if isinstance(raw["name"], bool) or not isinstance(raw["name"], (str, int)) or not str(raw["name"]).strip():
+        raise _fail(f"a variant name is a non-empty string, got {raw['name']!r}", raw, "name")
     for k in raw:
         if k not in VARIANT_KEYS:
             raise _fail(f"unknown key '{k}' in variant (known: {', '.join(sorted(VARIANT_KEYS))})", raw, k)
@@ -228,7 +230,8 @@ def _parse(path: Path) -> SweepSpec:
     from loop.backends import COMPILERS, DEFAULT_DEVICES, DEVICES
     if backend not in COMPILERS:
         raise _fail(f"unknown backend '{backend}' (known: {', '.join(COMPILERS)})", raw, "backend")
-    devices = tuple(raw.get("devices") or DEFAULT_DEVICES[backend])
+    listed = raw.get("devices") or DEFAULT_DEVICES[backend]
+    devices = (listed,) if isinstance(listed, str) else tuple(listed)
     for d in devices:
         if d not in DEVICES:
             raise _fail(f"unknown device '{d}' (known: {', '.join(DEVICES)})", raw, "devices")
@@ -259,30 +262,47 @@ def _unique(variants: tuple[VariantSpec, ...], raw: list) -> None:
         seen.add(variant.name)
 
 
+def _check_base(spec: SweepSpec, raw: LineDict, variant: VariantSpec, node: LineDict) -> Structure:
+    """Load one base: it must read, take one input, and fit any stored frames."""
+    base = variant.base or spec.base
+    field_name = "base" if variant.base or variant.params is None else "params"
+    where = node if variant.own_base else raw
+    try:
+        structure = analyse(load_base(base, variant.params if variant.params is not None else spec.params))
+    except LoopError as exc:
+        raise exc.where(line=line_of(where, field_name), field=field_name) from None
+    if len(structure.inputs) != 1:
+        raise LoopError(f"the base has {len(structure.inputs)} inputs; loop drives single-input models",
+                        line=line_of(where, field_name), field=field_name)
+    _check_frame_files(spec, raw, structure.input_shape)
+    return structure
+
+
 def _check_layers(spec: SweepSpec, raw: LineDict) -> None:
     """Load each distinct base once and check every op's layer against it."""
-    cache: dict[tuple, Any] = {}
+    cache: dict[tuple, Structure] = {}
     for variant, node in zip(spec.variants, raw["variants"]):
-        base = variant.base or spec.base
         params = variant.params if variant.params is not None else spec.params
-        key = (str(base), json.dumps(params, sort_keys=True))
+        key = (str(variant.base or spec.base), json.dumps(params, sort_keys=True))
         if key not in cache:
-            try:
-                cache[key] = analyse(load_base(base, params))
-            except LoopError as exc:
-                field_name = "base" if variant.base or variant.params is None else "params"
-                where = node if variant.own_base else raw
-                raise exc.where(line=line_of(where, field_name), field=field_name) from None
-        if len(cache[key].inputs) != 1:
-            field_name = "base" if variant.base or variant.params is None else "params"
-            raise LoopError(f"the base has {len(cache[key].inputs)} inputs; loop drives single-input models",
-                            line=line_of(node if variant.own_base else raw, field_name), field=field_name)
+            cache[key] = _check_base(spec, raw, variant, node)
         for i, op in enumerate(variant.ops):
             try:
                 op.check(cache[key])
             except LoopError as exc:
                 item = node["perturb"][i]
                 raise exc.where(line=line_of(item, "layer"), field="layer") from None
+
+
+def _check_frame_files(spec: SweepSpec, raw: LineDict, shape: tuple[int, ...]) -> None:
+    """Stored calibration or scoring frames must load and fit the model, before any write."""
+    from loop.frames import from_file
+    for key, data in (("calibration", spec.calibration), ("inputs", spec.inputs)):
+        if data.path is not None:
+            try:
+                from_file(spec.path.parent / data.path, shape, f"{key}.path")
+            except LoopError as exc:
+                raise exc.where(line=line_of(raw[key], "path")) from None
 
 
 def _sha(raw: Any) -> str:

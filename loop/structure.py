@@ -39,6 +39,7 @@ class Structure:
     node_names: tuple[str, ...]
     bounds: dict[str, tuple[float, float]]
     inputs: tuple[str, ...]
+    input_shape: tuple[int, ...] = ()
     grid_of: dict[str, str] = field(default_factory=dict)  # tensor -> the tensor whose grid it shares
 
     def grid(self, tensor: str) -> str:
@@ -115,8 +116,10 @@ def analyse(model: onnx.ModelProto) -> Structure:
         if bound != (-np.inf, np.inf):
             bounds[out] = bound
         layers.append(Layer(node.name, node.op_type, len(layers), weight, bias, node.input[0], out))
-    inputs = tuple(v.name for v in graph.input if v.name not in inits)
-    return Structure(tuple(layers), tuple(n.name for n in graph.node), bounds, inputs, _grids(graph))
+    values = [v for v in graph.input if v.name not in inits]
+    shape = tuple(int(d.dim_value) for d in values[0].type.tensor_type.shape.dim) if values else ()
+    return Structure(tuple(layers), tuple(n.name for n in graph.node), bounds, tuple(v.name for v in values),
+                     shape, _grids(graph))
 
 
 def _grids(graph: onnx.GraphProto) -> dict[str, str]:

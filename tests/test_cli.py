@@ -82,7 +82,7 @@ def test_failed_variant_exits_1(write_sweep, tmp_path: Path):
     import numpy as np
     np.save(calib, np.zeros((4, 3, 8, 8), np.float32))
     text = SWEEP.replace("calibration: {count: 8}", "calibration: {count: 4, path: calib.npy}")
-    text += "  - name: noisy\n    perturb: [{op: add_weight_noise, layer: conv2, std: .nan}]\n"
+    text += "  - name: noisy\n    perturb: [{op: add_weight_noise, layer: conv2, std: 0.01}]\n    compile: {timeout_s: 0.001}\n"
     result = invoke("sweep", str(write_sweep(text)), "--runs", str(tmp_path / "runs"), "--quiet", "--jobs", "1")
     runs = json.loads(invoke("runs", "--runs", str(tmp_path / "runs"), "--json").output)
     status = {r["variant"]: r["status"] for r in runs}
@@ -116,3 +116,23 @@ def test_bad_input_leaves_an_existing_runs_folder_byte_identical(swept: Path, wr
 def test_compare_refuses_a_confounded_run(swept: Path):
     result = invoke("compare", "1", "2", "--runs", str(swept))
     assert result.exit_code == 2 and "confounded" in result.output and "left out of comparisons" in result.output
+
+
+def test_runs_that_is_a_file_is_a_usage_error(write_sweep, tmp_path: Path):
+    (tmp_path / "afile").write_text("x")
+    result = invoke("sweep", str(write_sweep(SWEEP)), "--runs", str(tmp_path / "afile"), "--quiet")
+    assert result.exit_code == 2 and "cannot open the ledger" in result.output
+
+
+def test_scorer_may_return_numpy_values(write_sweep, tmp_path: Path, monkeypatch):
+    scorer = tmp_path / "my_scorer.py"
+    scorer.write_text("import numpy as np\n"
+                      "def score(outputs, reference, raw):\n"
+                      "    return {'peak': np.float32(np.max(outputs[0][0])), 'hist': np.bincount(raw[0][0].ravel())[:4]}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    runs = tmp_path / "runs"
+    result = invoke("sweep", str(write_sweep(SWEEP)), "--runs", str(runs), "--quiet", "--jobs", "1",
+                    "--scorer", "my_scorer:score")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(invoke("runs", "--runs", str(runs), "--json").output)
+    assert isinstance(rows[0]["scores"]["peak"], float) and len(rows[0]["scores"]["hist"]) == 4

@@ -86,3 +86,33 @@ def test_variant_expect_is_parsed(write_sweep):
     assert spec.variants[2].expect.allow[0].layer == "conv1"
     err = _error(write_sweep, GOOD.replace("  - name: r\n", "  - name: r\n    expect: {allow: ['conv1']}\n"))
     assert err.field == "expect" and err.line == 9
+
+
+@pytest.mark.parametrize("text, line, field, words", [
+    (GOOD.replace("factor: 2", "factor: .nan"), 7, "factor", "finite"),
+    (GOOD.replace("[0, 4]", "[0, .inf]"), 10, "range", "finite"),
+    (GOOD.replace("variants:", "params: {height: 0}\nvariants:"), 4, "input.shape", "positive"),  # the recipe's line
+    (GOOD.replace("  - name: base\n", "  - name: ''\n"), 4, "name", "non-empty"),
+    (GOOD.replace("variants:", "calibration: {path: frames.npz}\nvariants:"), 3, "calibration.path", ".npz"),
+    (GOOD.replace("variants:", "inputs: {path: wrong.npy}\nvariants:"), 3, "inputs.path", "shape"),
+])
+def test_bad_values_are_caught_at_parse(write_sweep, tmp_path, text, line, field, words):
+    import numpy as np
+    np.savez(tmp_path / "frames.npz", a=np.zeros((2, 3, 8, 8), np.float32))
+    np.save(tmp_path / "wrong.npy", np.zeros((2, 3, 4, 4), np.float32))
+    err = _error(write_sweep, text)
+    assert err.line == line and err.field == field and words in err.message, str(err)
+
+
+def test_duplicate_node_names_are_refused(write_sweep, tmp_path: Path):
+    import onnx
+    from authored import exported_classifier
+    model = exported_classifier()
+    model.graph.node[2].name = model.graph.node[0].name
+    onnx.save(model, str(tmp_path / "dup.onnx"))
+    err = _error(write_sweep, GOOD.replace("tiny.yaml", "dup.onnx").replace("conv1", "/features/0/Conv"))
+    assert "used by more than one node" in err.message and err.field == "base"
+
+
+def test_devices_may_be_one_name(write_sweep):
+    assert parse(write_sweep(GOOD.replace("variants:", "devices: onnxruntime\nvariants:"))).devices == ("onnxruntime",)

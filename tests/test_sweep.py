@@ -81,11 +81,11 @@ def test_record_carries_the_three_quantities_and_scores(write_sweep, tmp_path):
 
 def test_failed_variant_is_recorded_and_sweep_goes_on(write_sweep, tmp_path):
     text = SWEEP.replace("BC", "true").replace("CALMAX", "9.5")
-    text += "  - name: broken\n    perturb: [{op: add_weight_noise, layer: conv1, std: .nan}]\n"
+    text += "  - name: broken\n    perturb: [{op: add_weight_noise, layer: conv1, std: 0.01}]\n    compile: {timeout_s: 0.001}\n"
     result = run_sweep(parse(write_sweep(text)), tmp_path / "runs", SweepOptions(jobs=1, progress=False))
     ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
     runs = {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
-    assert runs["broken"]["status"] == "failed" and runs["broken"]["stage"] == "optimize"
+    assert runs["broken"]["status"] == "failed" and "timeout after 0.001 s" in runs["broken"]["error"]
     assert runs["broken"]["error"] and runs["weights"]["status"] == "ok"
     assert [o.variant for o in result.failed] == ["broken"]
 

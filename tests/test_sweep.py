@@ -58,7 +58,10 @@ def test_same_force_is_clean_without_bias_correction(write_sweep, tmp_path):
     runs = sweep(write_sweep, tmp_path, False)
     assert runs["scale"]["verdict"] == "clean"
     assert {c["what"] for c in runs["scale"]["changes"]} <= {"out_scale", "in_scale", "bias-rounding"}
-    assert runs["calib"]["verdict"] in ("clean", "no-effect")
+    calib = runs["calib"]
+    assert calib["verdict"] == "clean" and calib["kernel_sha"] == runs["base"]["kernel_sha"]
+    assert {c["what"] for c in calib["changes"]} <= {"out_scale", "in_scale", "bias-rounding"}
+    assert any(c["what"] == "out_scale" for c in calib["changes"])
 
 
 def test_force_that_lands_nowhere_is_no_effect(write_sweep, tmp_path):

@@ -11,16 +11,15 @@ from pathlib import Path
 
 from loop.ledger import Ledger
 from loop.resume import is_live, scan
-from authored import FAST_MEASURE
 
 VARIANTS = "".join(f"  - name: n{i}\n    perturb: [{{op: add_weight_noise, layer: conv2, std: 0.01, seed: {i}}}]\n"
                    for i in range(6))
-SWEEP = f"""\
+SWEEP = """\
 sweep: NAME
 base: tiny.yaml
-calibration: {{count: 8}}
-inputs: {{count: 2}}
-measure: {{warmup: 2, frames: 300, repeats: 3, ttfo_repeats: 2, latency_frames: 50}}
+calibration: {count: 8}
+inputs: {count: 2}
+measure: {warmup: 2, frames: 300, repeats: 3, ttfo_repeats: 2, latency_frames: 50}
 variants:
   - name: base
 """ + VARIANTS

@@ -34,11 +34,18 @@ variants:
 """
 
 
+def runs_of(result, runs_dir: Path) -> dict[str, dict]:
+    """The ledger's JSON of each run of a sweep result, by variant."""
+    with Ledger(runs_dir / "ledger.sqlite") as ledger:
+        return {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
+
+
+def _sweep_runs(path, runs_dir, jobs: int = 1, **options) -> dict[str, dict]:
+    return runs_of(run_sweep(parse(path), runs_dir, SweepOptions(jobs=jobs, progress=False, **options)), runs_dir)
+
+
 def sweep(write_sweep, tmp_path: Path, bc: bool, calmax: str = "9.5") -> dict[str, dict]:
-    spec = parse(write_sweep(SWEEP.replace("BC", str(bc).lower()).replace("CALMAX", calmax)))
-    result = run_sweep(spec, tmp_path / "runs", SweepOptions(jobs=1, progress=False))
-    ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
-    return {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
+    return _sweep_runs(write_sweep(SWEEP.replace("BC", str(bc).lower()).replace("CALMAX", calmax)), tmp_path / "runs")
 
 
 def test_verdicts_with_bias_correction(write_sweep, tmp_path):
@@ -86,8 +93,7 @@ def test_failed_variant_is_recorded_and_sweep_goes_on(write_sweep, tmp_path):
     text = SWEEP.replace("BC", "true").replace("CALMAX", "9.5")
     text += "  - name: broken\n    perturb: [{op: add_weight_noise, layer: conv1, std: 0.01}]\n    compile: {timeout_s: 0.001}\n"
     result = run_sweep(parse(write_sweep(text)), tmp_path / "runs", SweepOptions(jobs=1, progress=False))
-    ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
-    runs = {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
+    runs = runs_of(result, tmp_path / "runs")
     assert runs["broken"]["status"] == "failed" and "timeout after 0.001 s" in runs["broken"]["error"]
     assert runs["broken"]["error"] and runs["weights"]["status"] == "ok"
     assert [o.variant for o in result.failed] == ["broken"]
@@ -109,8 +115,7 @@ def test_exported_model_as_base(write_sweep, tmp_path, exported_onnx):
     """
     spec = parse(write_sweep(text))
     result = run_sweep(spec, tmp_path / "runs", SweepOptions(jobs=1, progress=False))
-    ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
-    runs = {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
+    runs = runs_of(result, tmp_path / "runs")
     assert [l["name"] for l in runs["base"]["layers"]] == ["/features/0/Conv", "/features/1/Conv", "/classifier/Gemm"]
     assert runs["head"]["verdict"] == "clean"
     wide = runs["wide"]
@@ -129,8 +134,8 @@ def test_hanging_compile_times_out_and_the_sweep_goes_on(write_sweep, tmp_path, 
     text += (f"  - name: hangs\n    compile: {{misbehave: hang, pidfile: {tmp_path / 'pid'}, timeout_s: 5}}\n"
              "  - name: crashes\n    compile: {misbehave: segv}\n")
     result = run_sweep(parse(write_sweep(text)), tmp_path / "runs", SweepOptions(jobs=2, progress=False))
+    runs = runs_of(result, tmp_path / "runs")
     ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
-    runs = {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
     assert runs["hangs"]["status"] == "failed" and "timeout after 5" in runs["hangs"]["error"]
     assert runs["crashes"]["status"] == "failed" and "SIGSEGV" in runs["crashes"]["error"]
     assert json.loads(ledger.get(runs["crashes"]["id"])["record"])["stderr_tail"]
@@ -172,12 +177,6 @@ def test_measurement_knob_ab_shares_one_compile(tmp_path):
     runs = [run_json(ledger.get(o.run_id)) for o in result.outcomes]
     assert [r["verdict"] for r in runs] == ["reference", "reference"]
     assert [r["cache_hit"] for r in runs] == [False, True] and runs[0]["kernel_sha"] == runs[1]["kernel_sha"]
-
-
-def _sweep_runs(path, runs_dir, **options) -> dict[str, dict]:
-    result = run_sweep(parse(path), runs_dir, SweepOptions(jobs=1, progress=False, **options))
-    ledger = Ledger(runs_dir / "ledger.sqlite")
-    return {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
 
 
 def test_forced_range_reaches_through_a_pool(write_sweep, tmp_path):

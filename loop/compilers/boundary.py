@@ -3,7 +3,7 @@ with the scale and zero point kept in its layout, as a HEF's are."""
 from __future__ import annotations
 
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from loop.compilers.base import TensorLayout
 from loop.compilers.qdq import QdqGraph

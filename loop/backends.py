@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from typing import Any
 
 from loop.compilers.base import Compiler
 from loop.devices.base import Device
@@ -40,7 +41,7 @@ def importable(module: str) -> tuple[bool, str]:
     return True, ""
 
 
-def _load(ref: str) -> type:
+def _load(ref: str) -> Any:
     module, _, attr = ref.partition(":")
     return getattr(importlib.import_module(module), attr)
 

@@ -12,7 +12,7 @@ import copy
 import hashlib
 import itertools
 import sys
-from concurrent.futures import FIRST_COMPLETED, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
@@ -129,7 +129,7 @@ def _local(ref: str, todo: dict[str, Job], jobs: int) -> Iterator[tuple[str, Com
     flight, so each job loads its bytes just in time."""
     workers = max(1, min(jobs, len(todo)))
     executor = get_reusable_executor(max_workers=workers)
-    queue, running = iter(todo.items()), set()
+    queue, running = iter(todo.items()), set[Future[tuple[str, CompileResult]]]()
     while True:
         for key, job in itertools.islice(queue, 2 * workers - len(running)):
             running.add(executor.submit(_task, key, ref, *job.load(), job.options))

@@ -80,7 +80,7 @@ def _conv(layer: dict, x: str, c_in: int, rng: np.random.Generator, nodes: list,
         raise LoopError("a recipe layer is {name, op: conv, out, kernel, stride, act, ...}",
                         file=where[0], line=where[1], field=bad)
     name, c_out, k = str(layer["name"]), int(layer["out"]), int(layer.get("kernel", 3))
-    std = float(layer.get("weight_std", np.sqrt(2.0 / (c_in * k * k))))
+    std = float(layer["weight_std"]) if "weight_std" in layer else float(np.sqrt(2.0 / (c_in * k * k)))
     w = rng.normal(float(layer.get("weight_mean", 0.0)), std, (c_out, c_in, k, k)).astype(np.float32)
     b = rng.normal(float(layer.get("bias_mean", 0.0)), float(layer.get("bias_std", 0.05)), c_out)
     inits += [numpy_helper.from_array(w, f"{name}.weight"),
@@ -97,8 +97,8 @@ def _conv(layer: dict, x: str, c_in: int, rng: np.random.Generator, nodes: list,
     if act == "relu":
         nodes.append(helper.make_node("Relu", [out], [f"{name}_out"], name=f"{name}_relu"))
     elif act == "relu6":
-        inits += [numpy_helper.from_array(np.float32(0.0), f"{name}_min"),
-                  numpy_helper.from_array(np.float32(6.0), f"{name}_max")]
+        inits += [numpy_helper.from_array(np.array(0.0, np.float32), f"{name}_min"),
+                  numpy_helper.from_array(np.array(6.0, np.float32), f"{name}_max")]
         nodes.append(helper.make_node("Clip", [out, f"{name}_min", f"{name}_max"], [f"{name}_out"],
                                       name=f"{name}_relu6"))
     return f"{name}_out", c_out

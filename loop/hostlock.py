@@ -11,7 +11,7 @@ import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import ContextManager, Iterator
 
 
 def lock_dir() -> Path:
@@ -30,7 +30,7 @@ def _flock(name: str, mode: int) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def compiling() -> "contextmanager[None]":
+def compiling() -> ContextManager[None]:
     return _flock("host.lock", fcntl.LOCK_SH)
 
 

@@ -138,7 +138,7 @@ class Ledger:
                 "INSERT INTO runs (sweep, sweep_key, variant, generation, status, pid, host, heartbeat, started,"
                 " spec_sha, backend) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
                 (sweep, sweep_key, variant, generation, os.getpid(), socket.gethostname(), now, now, spec_sha, backend))
-            return int(cur.lastrowid)
+            return int(cur.lastrowid or 0)
 
     def heartbeat(self, run_ids: list[int]) -> None:
         with self.write() as db:
@@ -171,7 +171,7 @@ class Ledger:
                            [(time.time(), i) for i in run_ids])
 
     def rows(self, sweep: str | None = None) -> list[sqlite3.Row]:
-        query, args = "SELECT * FROM runs", ()
+        query, args = "SELECT * FROM runs", tuple[str, ...]()
         if sweep:
             query, args = query + " WHERE sweep=?", (sweep,)
         return list(self._db.execute(query + " ORDER BY id", args))

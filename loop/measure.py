@@ -105,7 +105,8 @@ def _rates_for_duration(session: Session, frames: Sequence[np.ndarray], duration
     probe = max(depth, 4)
     per_frame = session.pipelined(frames, probe, depth) / probe
     chunk = max(depth, int(duration_s / 20 / max(per_frame, 1e-9)))
-    rates, end = [], time.perf_counter() + duration_s
+    rates: list[float] = []
+    end = time.perf_counter() + duration_s
     while time.perf_counter() < end or len(rates) < 3:
         rates.append(chunk / session.pipelined(frames, chunk, depth))
     return rates

@@ -8,6 +8,7 @@ import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from loop.ledger import Ledger
 
@@ -74,7 +75,7 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._beat, args=(path, run_ids, every_s), daemon=True)
 
     def _beat(self, path: str, run_ids: list[int], every_s: float) -> None:
-        ledger = Ledger(path)
+        ledger = Ledger(Path(path))
         try:
             while not self._stop.wait(every_s):
                 ledger.heartbeat(run_ids)

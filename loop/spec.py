@@ -20,7 +20,7 @@ from loop.yamlio import LineDict, LineList, line_of, load_yaml
 TOP_KEYS = {"sweep", "base", "backend", "devices", "seed", "calibration", "inputs", "compile",
             "measure", "params", "variants"}
 VARIANT_KEYS = {"name", "perturb", "expect", "base", "params", "measure", "compile"}
-COMPILE_KEYS = {"bias_correction": bool, "io": str, "calibration_method": str, "per_channel": bool,
+COMPILE_KEYS: dict[str, type | tuple[type, ...]] = {"bias_correction": bool, "io": str, "calibration_method": str, "per_channel": bool,
                 "threads": int, "timeout_s": (int, float)}
 BACKEND_COMPILE_KEYS = {"hailo": {"hw_arch", "optimization_level", "compression_level", "model_script"}}
 IO_KINDS = ("uint8", "float32")
@@ -163,15 +163,15 @@ def _compile(raw: Any, backend: str, inherit: CompileOptions | None = None) -> C
             v = node[k]
             if isinstance(v, bool) != (kind is bool) or not isinstance(v, kind):
                 raise _fail(f"'{k}' has the wrong type: {v!r}", node, k, f"compile.{k}")
-            values[k] = float(v) if k == "timeout_s" else v
+            values[k] = float(v) if k == "timeout_s" else v  # type: ignore[arg-type]
     if values.get("io", "uint8") not in IO_KINDS:
         raise _fail(f"'io' must be one of {', '.join(IO_KINDS)}", node, "io", "compile.io")
     if values.get("calibration_method", "minmax") not in CALIBRATION_METHODS:
         raise _fail(f"'calibration_method' must be one of {', '.join(CALIBRATION_METHODS)}",
                     node, "calibration_method", "compile.calibration_method")
-    backend = dict(inherit.backend_options if inherit else ())
-    backend.update((k, tuple(v) if isinstance(v, list) else v) for k, v in node.items() if k in extra)
-    return replace(inherit or CompileOptions(), **values, backend_options=tuple(sorted(backend.items())))
+    merged = dict(inherit.backend_options if inherit else ())
+    merged.update((k, tuple(v) if isinstance(v, list) else v) for k, v in node.items() if k in extra)
+    return replace(inherit or CompileOptions(), **values, backend_options=tuple(sorted(merged.items())))
 
 
 def _variant(raw: Any, sweep_dir: Path, measure: MeasureSpec, compile_options: CompileOptions,
@@ -191,7 +191,7 @@ def _variant(raw: Any, sweep_dir: Path, measure: MeasureSpec, compile_options: C
         try:
             ops.append(parse_op(item))
         except LoopError as exc:
-            line = line_of(item, exc.field) if isinstance(item, LineDict) else perturb.item_lines[i]
+            line = line_of(item, exc.field) if isinstance(item, LineDict) else getattr(perturb, "item_lines", [None] * (i + 1))[i]
             raise exc.where(line=line, field=exc.field) from None
     try:
         expect = parse_expect(raw.get("expect"))

@@ -104,7 +104,8 @@ def analyse(model: onnx.ModelProto) -> Structure:
     graph = model.graph
     consts = _constants(graph)
     inits = {t.name for t in graph.initializer}
-    layers, bounds = [], {}
+    layers: list[Layer] = []
+    bounds: dict[str, tuple[float, float]] = {}
     for node in graph.node:
         if node.op_type not in QUANTIZED_OPS:
             continue

@@ -218,7 +218,7 @@ def run_compile(compiler: Compiler, model: bytes, calibration: np.ndarray,
                 options: CompileOptions) -> CompileResult:
     """Optimize, fingerprint and compile, timing each stage; failures become values."""
     result = CompileResult(ok=False)
-    stage = "optimize"
+    stage: str | None = "optimize"
     with captured_stderr() as err:
         try:
             t0 = time.perf_counter()

@@ -8,7 +8,7 @@ from onnx import TensorProto
 from loop.compilers.base import TensorLayout
 from loop.compilers.qdq import QdqGraph
 
-DTYPES = {TensorProto.FLOAT: "float32", TensorProto.UINT8: "uint8", TensorProto.INT8: "int8"}
+DTYPES: dict[int, str] = {TensorProto.FLOAT: "float32", TensorProto.UINT8: "uint8", TensorProto.INT8: "int8"}
 
 
 def _shape(value: onnx.ValueInfoProto) -> tuple[int, ...]:
@@ -43,7 +43,7 @@ def strip(model: onnx.ModelProto) -> tuple[tuple[TensorLayout, ...], tuple[Tenso
         if value.name in g.inits:
             continue
         after = g.consumers.get(value.name, [])
-        q = after[0] if len(after) == 1 and after[0].op_type == "QuantizeLinear" else None
+        q: onnx.NodeProto | None = after[0] if len(after) == 1 and after[0].op_type == "QuantizeLinear" else None
         if q is not None:
             for dq in g.consumers.get(q.output[0], []):
                 dq.input[0] = value.name
@@ -51,8 +51,10 @@ def strip(model: onnx.ModelProto) -> tuple[tuple[TensorLayout, ...], tuple[Tenso
         inputs.append(_layout(g, value, q))
     for value in model.graph.output:
         dq = g.producer.get(value.name)
-        q = g.producer.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
-        q = q if q is not None and q.op_type == "QuantizeLinear" else None
+        q = None
+        if dq is not None and dq.op_type == "DequantizeLinear":
+            before = g.producer.get(dq.input[0])
+            q = before if before is not None and before.op_type == "QuantizeLinear" else None
         if q is not None:
             q.output[0] = value.name
             drop.append(dq)

@@ -164,7 +164,7 @@ def correct_biases(float_model: onnx.ModelProto, quantized: onnx.ModelProto, cal
     q_means = _run_all(quantized, [p[0] for p in pairs], calibration, threads)
     f_means = _run_all(float_model, [p[1] for p in pairs], calibration, threads)
     for (_, _, bias), qm, fm in zip(pairs, q_means, f_means):
-        ints, scale = g.array(bias.values), g.array(bias.scale)
+        ints, scale = g.required(bias.values), g.required(bias.scale)
         corrected = ints.astype(np.float64) * scale - (qm - fm)
         g.set_array(bias.values, np.round(corrected / scale).astype(ints.dtype))
 

@@ -36,6 +36,12 @@ class QdqGraph:
     def array(self, name: str | None) -> np.ndarray | None:
         return numpy_helper.to_array(self.inits[name]) if name in self.inits else None
 
+    def required(self, name: str) -> np.ndarray:
+        """An initializer the QDQ format guarantees (a DequantizeLinear's integers or scale)."""
+        if name not in self.inits:
+            raise ValueError(f"the quantized model has no initializer '{name}'")
+        return numpy_helper.to_array(self.inits[name])
+
     def set_array(self, name: str, value: np.ndarray) -> None:
         self.inits[name].CopyFrom(numpy_helper.from_array(value, name))
 
@@ -91,17 +97,17 @@ def _tuple(a: np.ndarray | None, kind: type) -> tuple:
 def layer_print(g: QdqGraph, node: onnx.NodeProto) -> LayerPrint:
     w = g.dq_param(node.input[1])
     assert w is not None
-    kernel, w_scale, w_zp = g.array(w.values), g.array(w.scale), g.array(w.zero_point)
+    kernel, w_scale, w_zp = g.required(w.values), g.required(w.scale), g.array(w.zero_point)
     x = g.dq_param(node.input[0])
     q, _ = g.out_q(node.output[0])
     bias_sha = bias = step = None
     b = g.dq_param(node.input[2]) if len(node.input) > 2 else None
     if b is not None:
-        b_int, b_scale = g.array(b.values), g.array(b.scale)
+        b_int, b_scale = g.required(b.values), g.required(b.scale)
         bias_sha = array_sha(b_int, b_scale)
         bias = _tuple(b_int.astype(np.float64) * b_scale.astype(np.float64), float)
         step = _tuple(np.broadcast_to(b_scale, b_int.shape), float)
-    parts = [kernel, w_scale] + ([w_zp] if w_zp is not None else [])
+    parts: list[np.ndarray] = [kernel, w_scale] + ([w_zp] if w_zp is not None else [])
     return LayerPrint(
         name=node.name, op=node.op_type, kernel_sha=array_sha(*parts), bias_sha=bias_sha,
         weight_scale=_tuple(w_scale, float), weight_zero_point=_tuple(w_zp, int),

@@ -50,14 +50,14 @@ def strip(model: onnx.ModelProto) -> tuple[tuple[TensorLayout, ...], tuple[Tenso
             drop.append(q)
         inputs.append(_layout(g, value, q))
     for value in model.graph.output:
-        dq = g.producer.get(value.name)
+        last = g.producer.get(value.name)
         q = None
-        if dq is not None and dq.op_type == "DequantizeLinear":
-            before = g.producer.get(dq.input[0])
+        if last is not None and last.op_type == "DequantizeLinear":
+            before = g.producer.get(last.input[0])
             q = before if before is not None and before.op_type == "QuantizeLinear" else None
-        if q is not None:
+        if q is not None and last is not None:
             q.output[0] = value.name
-            drop.append(dq)
+            drop.append(last)
         outputs.append(_layout(g, value, q))
     for node in drop:
         model.graph.node.remove(node)

@@ -22,7 +22,8 @@ TOP_KEYS = {"sweep", "base", "backend", "devices", "seed", "calibration", "input
 VARIANT_KEYS = {"name", "perturb", "expect", "base", "params", "measure", "compile"}
 COMPILE_KEYS: dict[str, type | tuple[type, ...]] = {"bias_correction": bool, "io": str, "calibration_method": str, "per_channel": bool,
                 "threads": int, "timeout_s": (int, float)}
-BACKEND_COMPILE_KEYS = {"hailo": {"hw_arch", "optimization_level", "compression_level", "model_script"}}
+BACKEND_COMPILE_KEYS = {"hailo": {"hw_arch", "optimization_level", "compression_level", "model_script", "net_name",
+                                  "calibration_batch_size"}}
 IO_KINDS = ("uint8", "float32")
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile", "distribution")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -307,4 +308,6 @@ class HailoCompiler(Compiler):
         _, params = self._params(runner)
         inputs, outputs = io_layouts(hn_dict(self._hn(runner)), params)
         self._runners.pop(hashlib.sha256(quantized.data).hexdigest(), None)
+        if self.workdir is None:  # a scratch folder: the HEF and HAR travel by value from here
+            shutil.rmtree(folder, ignore_errors=True)
         return Artifact("hailo", hef, ".hef", inputs, outputs, extras={"har": quantized.data})

@@ -2,16 +2,21 @@
 measurement never runs while another sweep compiles, unless ``--overlap`` says so.
 
 Compiles hold the host lock shared; a measurement holds its device's lock and the host
-lock exclusively. A compile never waits on a device lock, so the two cannot deadlock."""
+lock exclusively. A compile never waits on a device lock, so the two cannot deadlock.
+On Windows, which has no shared file locks in the standard library, every lock is
+exclusive: two sweeps there also take turns compiling.
+"""
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ContextManager, Iterator
+from typing import IO, ContextManager, Iterator
+
+SHARED, EXCLUSIVE = "shared", "exclusive"
 
 
 def lock_dir() -> Path:
@@ -20,26 +25,50 @@ def lock_dir() -> Path:
     return path
 
 
+def _lock(f: IO[str], mode: str) -> None:
+    if os.name == "nt":
+        import msvcrt
+        while True:  # msvcrt.LK_LOCK gives up after ten tries; a measurement may take longer
+            try:
+                msvcrt.locking(f.fileno(), msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
+                return
+            except OSError:
+                time.sleep(0.1)
+    import fcntl
+    fcntl.flock(f, fcntl.LOCK_SH if mode == SHARED else fcntl.LOCK_EX)
+
+
+def _unlock(f: IO[str]) -> None:
+    if os.name == "nt":
+        import msvcrt
+        f.seek(0)
+        msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)  # type: ignore[attr-defined]
+        return
+    import fcntl
+    fcntl.flock(f, fcntl.LOCK_UN)
+
+
 @contextmanager
-def _flock(name: str, mode: int) -> Iterator[None]:
-    with open(lock_dir() / name, "a") as f:
-        fcntl.flock(f, mode)
+def _held(name: str, mode: str) -> Iterator[None]:
+    with open(lock_dir() / name, "a+") as f:
+        f.seek(0)
+        _lock(f, mode)
         try:
             yield
         finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            _unlock(f)
 
 
 def compiling() -> ContextManager[None]:
-    return _flock("host.lock", fcntl.LOCK_SH)
+    return _held("host.lock", SHARED)
 
 
 @contextmanager
 def measuring(device: str, overlap: bool = False) -> Iterator[None]:
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", device)
-    with _flock(f"device-{safe}.lock", fcntl.LOCK_EX):
+    with _held(f"device-{safe}.lock", EXCLUSIVE):
         if overlap:
             yield
             return
-        with _flock("host.lock", fcntl.LOCK_EX):
+        with _held("host.lock", EXCLUSIVE):
             yield

@@ -6,6 +6,7 @@ ONNX Runtime releases the GIL inside ``run`` and a session is safe to run concur
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 from typing import Any, Callable, Sequence
@@ -90,7 +91,7 @@ class OnnxRuntimeDevice(Device):
         return OnnxRuntimeSession(artifact, options)
 
     def health(self) -> Health:
-        return Health(temperature_c=host_temperature(), device_id=f"cpu:{os.uname().nodename}")
+        return Health(temperature_c=host_temperature(), device_id=f"cpu:{socket.gethostname()}")
 
     def describe(self) -> dict[str, str]:
         import onnxruntime

@@ -28,6 +28,7 @@ from loop.compilers.base import CompileOptions, CompileResult
 from loop.errors import LoopError
 
 Item = tuple[bytes, np.ndarray, CompileOptions]
+CONNECT_TIMEOUT_S = 20.0  # a scheduler that has not answered by then is taken as unreachable
 Progress = Callable[[int], None]
 
 
@@ -156,6 +157,12 @@ def _worker_address() -> str:
         return "local"
 
 
+def check_cluster(address: str) -> None:
+    """Reach the scheduler once, so a wrong address is a usage error before anything is written."""
+    with _cluster(address):
+        pass
+
+
 @contextmanager
 def _cluster(address: str | None) -> Iterator[Any]:
     """A Dask client with joblib pointed at it, or None for local compiles."""
@@ -167,7 +174,7 @@ def _cluster(address: str | None) -> Iterator[Any]:
     except ImportError:
         raise LoopError("compiling on a cluster needs Dask: install loop[dask]", field="cluster") from None
     try:
-        client = Client(address, timeout=30)
+        client = Client(address, timeout=CONNECT_TIMEOUT_S)
     except OSError as exc:
         raise LoopError(f"cannot reach the Dask scheduler at {address}: {exc}", field="cluster") from None
     with client, parallel_config(backend="dask"):

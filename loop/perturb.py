@@ -45,6 +45,11 @@ class Op:
     name: ClassVar[str]
     layer: str | None = None
 
+    @property
+    def label(self) -> str:
+        """The op's name as a sweep file writes it."""
+        return self.name
+
     def check(self, structure: Structure) -> None:
         if self.layer is not None and structure.layer(self.layer) is None:
             known = ", ".join(l.name for l in structure.layers) or "none"
@@ -117,6 +122,10 @@ class ForceRange(Op):
     lo: float = 0.0
     hi: float = 0.0
     side: str = "out"
+
+    @property
+    def label(self) -> str:
+        return f"force_range_{self.side}"
 
     def tensor(self, structure: Structure) -> str:
         layer = structure.layer(self.layer)  # type: ignore[arg-type]

@@ -25,7 +25,7 @@ from loop.artifacts import load_artifact, spill
 from loop.author import Authored, author, reference_of, with_reference
 from loop.backends import device_class
 from loop.cache import Cache
-from loop.compile_pool import Job, iter_compiled
+from loop.compile_pool import Job, check_cluster, iter_compiled
 from loop.compilers.base import CompileResult
 from loop.devices.base import Device
 from loop.evaluate_run import RunOutcome, evaluate_variant, run_inputs
@@ -89,6 +89,8 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
     variants = with_reference(spec)
     ref = reference_of(spec, variants)
     threads = max(1, (os.cpu_count() or 1) // jobs)
+    if options.cluster:
+        check_cluster(options.cluster)
     with tempfile.TemporaryDirectory(prefix="loop-author-") as staging:
         # user errors surface here, before anything is written under runs/
         authored = [author(spec, v, v is ref, Path(staging), threads) for v in variants]
@@ -198,7 +200,7 @@ def _record(ledger: Ledger, run_id: int, spec: SweepSpec, a: Authored, c: Compil
         "options": asdict(a.options), "versions": c.info.get("versions", {}), "host": socket.gethostname(),
         "compiled_on": c.compiled_on, "cache_hit": c.cache_hit, "stages": c.stages,
         "layers": [fp.to_record(l) for l in c.layers], "measure": o.measure, "scores": o.scores,
-        "changes": o.changes, "perturb": [{"op": op.name, **asdict(op)} for op in a.variant.ops],
+        "changes": o.changes, "perturb": [{"op": op.label, **asdict(op)} for op in a.variant.ops],
         "stderr_tail": "" if c.ok else c.stderr_tail,
         "info": {**{k: v for k, v in c.info.items() if k != "versions"}, **o.info},
     }

@@ -136,3 +136,12 @@ def test_scorer_may_return_numpy_values(write_sweep, tmp_path: Path, monkeypatch
     assert result.exit_code == 0, result.output
     rows = json.loads(invoke("runs", "--runs", str(runs), "--json").output)
     assert isinstance(rows[0]["scores"]["peak"], float) and len(rows[0]["scores"]["hist"]) == 4
+
+
+def test_unreachable_cluster_is_a_usage_error_and_writes_nothing(write_sweep, tmp_path: Path, monkeypatch):
+    pytest.importorskip("distributed")
+    monkeypatch.setattr("loop.compile_pool.CONNECT_TIMEOUT_S", 1.0)
+    runs = tmp_path / "runs"
+    result = invoke("sweep", str(write_sweep(SWEEP)), "--runs", str(runs), "--quiet", "--cluster", "tcp://127.0.0.1:9")
+    assert result.exit_code == 2 and "cannot reach the Dask scheduler" in result.output
+    assert not runs.exists()

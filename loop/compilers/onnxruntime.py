@@ -14,6 +14,10 @@ from typing import Any, Iterator
 
 import numpy as np
 import onnx
+# Imported here, not on use: an isolated compile forks from a worker that has imported this
+# module, so every compile after the first skips these imports.
+import onnxruntime as ort
+from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, calibrate, quantize_static
 
 from loop.compilers.base import Artifact, CompileOptions, Compiler, LayerPrint, Quantized
 from loop.artifacts import with_layout
@@ -33,8 +37,7 @@ class OnnxRuntimeCompiler(Compiler):
         return ok, why or "embedded"
 
     def describe(self) -> dict[str, str]:
-        import onnxruntime
-        return {"compiler": self.name, "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__,
+        return {"compiler": self.name, "onnxruntime": ort.__version__, "onnx": onnx.__version__,
                 "numpy": np.__version__}
 
     def optimize(self, model: bytes, calibration: np.ndarray, options: CompileOptions) -> Quantized:
@@ -75,14 +78,12 @@ def _calibration_threads(threads: int) -> Iterator[None]:
     each other. The method is replaced for the duration of one call, in this process only
     (compiles run one at a time in their own process); without the method (another ORT
     version), nothing is changed."""
-    from onnxruntime.quantization import calibrate
     original = getattr(calibrate.CalibraterBase, "create_inference_session", None)
     if not threads or original is None:
         yield
         return
 
     def create_inference_session(self: Any) -> None:
-        import onnxruntime as ort
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         so.intra_op_num_threads = threads
@@ -97,8 +98,6 @@ def _calibration_threads(threads: int) -> Iterator[None]:
 
 
 def _quantize(model: bytes, calibration: np.ndarray, options: CompileOptions) -> onnx.ModelProto:
-    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
-
     float_model = onnx.load_from_string(model)
     overrides: dict[str, Any] = {
         o.tensor: [{"rmin": np.float32(o.lo), "rmax": np.float32(o.hi)}] for o in options.overrides}
@@ -116,7 +115,6 @@ def _quantize(model: bytes, calibration: np.ndarray, options: CompileOptions) ->
 
 
 def _session(model: onnx.ModelProto, threads: int, optimize: bool = False) -> Any:
-    import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.log_severity_level = 3
@@ -172,7 +170,6 @@ def correct_biases(float_model: onnx.ModelProto, quantized: onnx.ModelProto, cal
 def _graph_compile(model: onnx.ModelProto, threads: int) -> bytes:
     """ONNX Runtime's graph optimization at the extended level, which stays portable:
     hardware-specific layouts are applied by the session that loads the artifact."""
-    import onnxruntime as ort
     with tempfile.TemporaryDirectory(prefix="loop-c-") as tmp:
         out = Path(tmp) / "artifact.onnx"
         so = ort.SessionOptions()

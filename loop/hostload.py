@@ -16,6 +16,18 @@ def _proc_stat() -> tuple[float, float] | None:
     return sum(fields), idle
 
 
+def _own_cpu_s() -> float:
+    """CPU seconds of this process, to the microsecond where the OS says (os.times ticks
+    at 10 ms, too coarse for a short measurement)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        t = os.times()
+        return t.user + t.system
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 @dataclass
 class LoadProbe:
     """Start before a measurement, ``stop()`` after; percentages of all cores."""
@@ -26,13 +38,12 @@ class LoadProbe:
 
     @classmethod
     def start(cls) -> "LoadProbe":
-        t = os.times()
-        return cls(_proc_stat(), t.user + t.system, time.perf_counter())
+        return cls(_proc_stat(), _own_cpu_s(), time.perf_counter())
 
     def stop(self) -> dict[str, float | None]:
-        end_stat, t, wall = _proc_stat(), os.times(), time.perf_counter() - self.wall
+        end_stat, own_s, wall = _proc_stat(), _own_cpu_s(), time.perf_counter() - self.wall
         cores = os.cpu_count() or 1
-        own = 100.0 * (t.user + t.system - self.own) / max(wall * cores, 1e-9)
+        own = 100.0 * (own_s - self.own) / max(wall * cores, 1e-9)
         busy = None
         if self.stat and end_stat and end_stat[0] > self.stat[0]:
             total, idle = end_stat[0] - self.stat[0], end_stat[1] - self.stat[1]

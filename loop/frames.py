@@ -49,9 +49,9 @@ def to_model_order(y: np.ndarray, layout: TensorLayout) -> np.ndarray:
     return y.transpose(0, 3, 1, 2) if layout.channels_last and y.ndim == 4 else y
 
 
-def quantize(x: np.ndarray, layout: TensorLayout) -> np.ndarray:
-    """Float frame to what the device takes: ``q = x / scale + zero_point``, saturated."""
-    x = to_device_order(x, layout)
+def onto_grid(x: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    """Float values (already in the device's order) onto the layout's grid:
+    ``q = x / scale + zero_point``, rounded and saturated to the dtype."""
     if not layout.quantized:
         return np.ascontiguousarray(x.reshape(layout.shape), dtype=layout.dtype)
     info = np.iinfo(np.dtype(layout.dtype))
@@ -59,9 +59,18 @@ def quantize(x: np.ndarray, layout: TensorLayout) -> np.ndarray:
     return np.clip(q, info.min, info.max).astype(layout.dtype).reshape(layout.shape)
 
 
-def dequantize(q: np.ndarray, layout: TensorLayout) -> np.ndarray:
-    """What the device returned, as float in the model's own order."""
-    q = to_model_order(q.reshape(layout.shape), layout)
+def off_grid(q: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    """Device values as float, in the device's order: ``x = (q - zero_point) * scale``."""
     if not layout.quantized:
         return q.astype(np.float32)
     return ((q.astype(np.float32) - (layout.zero_point or 0)) * np.float32(layout.scale)).astype(np.float32)
+
+
+def quantize(x: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    """A model-order float frame as the device takes it."""
+    return onto_grid(to_device_order(x, layout), layout)
+
+
+def dequantize(q: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    """What the device returned, as float in the model's own order."""
+    return off_grid(to_model_order(q.reshape(layout.shape), layout), layout)

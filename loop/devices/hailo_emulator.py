@@ -17,27 +17,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from loop.compilers.base import Artifact, TensorLayout
+from loop.compilers.base import Artifact
 from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
 from loop.errors import LoopError
+from loop.frames import off_grid, onto_grid
 
 CONTEXTS = {"quantized": "SDK_QUANTIZED", "fp_optimized": "SDK_FP_OPTIMIZED"}
-
-
-def dequantize(frame: np.ndarray, layout: TensorLayout) -> np.ndarray:
-    if not layout.quantized:
-        return frame.astype(np.float32)
-    return ((frame.astype(np.float32) - (layout.zero_point or 0)) * np.float32(layout.scale)).astype(np.float32)
-
-
-def quantize(values: np.ndarray, layout: TensorLayout) -> np.ndarray:
-    """Onto the layout's grid: ``q = x / scale + zero_point``, rounded and clipped to the dtype."""
-    dtype = np.dtype(layout.dtype)
-    if not layout.quantized:
-        return values.astype(dtype).reshape(layout.shape)
-    q = np.rint(values / layout.scale + (layout.zero_point or 0))
-    info = np.iinfo(dtype)
-    return np.clip(q, info.min, info.max).astype(dtype).reshape(layout.shape)
 
 
 class HailoEmulatorSession(Session):
@@ -52,7 +37,7 @@ class HailoEmulatorSession(Session):
         check_frames(self.inputs, frames, "input")
         if out is not None:
             check_frames(self.outputs, out, "output", exact=False)
-        batch = [dequantize(f, t) for f, t in zip(frames, self.inputs, strict=True)]
+        batch = [off_grid(f, t) for f, t in zip(frames, self.inputs, strict=True)]
         # The emulator takes a batch, NHWC float32, as HailoRT frames are laid out.
         result = self.runner.infer(self.context, batch[0] if len(batch) == 1 else batch)
         if isinstance(result, dict):
@@ -61,7 +46,7 @@ class HailoEmulatorSession(Session):
             results = list(result) if isinstance(result, (list, tuple)) else [result]
         if len(results) != len(self.outputs):
             raise LoopError(f"the emulator returned {len(results)} outputs, the artifact declares {len(self.outputs)}")
-        arrays = [quantize(np.asarray(r, np.float32), t) for r, t in zip(results, self.outputs, strict=True)]
+        arrays = [onto_grid(np.asarray(r, np.float32), t) for r, t in zip(results, self.outputs, strict=True)]
         if out is None:
             return arrays
         for target, array in zip(out, arrays, strict=True):

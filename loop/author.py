@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -11,10 +12,10 @@ import onnx
 
 from loop import frames as frames_mod
 from loop.compilers.base import CompileOptions
-from loop.graphs import load_base
+from loop.graphs import load
 from loop.perturb import Allow, Calibration
 from loop.spec import DataSpec, SweepSpec, VariantSpec
-from loop.structure import Structure, analyse
+from loop.structure import Structure
 
 
 @dataclass
@@ -36,6 +37,8 @@ class Authored:
     footprint: list[Allow]
     reference: bool
     folder: Path
+    notes: tuple[str, ...] = ()
+    author_s: float = 0.0
 
     def model(self) -> bytes:
         return self.model_path.read_bytes()
@@ -49,7 +52,7 @@ class Authored:
 
 def make_frames(data: DataSpec, shape: tuple[int, ...], folder: Path, field: str = "calibration.path") -> np.ndarray:
     if data.path is not None:
-        stored = frames_mod.from_file(folder / data.path, shape, field)
+        stored = frames_mod.from_file(folder / data.path, shape, field, data.scale)
         order = np.random.default_rng(data.seed).permutation(len(stored)) if data.seed else np.arange(len(stored))
         return stored[order[: data.count]]
     return frames_mod.seeded(shape, data.count, data.seed)
@@ -77,36 +80,37 @@ def _calibration_source(spec: SweepSpec, variant: VariantSpec) -> DataSpec:
     return data
 
 
-def _input_shape(model: onnx.ModelProto, structure: Structure) -> tuple[int, ...]:
-    value = next(v for v in model.graph.input if v.name == structure.inputs[0])
-    return tuple(int(d.dim_value) for d in value.type.tensor_type.shape.dim)
-
-
 def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path, threads: int = 0) -> Authored:
-    """Stage 1 for one variant; its ONNX bytes are written to ``staging`` (a scratch folder)."""
-    base = variant.base or spec.base
-    params = variant.params if variant.params is not None else spec.params
-    model = load_base(Path(base), params)
-    structure = analyse(model)
-    for op in variant.ops:
-        op.apply(model, structure)
+    """Stage 1 for one variant; its ONNX bytes are written to ``staging`` (a scratch folder),
+    once per distinct content: a variant that only forces a range or changes calibration
+    shares the base's bytes."""
+    t0 = time.perf_counter()
+    base = load(Path(variant.base or spec.base), variant.params if variant.params is not None else spec.params)
+    structure = base.structure
+    data, sha = base.data, base.sha
+    rewriting = [op for op in variant.ops if op.rewrites_model]
+    if rewriting:
+        model = onnx.load_from_string(base.data)
+        for op in rewriting:
+            op.apply(model, structure)
+        data = model.SerializeToString(deterministic=True)
+        sha = hashlib.sha256(data).hexdigest()
     overrides = tuple(o for op in variant.ops for o in op.overrides(structure))
     base_options = variant.compile or spec.compile
     options = replace(base_options, overrides=overrides, threads=threads or base_options.threads)
-    shape = _input_shape(model, structure)
-    source = _calibration_source(spec, variant)
-    data = model.SerializeToString(deterministic=True)
-    sha = hashlib.sha256(data).hexdigest()
     path = staging / f"{sha}.onnx"
-    path.write_bytes(data)
+    if not path.exists():
+        path.write_bytes(data)
+    source = _calibration_source(spec, variant)
+    folder = spec.path.parent
     return Authored(
         variant=variant, model_path=path, onnx_sha=sha, structure=structure,
         options=options, calib_source=source,
-        calib_sha=_frames_sha(source, shape, spec.path.parent, "calibration.path"),
-        input_source=spec.inputs, inputs_sha=_frames_sha(spec.inputs, shape, spec.path.parent, "inputs.path"),
-        input_shape=shape,
-        footprint=[rule for op in variant.ops for rule in op.footprint(structure)], reference=reference,
-        folder=spec.path.parent)
+        calib_sha=_frames_sha(source, base.shape, folder, "calibration.path"),
+        input_source=spec.inputs, inputs_sha=_frames_sha(spec.inputs, base.shape, folder, "inputs.path"),
+        input_shape=base.shape,
+        footprint=[rule for op in variant.ops for rule in op.footprint(structure, options)], reference=reference,
+        folder=folder, notes=base.notes, author_s=time.perf_counter() - t0)
 
 
 def _plain(spec: SweepSpec, v: VariantSpec) -> bool:

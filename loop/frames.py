@@ -17,8 +17,12 @@ def seeded(shape: tuple[int, ...], count: int, seed: int) -> np.ndarray:
     return rng.random((count, *shape[1:]), dtype=np.float32)
 
 
-def from_file(path: Path, shape: tuple[int, ...], field: str = "calibration.path") -> np.ndarray:
-    """Frames stored as one .npy array of shape (N, *shape[1:])."""
+def from_file(path: Path, shape: tuple[int, ...], field: str = "calibration.path",
+              scale: float | None = None) -> np.ndarray:
+    """Frames stored as one .npy array of shape (N, *shape[1:]), times ``scale`` if given.
+
+    Integer frames (uint8 pixels, say) need an explicit scale: taking them as 0-255 floats
+    for a model trained on [0, 1) would be wrong without a word."""
     try:
         frames = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
@@ -30,7 +34,12 @@ def from_file(path: Path, shape: tuple[int, ...], field: str = "calibration.path
                         f"{', '.join(map(str, shape[1:]))})", field=field)
     if not np.issubdtype(frames.dtype, np.number) or not np.isfinite(frames).all():
         raise LoopError(f"{path} holds non-numeric or non-finite values", field=field)
-    return frames.astype(np.float32)
+    if np.issubdtype(frames.dtype, np.integer) and scale is None:
+        key = field.rsplit(".", 1)[0]
+        raise LoopError(f"{path} holds {frames.dtype} frames; say how they map to the model's floats with "
+                        f"'{key}.scale' (e.g. 0.00392156862745098 for 1/255)", field=field)
+    frames = frames.astype(np.float32)
+    return frames * np.float32(scale) if scale is not None else frames
 
 
 def frames_sha(frames: np.ndarray) -> str:

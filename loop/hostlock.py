@@ -12,7 +12,7 @@ import os
 import re
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, ContextManager, Iterator
 
@@ -65,10 +65,12 @@ def compiling() -> ContextManager[None]:
 
 @contextmanager
 def measuring(device: str, overlap: bool = False) -> Iterator[None]:
+    # Always the host lock before a device lock: a sweep that measures with ``overlap``
+    # still holds the host lock shared (it is compiling) when it takes the device lock, so
+    # taking them in the other order here could wait on it while it waits on us.
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", device)
-    with _held(f"device-{safe}.lock", EXCLUSIVE):
-        if overlap:
-            yield
-            return
-        with _held("host.lock", EXCLUSIVE):
-            yield
+    with ExitStack() as held:
+        if not overlap:
+            held.enter_context(_held("host.lock", EXCLUSIVE))
+        held.enter_context(_held(f"device-{safe}.lock", EXCLUSIVE))
+        yield

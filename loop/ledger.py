@@ -225,4 +225,5 @@ def run_json(row: sqlite3.Row) -> dict[str, Any]:
         "changes": record.get("changes", []),
         "compiled_on": row["compiled_on"], "cache_hit": bool(row["cache_hit"]),
         "perturb": record.get("perturb", []),
+        "warnings": (record.get("info") or {}).get("warnings", []),
     }

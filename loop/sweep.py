@@ -171,9 +171,10 @@ def _resumed_base(authored: list[Authored], finished: dict[str, Any], device: De
     if row is None or row["status"] != "ok":
         return {}
     import json
-    layers = [fp.from_record(l) for l in json.loads(row["record"])["layers"]]
+    record = json.loads(row["record"])
+    layers = [fp.from_record(l) for l in record["layers"]]
     first = run_inputs(device, load_artifact(Path(row["artifact"])), ref.inputs())  # type: ignore[union-attr]
-    return {"layers": layers, "raw": first.raw}
+    return {"layers": layers, "raw": first.raw, "snr_db": (record.get("scores") or {}).get("snr_db")}
 
 
 def _finished_outcome(row: Any) -> RunOutcome:
@@ -198,11 +199,13 @@ def _evaluate(spec: SweepSpec, a: Authored, compiled: CompileResult, devices: li
 def _record(ledger: Ledger, run_id: int, spec: SweepSpec, a: Authored, c: CompileResult, o: RunOutcome) -> None:
     record = {
         "options": asdict(a.options), "versions": c.info.get("versions", {}), "host": socket.gethostname(),
-        "compiled_on": c.compiled_on, "cache_hit": c.cache_hit, "stages": c.stages,
+        "compiled_on": c.compiled_on, "cache_hit": c.cache_hit,
+        "stages": {"author_s": a.author_s, **c.stages, **o.stages},
         "layers": [fp.to_record(l) for l in c.layers], "measure": o.measure, "scores": o.scores,
         "changes": o.changes, "perturb": [{"op": op.label, **asdict(op)} for op in a.variant.ops],
         "stderr_tail": "" if c.ok else c.stderr_tail,
-        "info": {**{k: v for k, v in c.info.items() if k != "versions"}, **o.info},
+        "info": {**{k: v for k, v in c.info.items() if k != "versions"}, **o.info,
+                 **({"notes": list(a.notes)} if a.notes else {})},
     }
     ledger.finish(run_id, o.status, o.flags, record, error=o.error, stage=o.stage, onnx_sha=a.onnx_sha,
                   calib_sha=a.calib_sha, kernel_sha=fp.kernel_sha(c.layers) if c.layers else None,

@@ -90,12 +90,14 @@ class LayerPrint:
     ``kernel_sha`` covers the integer kernel together with its weight scale(s) and zero
     point(s); ``bias_sha`` covers the bias integers and their scale. ``bias`` is the
     dequantized bias and ``bias_step`` the step of its grid, so the audit can tell
-    requantization rounding from a real change.
+    requantization rounding from a real change. A layer without weights (an activation x
+    activation MatMul, as in attention) has no kernel: ``kernel_sha`` is None and only its
+    scales are recorded.
     """
 
     name: str
     op: str
-    kernel_sha: str
+    kernel_sha: str | None
     bias_sha: str | None
     weight_scale: tuple[float, ...]
     weight_zero_point: tuple[int, ...]
@@ -127,6 +129,9 @@ class CompileOptions:
     bias_correction: bool = True
     io: str = "uint8"
     calibration_method: str = "minmax"
+    calibration_bins: int = 2048  # histogram bins (entropy, percentile, distribution)
+    calibration_quantized_bins: int = 128  # entropy: bins of the quantized distribution (8 bits: 128)
+    calibration_percentile: float = 99.99  # percentile: the share of values the range keeps
     per_channel: bool = False
     overrides: tuple[RangeOverride, ...] = ()
     threads: int = 0

@@ -107,6 +107,25 @@ def audit_cmd(runs: Path, as_json: bool, sweep: str | None) -> None:
     _guard(go)
 
 
+@main.command("layers")
+@click.argument("base", type=click.Path(path_type=Path))
+@JSON
+def layers_cmd(base: Path, as_json: bool) -> None:
+    """The quantized layers of BASE (an .onnx model or a recipe): the names ops take."""
+    def go() -> None:
+        from loop.graphs import load
+        from loop.report import table
+        from loop.structure import describe
+        rows = describe(load(base, {}).structure)
+        if as_json:
+            click.echo(json.dumps(rows, indent=2))
+            return
+        click.echo(table(["layer", "op", "weights", "range in lands on", "range out lands on", "removed activation"],
+                         [[str(r["layer"]), str(r["op"]), "yes" if r["weights"] else "no", str(r["in_tensor"]),
+                           str(r["out_tensor"]), str(r["out_bounds"] or "-")] for r in rows]))
+    _guard(go)
+
+
 @main.command("check")
 @click.argument("artifact", type=click.Path(path_type=Path))
 @click.option("--device", default=None, help="Device to check on (default: by the artifact's suffix).")

@@ -63,6 +63,16 @@ class Structure:
         return [l for l in self.layers if self.grid(l.in_tensor) == self.grid(tensor)]
 
 
+def describe(structure: Structure) -> list[dict[str, object]]:
+    """Each layer as ``loop layers`` shows it: the names an op takes, and the tensors a forced
+    range would land on (after removed activations, at the head of a shared grid)."""
+    return [{"layer": l.name, "op": l.op, "weights": l.weight is not None,
+             "in_tensor": structure.grid(l.in_tensor), "out_tensor": structure.grid(l.out_tensor),
+             "out_bounds": [b if np.isfinite(b) else None for b in structure.bounds[l.out_tensor]]
+             if l.out_tensor in structure.bounds else None}
+            for l in structure.layers]
+
+
 def _consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
     out: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:

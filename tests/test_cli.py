@@ -145,3 +145,13 @@ def test_unreachable_cluster_is_a_usage_error_and_writes_nothing(write_sweep, tm
     result = invoke("sweep", str(write_sweep(SWEEP)), "--runs", str(runs), "--quiet", "--cluster", "tcp://127.0.0.1:9")
     assert result.exit_code == 2 and "cannot reach the Dask scheduler" in result.output
     assert not runs.exists()
+
+
+def test_layers_lists_names_and_where_ranges_land(exported_onnx: Path):
+    result = invoke("layers", str(exported_onnx), "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [r["layer"] for r in rows] == ["/features/0/Conv", "/features/1/Conv", "/classifier/Gemm"]
+    assert rows[0]["out_tensor"] == "b" and rows[0]["out_bounds"] == [0.0, 6.0]
+    assert rows[2]["in_tensor"] == "e"  # GlobalAveragePool's output: Flatten shares its grid
+    assert invoke("layers", "missing.onnx").exit_code == 2

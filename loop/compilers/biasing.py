@@ -57,19 +57,25 @@ def used_ranges(quantized: onnx.ModelProto,
     ranges: dict[str, dict[str, Any]] = {}
     warnings = []
     for o in overrides:
-        q = next((n for n in g.consumers.get(o.tensor, []) if n.op_type == "QuantizeLinear"), None)
-        used = None
-        if q is not None:
-            scale, zp = g.scalar(q.input[1]) or 0.0, g.scalar(q.input[2] if len(q.input) > 2 else None) or 0.0
-            used = [float((0 - zp) * scale), float((UINT8_MAX - zp) * scale)]
+        grid = _grid(g, o.tensor)
+        used = None if grid is None else [float((0 - grid[1]) * grid[0]), float((UINT8_MAX - grid[1]) * grid[0])]
         ranges[o.tensor] = {"layer": o.layer, "side": o.side, "asked": [o.lo, o.hi], "used": used}
-        if used is None:
-            warnings.append(f"force_range_{o.side}({o.layer}): tensor '{o.tensor}' is not quantized; nothing forced")
-        elif _moved(o, used, scale):
-            warnings.append(f"force_range_{o.side}({o.layer}): asked [{o.lo:g}, {o.hi:g}], the quantizer used "
+        label = f"force_range_{o.side}({o.layer})"
+        if grid is None or used is None:
+            warnings.append(f"{label}: tensor '{o.tensor}' is not quantized; nothing forced")
+        elif abs(used[0] - o.lo) > grid[0] or abs(used[1] - o.hi) > grid[0]:
+            warnings.append(f"{label}: asked [{o.lo:g}, {o.hi:g}], the quantizer used "
                             f"[{used[0]:.4g}, {used[1]:.4g}] (a range must hold 0)")
     return ranges, warnings
 
 
-def _moved(o: RangeOverride, used: list[float], step: float) -> bool:
-    return abs(used[0] - o.lo) > step or abs(used[1] - o.hi) > step
+def _grid(g: QdqGraph, tensor: str) -> tuple[float, float] | None:
+    """(scale, zero point) of the QuantizeLinear over ``tensor``; a graph output's DQ keeps
+    the output's name, so there the Q is found behind it."""
+    q = next((n for n in g.consumers.get(tensor, []) if n.op_type == "QuantizeLinear"), None)
+    dq = g.producer.get(tensor)
+    if q is None and dq is not None and dq.op_type == "DequantizeLinear":
+        q = g.producer.get(dq.input[0])
+    if q is None or q.op_type != "QuantizeLinear":
+        return None
+    return g.scalar(q.input[1]) or 0.0, g.scalar(q.input[2] if len(q.input) > 2 else None) or 0.0

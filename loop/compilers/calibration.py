@@ -8,16 +8,18 @@ process); with another ORT version that lacks the hook, nothing is changed.
 """
 from __future__ import annotations
 
+import importlib
 from contextlib import contextmanager
 from typing import Any, Iterator
 
 import numpy as np
 import onnxruntime as ort
 from onnxruntime.quantization import CalibrationMethod, calibrate
-from onnxruntime.quantization import quantize as ort_quantize
 
 from loop.compilers.base import CompileOptions
 
+# The module, not the function of the same name that the package exports over it.
+ort_quantize = importlib.import_module("onnxruntime.quantization.quantize")
 METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile", "distribution": "Distribution"}
 
 

@@ -19,6 +19,7 @@ from loop.author import Authored
 from loop.compilers.base import Artifact, CompileResult, TensorLayout
 from loop.devices.base import Device, RuntimeOptions
 from loop.measure import measure, measuring_stick
+from loop.onnx_session import session as onnx_session
 from loop.spec import SweepSpec
 from loop.store import store_artifact
 
@@ -62,26 +63,30 @@ def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult,
                            authored.structure.bounds)
 
 
-def float_outputs(model: bytes, inputs: np.ndarray) -> Raw:
+def float_outputs(model: bytes, inputs: frames_mod.Frames) -> Raw:
     """The unquantized model of the same variant, for SNR and cosine."""
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    session = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-    name = session.get_inputs()[0].name
-    return [session.run(None, {name: x[None].astype(np.float32)}) for x in inputs]
+    session = onnx_session(model, optimize=True)
+    names = [i.name for i in session.get_inputs()]
+    return [session.run(None, frames_mod.feed(inputs, j, names)) for j in range(frames_mod.count(inputs))]
 
 
-def run_inputs(device: Device, artifact: Artifact, inputs: np.ndarray) -> DeviceOutputs:
+def device_frame(inputs: frames_mod.Frames, index: int, layouts: Sequence[TensorLayout]) -> list[np.ndarray]:
+    """Frame ``index`` of every input, each as its device layout takes it."""
+    by_name = frames_mod.feed(inputs, index, [t.name for t in layouts])
+    return [frames_mod.quantize(by_name[t.name], t) for t in layouts]
+
+
+def run_inputs(device: Device, artifact: Artifact, inputs: frames_mod.Frames) -> DeviceOutputs:
     """Each controlled input through the device, in the layout its session reports, and
     whether a repeat of the first was bit-identical."""
     with device.open(artifact, RuntimeOptions()) as session:
-        frame = lambda x: [frames_mod.quantize(x[None], session.inputs[0])]  # noqa: E731
-        raw = [[o.copy() for o in session.infer(frame(x))] for x in inputs]
-        again = session.infer(frame(inputs[0]))
+        layouts = session.inputs
+        raw = [[o.copy() for o in session.infer(device_frame(inputs, j, layouts))]
+               for j in range(frames_mod.count(inputs))]
+        again = session.infer(device_frame(inputs, 0, layouts))
         outputs = [[frames_mod.dequantize(o, t) for o, t in zip(outs, session.outputs)] for outs in raw]
         return DeviceOutputs(raw, outputs, all(np.array_equal(a, b) for a, b in zip(raw[0], again)),
-                             tuple(session.inputs))
+                             tuple(layouts))
 
 
 def _disagreement(first: DeviceOutputs, other: DeviceOutputs) -> dict[str, Any]:
@@ -91,7 +96,7 @@ def _disagreement(first: DeviceOutputs, other: DeviceOutputs) -> dict[str, Any]:
             "values_differ": int(np.count_nonzero(mine != theirs)), "values_total": int(mine.size)}
 
 
-def _score(authored: Authored, first: DeviceOutputs, others: dict[str, DeviceOutputs], inputs: np.ndarray,
+def _score(authored: Authored, first: DeviceOutputs, others: dict[str, DeviceOutputs], inputs: frames_mod.Frames,
            base_state: dict[str, Any], scorer: Callable[..., dict[str, Any]] | None) -> dict[str, Any]:
     reference = float_outputs(authored.model(), inputs)
     scores = score_mod.builtin(first.outputs, first.raw, reference, first.deterministic,
@@ -122,7 +127,7 @@ def evaluate_variant(spec: SweepSpec, authored: Authored, compiled: CompileResul
         base_state.update(layers=compiled.layers, raw=first.raw, snr_db=scores.get("snr_db"))
     flags = _calibration_flags(spec, authored, scores, base_state)
     clock.lap("score_s")
-    frame = [frames_mod.quantize(inputs[0][None], first.inputs[0])]
+    frame = device_frame(inputs, 0, first.inputs)
     del inputs, others
     m = measure(devices[0], artifact, frame, authored.variant.measure).to_dict()
     stick = measuring_stick(devices[0].name, path, m)

@@ -174,11 +174,11 @@ def load_base(path: Path, params: Mapping[str, Any] | None = None,
     return load_onnx(path, notes)
 
 
-def input_shape(model: onnx.ModelProto, structure: Structure) -> tuple[int, ...]:
-    value = next((v for v in model.graph.input if structure.inputs and v.name == structure.inputs[0]), None)
-    if value is None:
-        return ()
-    return tuple(int(d.dim_value) for d in value.type.tensor_type.shape.dim)
+def input_shapes(model: onnx.ModelProto, structure: Structure) -> dict[str, tuple[int, ...]]:
+    """Each input's shape, by name, in the model's order."""
+    values = {v.name: v for v in model.graph.input}
+    return {name: tuple(int(d.dim_value) for d in values[name].type.tensor_type.shape.dim)
+            for name in structure.inputs}
 
 
 @dataclass(frozen=True)
@@ -188,8 +188,13 @@ class Base:
     data: bytes
     sha: str
     structure: Structure
-    shape: tuple[int, ...]
+    shapes: dict[str, tuple[int, ...]]
     notes: tuple[str, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The first input's shape."""
+        return next(iter(self.shapes.values()), ())
 
 
 def load(path: Path, params: dict[str, Any] | None) -> Base:
@@ -206,4 +211,4 @@ def _load(path: str, params: str, stamp: tuple[int, int] | None) -> Base:
     model = load_base(Path(path), json.loads(params), notes)
     structure = analyse(model)
     data = model.SerializeToString(deterministic=True)
-    return Base(data, hashlib.sha256(data).hexdigest(), structure, input_shape(model, structure), tuple(notes))
+    return Base(data, hashlib.sha256(data).hexdigest(), structure, input_shapes(model, structure), tuple(notes))

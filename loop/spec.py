@@ -280,19 +280,18 @@ def _unique(variants: tuple[VariantSpec, ...], raw: list) -> None:
 
 
 def _check_base(spec: SweepSpec, raw: LineDict, variant: VariantSpec, node: LineDict) -> Structure:
-    """Load one base: it must read, take one input, and fit any stored frames."""
+    """Load one base: it must read, have inputs, and fit any stored frames."""
     base = variant.base or spec.base
     field_name = "base" if variant.base or variant.params is None else "params"
     where = node if variant.own_base else raw
     try:
-        structure = load(base, variant.params if variant.params is not None else spec.params).structure
+        loaded = load(base, variant.params if variant.params is not None else spec.params)
     except LoopError as exc:
         raise exc.where(line=line_of(where, field_name), field=field_name) from None
-    if len(structure.inputs) != 1:
-        raise LoopError(f"the base has {len(structure.inputs)} inputs; loop drives single-input models",
-                        line=line_of(where, field_name), field=field_name)
-    _check_frame_files(spec, raw, structure.input_shape)
-    return structure
+    if not loaded.shapes:
+        raise LoopError("the base has no inputs", line=line_of(where, field_name), field=field_name)
+    _check_frame_files(spec, raw, loaded.shapes)
+    return loaded.structure
 
 
 def _check_layers(spec: SweepSpec, raw: LineDict) -> None:
@@ -323,13 +322,13 @@ def _check_forced_once(op: Op, structure: Structure, forced: dict[str, str]) -> 
         forced[o.tensor] = mine
 
 
-def _check_frame_files(spec: SweepSpec, raw: LineDict, shape: tuple[int, ...]) -> None:
+def _check_frame_files(spec: SweepSpec, raw: LineDict, shapes: dict[str, tuple[int, ...]]) -> None:
     """Stored calibration or scoring frames must load and fit the model, before any write."""
-    from loop.frames import from_file
+    from loop.frames import load_file
     for key, data in (("calibration", spec.calibration), ("inputs", spec.inputs)):
         if data.path is not None:
             try:
-                from_file(spec.path.parent / data.path, shape, f"{key}.path", data.scale)
+                load_file(spec.path.parent / data.path, shapes, f"{key}.path", data.scale)
             except LoopError as exc:
                 raise exc.where(line=line_of(raw[key], "path")) from None
 

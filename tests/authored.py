@@ -155,3 +155,22 @@ def old_style_model() -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
     model.ir_version = 3
     return model
+
+
+def two_input_model() -> onnx.ModelProto:
+    """An image and a side vector: conv -> pool -> concat with the vector -> Gemm."""
+    rng = np.random.default_rng(3)
+    inits = [_init(rng, "w", (4, 3, 3, 3), 0.3), _init(rng, "b", (4,), 0.05), _init(rng, "fc", (5, 8), 0.3),
+             _init(rng, "fcb", (5,), 0.05)]
+    n = helper.make_node
+    nodes = [n("Conv", ["image", "w", "b"], ["c"], name="conv", pads=[1] * 4), n("Relu", ["c"], ["r"], name="relu"),
+             n("GlobalAveragePool", ["r"], ["g"], name="gap"), n("Flatten", ["g"], ["f"], name="flatten"),
+             n("Concat", ["f", "side"], ["cat"], name="concat", axis=1),
+             n("Gemm", ["cat", "fc", "fcb"], ["y"], name="head", transB=1)]
+    inputs = [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 8, 8]),
+              helper.make_tensor_value_info("side", TensorProto.FLOAT, [1, 4])]
+    graph = helper.make_graph(nodes, "two_inputs", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model

@@ -159,3 +159,33 @@ def test_a_calibration_method_far_below_the_sweeps_is_flagged():
     worse = SimpleNamespace(reference=False, variant=variant, options=CompileOptions(calibration_method="distribution"))
     assert _calibration_flags(spec, worse, {"snr_db": 10.0}, {"snr_db": 30.0}) == ["calibration-worse"]
     assert _calibration_flags(spec, worse, {"snr_db": 29.0}, {"snr_db": 30.0}) == []
+
+
+def test_a_model_with_two_inputs_sweeps_with_seeded_and_stored_frames(tmp_path):
+    from authored import two_input_model
+    onnx.save(two_input_model(), str(tmp_path / "two.onnx"))
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "calib.npz", image=rng.random((6, 3, 8, 8), dtype=np.float32),
+             side=rng.random((6, 4), dtype=np.float32))
+    for name, calib in (("seeded", "{count: 6}"), ("stored", "{path: calib.npz}")):
+        text = f"sweep: {name}\nbase: two.onnx\ncalibration: {calib}\ninputs: {{count: 3}}\n{FAST_MEASURE}\n" \
+               "variants:\n  - name: base\n  - {name: w, perturb: [{op: scale_weights, layer: head, factor: 1.1}]}\n"
+        (tmp_path / f"{name}.yaml").write_text(text)
+        runs = _sweep_runs(tmp_path / f"{name}.yaml", tmp_path / "runs")
+        assert {r["status"] for r in runs.values()} == {"ok"}, runs["base"]["error"]
+        assert runs["w"]["verdict"] == "clean" and runs["base"]["measure"]["bytes_in"] == 3 * 8 * 8 + 4
+        assert runs["base"]["scores"]["snr_db"] > 20
+
+
+def test_stored_frames_for_two_inputs_must_name_both(tmp_path):
+    from authored import two_input_model
+
+    from loop.errors import LoopError
+    from loop.spec import parse
+    onnx.save(two_input_model(), str(tmp_path / "two.onnx"))
+    np.savez(tmp_path / "calib.npz", image=np.zeros((2, 3, 8, 8), np.float32))
+    np.save(tmp_path / "calib.npy", np.zeros((2, 3, 8, 8), np.float32))
+    for path, words in (("calib.npz", "no frames for input 'side'"), ("calib.npy", "keyed by input name")):
+        (tmp_path / "s.yaml").write_text(f"sweep: s\nbase: two.onnx\ncalibration: {{path: {path}}}\nvariants: [{{name: base}}]\n")
+        with pytest.raises(LoopError, match=words):
+            parse(tmp_path / "s.yaml")

@@ -51,15 +51,13 @@ def method_options(options: CompileOptions) -> Iterator[None]:
 
 
 class Reader:
-    """Calibration frames for ONNX Runtime's CalibrationDataReader protocol."""
+    """Calibration feeds for ONNX Runtime's CalibrationDataReader protocol."""
 
-    def __init__(self, name: str, frames: np.ndarray) -> None:
-        self._frames: Iterator[np.ndarray] = iter(frames)
-        self._name = name
+    def __init__(self, feeds: list[dict[str, np.ndarray]]) -> None:
+        self._feeds: Iterator[dict[str, np.ndarray]] = iter(feeds)
 
     def get_next(self) -> dict[str, np.ndarray] | None:
-        frame = next(self._frames, None)
-        return None if frame is None else {self._name: frame[None].astype(np.float32)}
+        return next(self._feeds, None)
 
 
 @contextmanager

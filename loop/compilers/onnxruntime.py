@@ -21,6 +21,7 @@ from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
 from loop.compilers.base import Artifact, CompileOptions, Compiler, LayerPrint, Quantized
 from loop.artifacts import with_layout
+from loop.frames import Frames, count, feed
 from loop.compilers import bias_correction, biasing, boundary, calibration, qdq
 
 class OnnxRuntimeCompiler(Compiler):
@@ -36,7 +37,7 @@ class OnnxRuntimeCompiler(Compiler):
         return {"compiler": self.name, "onnxruntime": ort.__version__, "onnx": onnx.__version__,
                 "numpy": np.__version__}
 
-    def optimize(self, model: bytes, calibration: np.ndarray, options: CompileOptions) -> Quantized:
+    def optimize(self, model: bytes, calibration: Frames, options: CompileOptions) -> Quantized:
         info: dict[str, Any] = {}
         float_model = onnx.load_from_string(model)
         if options.bias_correction:
@@ -49,7 +50,7 @@ class OnnxRuntimeCompiler(Compiler):
         quantized = _quantize(model, calibration, options)
         info["overrides"], warnings = biasing.used_ranges(quantized, options.overrides)
         if options.bias_correction:
-            feeds = [{float_model.graph.input[0].name: f[None].astype(np.float32)} for f in calibration]
+            feeds = calibration_feeds(float_model, calibration)
             correction = bias_correction.correct(float_model, quantized, feeds, options.threads)
             info["bias_correction"] = correction.to_dict()
         if warnings:
@@ -66,7 +67,7 @@ class OnnxRuntimeCompiler(Compiler):
         return Artifact(self.name, data, ".onnx", inputs, outputs)
 
 
-def _quantize(model: bytes, calibration_frames: np.ndarray, options: CompileOptions) -> onnx.ModelProto:
+def _quantize(model: bytes, calibration_frames: Frames, options: CompileOptions) -> onnx.ModelProto:
     float_model = onnx.load_from_string(model)
     overrides: dict[str, Any] = {
         o.tensor: [{"rmin": np.float32(o.lo), "rmax": np.float32(o.hi)}] for o in options.overrides}
@@ -75,12 +76,19 @@ def _quantize(model: bytes, calibration_frames: np.ndarray, options: CompileOpti
         src.write_bytes(model)
         with calibration.threads(options.threads), calibration.method_options(options):
             quantize_static(
-                str(src), str(dst), calibration.Reader(float_model.graph.input[0].name, calibration_frames),
+                str(src), str(dst), calibration.Reader(calibration_feeds(float_model, calibration_frames)),
                 quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                 per_channel=options.per_channel,
                 calibrate_method=calibration.method(options.calibration_method),
                 extra_options={"TensorQuantOverrides": overrides} if overrides else {})
         return onnx.load(str(dst))
+
+
+def calibration_feeds(model: onnx.ModelProto, frames: Frames) -> list[dict[str, np.ndarray]]:
+    """One feed per calibration frame, every input by name."""
+    inits = {t.name for t in model.graph.initializer}
+    names = [v.name for v in model.graph.input if v.name not in inits]
+    return [{k: v.astype(np.float32) for k, v in feed(frames, j, names).items()} for j in range(count(frames))]
 
 
 def _graph_compile(model: onnx.ModelProto, threads: int) -> bytes:

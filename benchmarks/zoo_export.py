@@ -19,6 +19,7 @@ functions: ``layer_kinds`` and ``--no-export`` need only onnx and onnxruntime.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import sys
 from dataclasses import dataclass
@@ -292,13 +293,15 @@ def _fold_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     return ir.serde.serialize_model(graph)
 
 
-def export_one(name: str, out: Path, raw: bool = False) -> tuple[float, str, int]:
+def export_one(name: str, out: Path, raw: bool = False, size: int | None = None) -> tuple[float, str, int]:
     """Build, settle, export and save one zoo member; return (max |ORT - torch|, exporter,
     Identity nodes removed). ``raw`` keeps the file as the exporter wrote it (shared weights
     behind Identity nodes, shape arithmetic), which is what a user brings to loop."""
     import torch
 
     entry = ZOO[name]
+    if size:  # the same network at another resolution (a cost benchmark wants 224 px)
+        entry = dataclasses.replace(entry, shape=(*entry.shape[:2], size, size))
     torch.manual_seed(SEED)  # the random weights
     model = entry.build()
     settle_batchnorm(model, entry.shape)
@@ -584,6 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", action="store_true", help="print the layer kinds per model")
     parser.add_argument("--raw", action="store_true",
                         help="keep each file as the exporter wrote it (no unsharing, no folding)")
+    parser.add_argument("--size", type=int, default=None, help="input height and width (default: each model's own)")
     parser.add_argument("--no-export", action="store_true",
                         help="check the .onnx files already in --out (no torch needed)")
     args = parser.parse_args(argv)
@@ -603,7 +607,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if not args.no_export:
                 print(f"exporting {name}", file=sys.stderr)
-                diff, exporter, removed = export_one(name, args.out, args.raw)
+                diff, exporter, removed = export_one(name, args.out, args.raw, args.size)
                 if removed:
                     print(f"  unshared {removed} Identity-fanned initializers", file=sys.stderr)
             rows.append(audit(name, path, diff, exporter))

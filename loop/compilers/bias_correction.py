@@ -84,13 +84,14 @@ def _channel_mean(x: np.ndarray) -> np.ndarray:
 
 
 def float_means(model: onnx.ModelProto, names: list[str], frames: list[dict[str, np.ndarray]],
-                threads: int) -> dict[str, np.ndarray]:
-    """Per-channel means of the float model's tensors ``names``, in one run."""
+                threads: int, optimize: bool = True) -> dict[str, np.ndarray]:
+    """Per-channel means of the model's tensors ``names``, in one run. A float model may be
+    optimized; a QDQ model must not be, or its Q/DQ pairs are fused into integer kernels."""
     exposed = onnx.ModelProto()
     exposed.CopyFrom(model)
     present = {o.name for o in exposed.graph.output}
     exposed.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in dict.fromkeys(names) if n not in present)
-    run = session(exposed, threads)
+    run = session(exposed, threads, optimize=optimize)
     unique = list(dict.fromkeys(names))
     sums = {n: 0.0 for n in unique}
     for feed in frames:
@@ -113,18 +114,23 @@ def correct(float_model: onnx.ModelProto, quantized: onnx.ModelProto, frames: li
     for t in todo:
         by_depth.setdefault(runner.depth[t.node], []).append(t)
     for depth in sorted(by_depth):
-        measured = runner.advance(depth, [t.q_out for t in by_depth[depth]])
-        for t in by_depth[depth]:
-            _apply(g, t, measured[t.q_out] - expected[t.f_out])
+        layers = by_depth[depth]
+        measured = runner.advance(depth, [t.q_out for t in layers], [t.node for t in layers])
+        for t in layers:
+            moved = _apply(g, t, measured[t.q_out] - expected[t.f_out])
+            runner.shift(t.node, moved)
             correction.corrected.append(t.node)
     correction.depths = len(by_depth)
     return correction
 
 
-def _apply(g: QdqGraph, t: Target, error: np.ndarray) -> None:
+def _apply(g: QdqGraph, t: Target, error: np.ndarray) -> np.ndarray:
+    """Correct one bias; return how far its dequantized value moved, per channel."""
     ints, scale = g.required(t.bias), g.required(t.bias_scale).astype(np.float64)
     corrected = ints.astype(np.float64) * scale - error
-    g.set_array(t.bias, np.clip(np.round(corrected / scale), INT32.min, INT32.max).astype(ints.dtype))
+    new = np.clip(np.round(corrected / scale), INT32.min, INT32.max).astype(ints.dtype)
+    g.set_array(t.bias, new)
+    return (new.astype(np.float64) - ints.astype(np.float64)) * scale
 
 
 class _Segments:
@@ -159,11 +165,15 @@ class _Segments:
             levels.append(level)
         return levels
 
-    def advance(self, depth: int, measure: list[str]) -> dict[str, np.ndarray]:
-        """Run the nodes no correction at ``depth`` or deeper can reach (keeping their
-        outputs), plus what leads to the tensors in ``measure``; their per-channel means."""
-        final = [i for i, lv in enumerate(self.level)
-                 if lv < depth and i not in self.done and i not in self.constant]
+    def advance(self, depth: int, measure: list[str], layers: list[str]) -> dict[str, np.ndarray]:
+        """Run the nodes no correction at ``depth`` or deeper can reach, and the ``layers``
+        about to be corrected, keeping their outputs; plus what leads from them to the
+        tensors in ``measure``; return those tensors' per-channel means.
+
+        A layer's own output is kept from before its correction and moved by :meth:`shift`
+        after it (a bias adds a constant per channel), so the layer is never run twice."""
+        final = [i for i, lv in enumerate(self.level) if i not in self.done and i not in self.constant
+                 and (lv < depth or self.nodes[i].name in layers)]
         wanted = measure + [x for i in final for x in self.nodes[i].input if x]
         chain = self._chain(wanted, set(final) | self.done)
         order = sorted(set(final) | set(chain))
@@ -186,6 +196,15 @@ class _Segments:
             for name in [k for k in frame if k not in still]:
                 del frame[name]
         return {m: np.asarray(s) / len(self.kept) for m, s in sums.items()}
+
+    def shift(self, layer: str, moved: np.ndarray) -> None:
+        """Add a corrected bias's movement to the kept output of ``layer``, in every frame."""
+        out = next(n.output[0] for n in self.nodes if n.name == layer)
+        for frame in self.kept:
+            if out in frame:
+                value = frame[out]
+                shape = (1, -1) + (1,) * (value.ndim - 2) if value.ndim > 1 else (-1,)
+                frame[out] = (value + moved.reshape(shape)).astype(value.dtype)
 
     def _chain(self, tensors: list[str], ready: set[int]) -> list[int]:
         """Nodes not yet run that ``tensors`` depend on."""

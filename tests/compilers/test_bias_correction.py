@@ -24,7 +24,7 @@ def _one_layer_at_a_time(float_model: onnx.ModelProto, quantized: onnx.ModelProt
     todo = bc.targets(g, bc.Correction())
     expected = bc.float_means(float_model, [t.f_out for t in todo], feeds, 1)
     for t in todo:
-        measured = bc.float_means(quantized, [t.q_out], feeds, 1)[t.q_out]
+        measured = bc.float_means(quantized, [t.q_out], feeds, 1, optimize=False)[t.q_out]
         bc._apply(g, t, measured - expected[t.f_out])
 
 
@@ -95,8 +95,8 @@ def test_constant_only_subgraphs_are_not_kept_per_frame():
     model, frames = patterns_model(), _frames(3, 0)
     quantized = _quantize(model.SerializeToString(), frames, CompileOptions())
     segments = bc._Segments(QdqGraph(quantized), {"first", "after_pool"}, [{"x": f[None]} for f in frames], 1)
-    segments.advance(0, [])
-    segments.advance(1, [])
+    segments.advance(0, [], ["first"])
+    segments.advance(1, [], ["after_pool"])
     weights = {t.name for t in quantized.graph.initializer}
     dq_of_weights = {n.output[0] for n in quantized.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in weights}
     assert not dq_of_weights & set(segments.kept[0])

@@ -54,7 +54,7 @@ def sweep(sweep_file: Path, runs: Path, jobs: int | None, scorer: str | None, cl
         from loop import ledger, report, spec
         from loop.score import load_scorer
         from loop.sweep import SweepOptions, run_sweep
-        parsed = spec.parse(sweep_file)
+        parsed = spec.parse(sweep_file, check_backends=True, cluster=cluster is not None)
         user = load_scorer(scorer) if scorer else None
         options = SweepOptions(jobs=jobs, progress=not quiet, scorer=user, overlap=overlap, fresh=fresh,
                                cluster=cluster)

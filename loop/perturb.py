@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
@@ -193,67 +192,31 @@ class Calibration(Op):
         return [Allow("*", "in_scale"), Allow("*", "out_scale"), Allow("*", bias)]
 
 
-@dataclass(frozen=True)
-class OpField:
-    key: str
-    kind: type
-    required: bool = True
-
-
-OPS: dict[str, tuple[type[Op], tuple[OpField, ...]]] = {
-    "scale_weights": (ScaleWeights, (OpField("layer", str), OpField("factor", float))),
-    "add_weight_noise": (AddWeightNoise, (OpField("layer", str), OpField("std", float),
-                                          OpField("seed", int, False))),
-    "force_range_out": (ForceRange, (OpField("layer", str), OpField("range", list))),
-    "force_range_in": (ForceRange, (OpField("layer", str), OpField("range", list))),
-    "calibration": (Calibration, (OpField("count", int, False), OpField("seed", int, False))),
-}
-
-
-def parse_op(raw: Mapping[str, Any]) -> Op:
+def parse_op(raw: Any) -> Op:
     """Build an op from its sweep-file mapping; errors name the offending field."""
-    if not isinstance(raw, Mapping) or "op" not in raw:
-        raise LoopError("a perturbation is a mapping with an 'op'", field="op")
-    name = raw["op"]
-    if name not in OPS:
-        raise LoopError(f"unknown op '{name}' (known: {', '.join(OPS)})", field="op")
-    cls, fields = OPS[name]
-    known = {f.key for f in fields} | {"op"}
-    for key in raw:
-        if key not in known:
-            raise LoopError(f"op '{name}' has no field '{key}' (fields: {', '.join(sorted(known - {'op'}))})", field=key)
-    values: dict[str, Any] = {}
-    for f in fields:
-        if f.key not in raw:
-            if f.required:
-                raise LoopError(f"op '{name}' needs '{f.key}'", field=f.key)
-            continue
-        values[f.key] = _typed(raw[f.key], f, name)
-    if cls is ForceRange:
-        lo, hi = _range(values.pop("range"))
-        return ForceRange(layer=values["layer"], lo=lo, hi=hi, side="out" if name.endswith("out") else "in")
-    return cls(**values)
+    from pydantic import TypeAdapter, ValidationError
+
+    from loop.schema import OpModel, locate
+    try:
+        return op_from(TypeAdapter(OpModel).validate_python(raw, strict=True))
+    except ValidationError as exc:
+        raise locate(exc, raw) from None
 
 
-def _typed(value: Any, f: OpField, op: str) -> Any:
-    ok = isinstance(value, f.kind) and not isinstance(value, bool)
-    if f.kind is float and isinstance(value, int) and not isinstance(value, bool):
-        ok, value = True, float(value)
-    if not ok:
-        raise LoopError(f"op '{op}': '{f.key}' must be {f.kind.__name__}, got {value!r}", field=f.key)
-    if f.kind is float and not math.isfinite(value):
-        raise LoopError(f"op '{op}': '{f.key}' must be a finite number, got {value!r}", field=f.key)
-    if f.key == "count" and value < 1:
-        raise LoopError(f"op '{op}': count must be at least 1", field=f.key)
-    return value
+def op_from(model: Any) -> Op:
+    """The op a validated :mod:`loop.schema` op model describes."""
+    if model.op == "scale_weights":
+        return ScaleWeights(layer=model.layer, factor=float(model.factor))
+    if model.op == "add_weight_noise":
+        return AddWeightNoise(layer=model.layer, std=float(model.std), seed=model.seed)
+    if model.op == "calibration":
+        return Calibration(count=model.count, seed=model.seed)
+    lo, hi = _range(model.range)
+    return ForceRange(layer=model.layer, lo=lo, hi=hi, side="out" if model.op.endswith("out") else "in")
 
 
-def _range(value: list) -> tuple[float, float]:
-    if len(value) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-        raise LoopError(f"range must be [lo, hi] numbers, got {list(value)}", field="range")
+def _range(value: list[float]) -> tuple[float, float]:
     lo, hi = float(value[0]), float(value[1])
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        raise LoopError(f"range must be finite, got [{lo}, {hi}]", field="range")
     if not lo < hi:
         raise LoopError(f"inverted range [{lo}, {hi}]: lo must be below hi", field="range")
     return lo, hi

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -14,25 +15,12 @@ from typing import Any, Mapping
 from loop.compilers.base import CompileOptions
 from loop.errors import LoopError
 from loop.graphs import load
-from loop.perturb import Expect, Op, parse_expect, parse_op
+from loop import schema
+from loop.perturb import Expect, Op, op_from, parse_expect
 from loop.structure import Structure
-from loop.yamlio import LineDict, LineList, line_of, load_yaml
+from loop.yamlio import LineDict, line_of, load_yaml, regular_file
 
-TOP_KEYS = {"sweep", "base", "backend", "devices", "seed", "calibration", "inputs", "compile",
-            "measure", "params", "variants"}
-VARIANT_KEYS = {"name", "perturb", "expect", "base", "params", "measure", "compile"}
-COMPILE_KEYS: dict[str, type | tuple[type, ...]] = {
-    "bias_correction": bool, "io": str, "calibration_method": str, "per_channel": bool, "threads": int,
-    "timeout_s": (int, float), "calibration_bins": int, "calibration_quantized_bins": int,
-    "calibration_percentile": (int, float)}
-# Bounds of the numeric compile keys: (lowest, highest), inclusive.
-COMPILE_BOUNDS: dict[str, tuple[float, float]] = {
-    "calibration_bins": (16, 1 << 16), "calibration_quantized_bins": (16, 1 << 16),
-    "calibration_percentile": (50.0, 100.0)}
-BACKEND_COMPILE_KEYS = {"hailo": {"hw_arch", "optimization_level", "compression_level", "model_script", "net_name",
-                                  "calibration_batch_size"}}
-IO_KINDS = ("uint8", "float32")
-CALIBRATION_METHODS = ("minmax", "entropy", "percentile", "distribution")
+MAX_FRAME_BYTES = 2 << 30  # generated frames held at once: past this, refuse before allocating
 
 
 @dataclass(frozen=True)
@@ -105,177 +93,139 @@ class SweepSpec:
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _fail(message: str, node: Any, key: str | None = None, field_name: str | None = None) -> LoopError:
-    return LoopError(message, line=line_of(node, key), field=field_name or key)
+def parse(path: Path, *, check_backends: bool = False, cluster: bool = False) -> SweepSpec:
+    """Parse and validate ``path`` (layers included); raise :class:`LoopError` on anything bad.
 
-
-def _mapping(raw: Any, where: Any, key: str, allowed: set[str] | None = None) -> LineDict:
-    value = raw.get(key) if isinstance(raw, Mapping) else None
-    if value is None:
-        return LineDict()
-    if not isinstance(value, LineDict):
-        raise _fail(f"'{key}' must be a mapping", where, key)
-    for k in value:
-        if allowed is not None and k not in allowed:
-            raise _fail(f"unknown key '{k}' in '{key}' (known: {', '.join(sorted(allowed))})", value, k, f"{key}.{k}")
-    return value
-
-
-def _int(raw: Mapping, key: str, default: int, minimum: int = 0) -> int:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _fail(f"'{key}' must be a whole number >= {minimum}, got {value!r}", raw, key)
-    return value
-
-
-def _data(raw: Any, key: str, seed: int, default_count: int) -> DataSpec:
-    node = _mapping(raw, raw, key, {"count", "seed", "path", "scale"})
-    path = node.get("path")
-    if path is not None and not isinstance(path, str):
-        raise _fail("'path' must be a file path", node, "path", f"{key}.path")
-    scale = node.get("scale")
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
-                              or not math.isfinite(scale) or scale <= 0):
-        raise _fail(f"'scale' must be a positive number, got {scale!r}", node, "scale", f"{key}.scale")
-    return DataSpec(count=_int(node, "count", default_count, 1), seed=_int(node, "seed", seed), path=path,
-                    scale=None if scale is None else float(scale))
-
-
-def _measure(node: LineDict, inherit: MeasureSpec) -> MeasureSpec:
-    allowed = set(MeasureSpec.__dataclass_fields__)
-    for k in node:
-        if k not in allowed:
-            raise _fail(f"unknown key '{k}' in 'measure' (known: {', '.join(sorted(allowed))})", node, k, f"measure.{k}")
-    values: dict[str, Any] = {}
-    for k in ("warmup", "frames", "repeats", "ttfo_repeats", "latency_frames", "threads", "batch_size"):
-        if k in node:
-            values[k] = _int(node, k, 0, 1 if k in ("frames", "repeats", "batch_size", "ttfo_repeats") else 0)
-    if "depth" in node:
-        depth = node["depth"] if isinstance(node["depth"], list) else [node["depth"]]
-        if not depth or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in depth):
-            raise _fail(f"'depth' must be a whole number >= 1 or a list of them, got {node['depth']!r}", node, "depth", "measure.depth")
-        values["depth"] = tuple(depth)
-    if "duration_s" in node:
-        d = node["duration_s"]
-        if isinstance(d, bool) or not isinstance(d, (int, float)) or d <= 0:
-            raise _fail(f"'duration_s' must be a positive number, got {d!r}", node, "duration_s", "measure.duration_s")
-        values["duration_s"] = float(d)
-    if "power_mode" in node:
-        values["power_mode"] = str(node["power_mode"])
-    if "dma_map" in node:
-        values["dma_map"] = bool(node["dma_map"])
-    return replace(inherit, **values)
-
-
-def _compile(raw: Any, backend: str, inherit: CompileOptions | None = None) -> CompileOptions:
-    """The ``compile:`` mapping of ``raw`` over ``inherit`` (a variant's over its sweep's)."""
-    extra = BACKEND_COMPILE_KEYS.get(backend, set())
-    node = _mapping(raw, raw, "compile", set(COMPILE_KEYS) | extra)
-    values: dict[str, Any] = {}
-    for k, kind in COMPILE_KEYS.items():
-        if k in node:
-            v = node[k]
-            if isinstance(v, bool) != (kind is bool) or not isinstance(v, kind):
-                raise _fail(f"'{k}' has the wrong type: {v!r}", node, k, f"compile.{k}")
-            lo, hi = COMPILE_BOUNDS.get(k, (-math.inf, math.inf))
-            if not isinstance(v, (bool, str)) and not lo <= v <= hi:
-                raise _fail(f"'{k}' must be between {lo:g} and {hi:g}, got {v!r}", node, k, f"compile.{k}")
-            values[k] = float(v) if k in ("timeout_s", "calibration_percentile") else v  # type: ignore[arg-type]
-    if values.get("io", "uint8") not in IO_KINDS:
-        raise _fail(f"'io' must be one of {', '.join(IO_KINDS)}", node, "io", "compile.io")
-    if values.get("calibration_method", "minmax") not in CALIBRATION_METHODS:
-        raise _fail(f"'calibration_method' must be one of {', '.join(CALIBRATION_METHODS)}",
-                    node, "calibration_method", "compile.calibration_method")
-    merged = dict(inherit.backend_options if inherit else ())
-    merged.update((k, tuple(v) if isinstance(v, list) else v) for k, v in node.items() if k in extra)
-    return replace(inherit or CompileOptions(), **values, backend_options=tuple(sorted(merged.items())))
-
-
-def _variant(raw: Any, sweep_dir: Path, measure: MeasureSpec, compile_options: CompileOptions,
-             backend: str) -> VariantSpec:
-    if not isinstance(raw, LineDict) or "name" not in raw:
-        raise _fail("each variant is a mapping with a 'name'", raw, None, "name")
-    if isinstance(raw["name"], bool) or not isinstance(raw["name"], (str, int)) or not str(raw["name"]).strip():
-        raise _fail(f"a variant name is a non-empty string, got {raw['name']!r}", raw, "name")
-    for k in raw:
-        if k not in VARIANT_KEYS:
-            raise _fail(f"unknown key '{k}' in variant (known: {', '.join(sorted(VARIANT_KEYS))})", raw, k)
-    perturb = raw.get("perturb") or LineList()
-    if not isinstance(perturb, list):
-        raise _fail("'perturb' must be a list of ops", raw, "perturb")
-    ops = []
-    for i, item in enumerate(perturb):
-        try:
-            ops.append(parse_op(item))
-        except LoopError as exc:
-            line = line_of(item, exc.field) if isinstance(item, LineDict) else getattr(perturb, "item_lines", [None] * (i + 1))[i]
-            raise exc.where(line=line, field=exc.field) from None
+    ``check_backends`` refuses a backend or device that cannot run on this machine (the CLI
+    asks, so a sweep fails up front rather than in every variant); with ``cluster`` the
+    compiler runs elsewhere, so only the devices, which always run here, are checked."""
     try:
-        expect = parse_expect(raw.get("expect"))
-    except LoopError as exc:
-        raise exc.where(line=line_of(raw, "expect")) from None
-    base = raw.get("base")
-    params = raw.get("params")
-    if params is not None and not isinstance(params, Mapping):
-        raise _fail("'params' must be a mapping", raw, "params")
-    return VariantSpec(name=str(raw["name"]), ops=tuple(ops), expect=expect,
-                       base=(sweep_dir / str(base)) if base is not None else None,
-                       params=dict(params) if params is not None else None,
-                       measure=_measure(_mapping(raw, raw, "measure"), measure),
-                       compile=_compile(raw, backend, compile_options) if "compile" in raw else None, line=raw.line)
-
-
-def parse(path: Path) -> SweepSpec:
-    """Parse and validate ``path`` (layers included); raise :class:`LoopError` on anything bad."""
-    try:
-        return _parse(path)
+        return _parse(path, check_backends, cluster)
     except LoopError as exc:
         raise exc.where(file=str(path)) from None
 
 
-def _parse(path: Path) -> SweepSpec:
+def _parse(path: Path, check_backends: bool, cluster: bool) -> SweepSpec:
     raw = load_yaml(path)
-    if not isinstance(raw, LineDict):
-        raise LoopError("a sweep file is a mapping with 'sweep', 'base' and 'variants'", line=1)
-    for k in raw:
-        if k not in TOP_KEYS:
-            raise _fail(f"unknown key '{k}' (known: {', '.join(sorted(TOP_KEYS))})", raw, k)
-    for k in ("sweep", "base", "variants"):
-        if k not in raw or raw[k] in (None, ""):
-            raise _fail(f"missing required key '{k}'", raw, None, k)
-    backend = str(raw.get("backend", "onnxruntime"))
-    from loop.backends import COMPILERS, DEFAULT_DEVICES, DEVICES
-    if backend not in COMPILERS:
-        raise _fail(f"unknown backend '{backend}' (known: {', '.join(COMPILERS)})", raw, "backend")
-    listed = raw.get("devices") or DEFAULT_DEVICES[backend]
-    devices = (listed,) if isinstance(listed, str) else tuple(listed)
-    for d in devices:
-        if d not in DEVICES:
-            raise _fail(f"unknown device '{d}' (known: {', '.join(DEVICES)})", raw, "devices")
-    seed = _int(raw, "seed", 0)
-    measure = _measure(_mapping(raw, raw, "measure"), MeasureSpec())
-    if not isinstance(raw["variants"], list) or not raw["variants"]:
-        raise _fail("'variants' must be a non-empty list", raw, "variants")
-    compile_options = _compile(raw, backend)
-    variants = tuple(_variant(v, path.parent, measure, compile_options, backend) for v in raw["variants"])
+    model = schema.validate(raw)
+    devices = _devices(model.devices, model.backend)
+    if check_backends:
+        _available(model.backend, devices, cluster, raw)
+    _hailo_keys(model, raw)
+    measure = _measure(model.measure, MeasureSpec())
+    compile_options = _compile(model.compile)
+    variants = tuple(_variant(i, v, raw["variants"][i], path.parent, measure, compile_options)
+                     for i, v in enumerate(model.variants))
     _unique(variants, raw["variants"])
-    params = raw.get("params") or {}
-    if not isinstance(params, Mapping):
-        raise _fail("'params' must be a mapping", raw, "params")
     spec = SweepSpec(
-        name=str(raw["sweep"]), path=path, base=path.parent / str(raw["base"]), backend=backend,
-        devices=devices, seed=seed, calibration=_data(raw, "calibration", seed, 64),
-        inputs=_data(raw, "inputs", seed + 1, 8), compile=compile_options, params=dict(params),
+        name=str(model.sweep), path=path, base=path.parent / model.base, backend=model.backend,
+        devices=devices, seed=model.seed, calibration=_data(model.calibration, model.seed, 64),
+        inputs=_data(model.inputs, model.seed + 1, 8), compile=compile_options, params=dict(model.params or {}),
         measure=measure, variants=variants, sha=_sha(raw))
     _check_layers(spec, raw)
     return spec
 
 
+def _devices(listed: str | list[str] | None, backend: str) -> tuple[str, ...]:
+    from loop.backends import DEFAULT_DEVICES
+    if listed is None:
+        return DEFAULT_DEVICES[backend]
+    return (listed,) if isinstance(listed, str) else tuple(listed)
+
+
+def _available(backend: str, devices: tuple[str, ...], cluster: bool, raw: LineDict) -> None:
+    from loop.backends import compiler_class, device_class
+    if not cluster:
+        ok, why = compiler_class(backend).available()
+        if not ok:
+            raise LoopError(f"backend '{backend}' cannot compile here ({why}); or compile on a cluster "
+                            "with --cluster", line=line_of(raw, "backend"), field="backend")
+    for name in devices:
+        ok, why = device_class(name).available()
+        if not ok:
+            raise LoopError(f"device '{name}' cannot run here ({why})",
+                            line=line_of(raw, "devices" if "devices" in raw else "backend"), field="devices")
+
+
+def _hailo_keys(model: schema.Sweep, raw: LineDict) -> None:
+    """The DFC's own compile keys mean nothing to another backend: refuse rather than ignore."""
+    if model.backend == "hailo":
+        return
+    places = [("compile", model.compile, raw)] + [
+        (f"variants[{i}].compile", v.compile, raw["variants"][i]) for i, v in enumerate(model.variants)]
+    for where, options, node in places:
+        for key in schema.HAILO_ONLY:
+            if options is not None and key in options.model_fields_set:
+                raise LoopError(f"'{key}' applies to backend hailo only", line=line_of(node["compile"], key),
+                                field=f"{where}.{key}")
+
+
+def _data(model: schema.Data | None, seed: int, default_count: int) -> DataSpec:
+    model = model or schema.Data()
+    return DataSpec(count=default_count if model.count is None else model.count,
+                    seed=seed if model.seed is None else model.seed, path=model.path,
+                    scale=None if model.scale is None else float(model.scale))
+
+
+def _measure(model: schema.Measure | None, inherit: MeasureSpec) -> MeasureSpec:
+    """The keys ``model`` sets, over ``inherit`` (a variant's over its sweep's)."""
+    if model is None:
+        return inherit
+    values: dict[str, Any] = {k: getattr(model, k) for k in model.model_fields_set}
+    if "depth" in values:
+        values["depth"] = tuple(values["depth"]) if isinstance(values["depth"], list) else (values["depth"],)
+    if values.get("duration_s") is not None:
+        values["duration_s"] = float(values["duration_s"])
+    return replace(inherit, **values)
+
+
+def _compile(model: schema.Compile | None, inherit: CompileOptions | None = None) -> CompileOptions:
+    """The keys ``model`` sets over ``inherit``; the DFC's own keys go to ``backend_options``."""
+    base = inherit or CompileOptions()
+    if model is None:
+        return base
+    values: dict[str, Any] = {}
+    merged = dict(base.backend_options)
+    for key in model.model_fields_set:
+        value = getattr(model, key)
+        if key in schema.HAILO_ONLY:
+            merged[key] = tuple(value) if isinstance(value, list) else value
+        elif key in ("timeout_s", "calibration_percentile") and value is not None:
+            values[key] = float(value)
+        else:
+            values[key] = value
+    return replace(base, **values, backend_options=tuple(sorted(merged.items())))
+
+
+def _variant(i: int, model: schema.Variant, node: LineDict, sweep_dir: Path, measure: MeasureSpec,
+             compile_options: CompileOptions) -> VariantSpec:
+    ops = []
+    for j, op in enumerate(model.perturb or ()):
+        try:
+            ops.append(op_from(op))
+        except LoopError as exc:
+            item = node["perturb"][j]
+            exc.field = f"variants[{i}].perturb[{j}].{exc.field}"
+            raise exc.where(line=line_of(item, "range")) from None
+    try:
+        expect = parse_expect(model.expect.model_dump() if model.expect else None)
+    except LoopError as exc:
+        exc.field = f"variants[{i}].expect"
+        raise exc.where(line=line_of(node, "expect")) from None
+    return VariantSpec(name=str(model.name), ops=tuple(ops), expect=expect,
+                       base=(sweep_dir / model.base) if model.base is not None else None,
+                       params=dict(model.params) if model.params is not None else None,
+                       measure=_measure(model.measure, measure),
+                       compile=_compile(model.compile, compile_options) if model.compile is not None else None,
+                       line=node.line)
+
+
 def _unique(variants: tuple[VariantSpec, ...], raw: list) -> None:
     seen: set[str] = set()
-    for variant, node in zip(variants, raw):
+    for i, (variant, node) in enumerate(zip(variants, raw)):
         if variant.name in seen:
-            raise _fail(f"duplicate variant name '{variant.name}'", node, "name")
+            raise LoopError(f"duplicate variant name '{variant.name}'", line=line_of(node, "name"),
+                            field=f"variants[{i}].name")
         seen.add(variant.name)
 
 
@@ -285,11 +235,14 @@ def _check_base(spec: SweepSpec, raw: LineDict, variant: VariantSpec, node: Line
     field_name = "base" if variant.base or variant.params is None else "params"
     where = node if variant.own_base else raw
     try:
+        if os.path.lexists(base):
+            regular_file(base, "base")
         loaded = load(base, variant.params if variant.params is not None else spec.params)
     except LoopError as exc:
         raise exc.where(line=line_of(where, field_name), field=field_name) from None
     if not loaded.shapes:
         raise LoopError("the base has no inputs", line=line_of(where, field_name), field=field_name)
+    _check_frame_sizes(spec, raw, loaded.shapes)
     _check_frame_files(spec, raw, loaded.shapes)
     return loaded.structure
 
@@ -297,7 +250,7 @@ def _check_base(spec: SweepSpec, raw: LineDict, variant: VariantSpec, node: Line
 def _check_layers(spec: SweepSpec, raw: LineDict) -> None:
     """Load each distinct base once and check every op's layer against it."""
     cache: dict[tuple, Structure] = {}
-    for variant, node in zip(spec.variants, raw["variants"]):
+    for v, (variant, node) in enumerate(zip(spec.variants, raw["variants"])):
         params = variant.params if variant.params is not None else spec.params
         key = (str(variant.base or spec.base), json.dumps(params, sort_keys=True))
         if key not in cache:
@@ -309,7 +262,9 @@ def _check_layers(spec: SweepSpec, raw: LineDict) -> None:
                 _check_forced_once(op, cache[key], forced)
             except LoopError as exc:
                 item = node["perturb"][i]
-                raise exc.where(line=line_of(item, "layer"), field=exc.field or "layer") from None
+                key = exc.field or "layer"
+                exc.field = f"variants[{v}].perturb[{i}].{key}"
+                raise exc.where(line=line_of(item, key)) from None
 
 
 def _check_forced_once(op: Op, structure: Structure, forced: dict[str, str]) -> None:
@@ -322,12 +277,26 @@ def _check_forced_once(op: Op, structure: Structure, forced: dict[str, str]) -> 
         forced[o.tensor] = mine
 
 
+def _check_frame_sizes(spec: SweepSpec, raw: LineDict, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Generated frames are float32 arrays of ``count`` frames per input: refuse a count whose
+    arrays would not fit, with their size, before anything is allocated."""
+    frame = sum(4 * math.prod(shape[1:]) for shape in shapes.values())
+    for key, data in (("calibration", spec.calibration), ("inputs", spec.inputs)):
+        size = frame * data.count
+        if data.path is None and size > MAX_FRAME_BYTES:
+            node = raw.get(key)
+            raise LoopError(f"{data.count} frames of {frame} bytes are {size / 2**30:.1f} GiB, more than "
+                            f"{MAX_FRAME_BYTES / 2**30:g} GiB", line=line_of(node, "count") if node else None,
+                            field=f"{key}.count")
+
+
 def _check_frame_files(spec: SweepSpec, raw: LineDict, shapes: dict[str, tuple[int, ...]]) -> None:
     """Stored calibration or scoring frames must load and fit the model, before any write."""
     from loop.frames import load_file
     for key, data in (("calibration", spec.calibration), ("inputs", spec.inputs)):
         if data.path is not None:
             try:
+                regular_file(spec.path.parent / data.path, f"{key}.path")
                 load_file(spec.path.parent / data.path, shapes, f"{key}.path", data.scale)
             except LoopError as exc:
                 raise exc.where(line=line_of(raw[key], "path")) from None

@@ -44,16 +44,16 @@ def _error(write_sweep, text: str) -> LoopError:
 
 
 @pytest.mark.parametrize("text, line, field, words", [
-    (GOOD.replace("scale_weights", "scale_wieghts"), 7, "op", "unknown op 'scale_wieghts'"),
-    (GOOD.replace("layer: conv1, factor", "layer: conv9, factor"), 7, "layer", "unknown layer 'conv9'"),
-    (GOOD.replace("name: r", "name: w"), 8, "name", "duplicate variant name 'w'"),
-    (GOOD.replace("[0, 4]", "[4, 0]"), 10, "range", "inverted range"),
+    (GOOD.replace("scale_weights", "scale_wieghts"), 7, "variants[1].perturb[0].op", "unknown op 'scale_wieghts'"),
+    (GOOD.replace("layer: conv1, factor", "layer: conv9, factor"), 7, "variants[1].perturb[0].layer", "unknown layer 'conv9'"),
+    (GOOD.replace("name: r", "name: w"), 8, "variants[2].name", "duplicate variant name 'w'"),
+    (GOOD.replace("[0, 4]", "[4, 0]"), 10, "variants[2].perturb[0].range", "inverted range"),
     (GOOD.replace("base: tiny.yaml", "base: missing.onnx"), 2, "base", "not found"),
     (GOOD.replace("sweep: s\n", ""), 1, "sweep", "missing required key 'sweep'"),
     (GOOD + "colour: red\n", 11, "colour", "unknown key 'colour'"),
-    (GOOD.replace("factor: 2", "factor: big"), 7, "factor", "must be float"),
-    (GOOD.replace("variants:", "measure: {depth: 0}\nvariants:"), 3, "measure.depth", "depth"),
-    (GOOD.replace("- name: base", "- name: base\n    perturb: [{op: calibration, count: 0}]"), 5, "count", "at least 1"),
+    (GOOD.replace("factor: 2", "factor: big"), 7, "variants[1].perturb[0].factor", "should be a valid number"),
+    (GOOD.replace("variants:", "measure: {depth: 0}\nvariants:"), 3, "measure.depth", "greater than or equal to 1"),
+    (GOOD.replace("- name: base", "- name: base\n    perturb: [{op: calibration, count: 0}]"), 5, "variants[0].perturb[0].count", "greater than or equal to 1"),
 ])
 def test_bad_sweep_names_file_line_field(write_sweep, text, line, field, words):
     err = _error(write_sweep, text)
@@ -85,14 +85,14 @@ def test_variant_expect_is_parsed(write_sweep):
     spec = parse(write_sweep(GOOD.replace("  - name: r\n", "  - name: r\n    expect: {allow: ['conv1:bias']}\n")))
     assert spec.variants[2].expect.allow[0].layer == "conv1"
     err = _error(write_sweep, GOOD.replace("  - name: r\n", "  - name: r\n    expect: {allow: ['conv1']}\n"))
-    assert err.field == "expect" and err.line == 9
+    assert err.field == "variants[2].expect" and err.line == 9
 
 
 @pytest.mark.parametrize("text, line, field, words", [
-    (GOOD.replace("factor: 2", "factor: .nan"), 7, "factor", "finite"),
-    (GOOD.replace("[0, 4]", "[0, .inf]"), 10, "range", "finite"),
+    (GOOD.replace("factor: 2", "factor: .nan"), 7, "variants[1].perturb[0].factor", "finite"),
+    (GOOD.replace("[0, 4]", "[0, .inf]"), 10, "variants[2].perturb[0].range[1]", "finite"),
     (GOOD.replace("variants:", "params: {height: 0}\nvariants:"), 4, "input.shape", "positive"),  # the recipe's line
-    (GOOD.replace("  - name: base\n", "  - name: ''\n"), 4, "name", "non-empty"),
+    (GOOD.replace("  - name: base\n", "  - name: ''\n"), 4, "variants[0].name", "at least 1 character"),
     (GOOD.replace("variants:", "calibration: {path: frames.npz}\nvariants:"), 3, "calibration.path", ".npz"),
     (GOOD.replace("variants:", "inputs: {path: wrong.npy}\nvariants:"), 3, "inputs.path", "shape"),
 ])

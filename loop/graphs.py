@@ -23,15 +23,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from loop import schema
 from loop.errors import LoopError
 from loop.normalize import normalize
 from loop.structure import Structure, analyse
 from loop.yamlio import LineDict, line_of, load_yaml
 
 OPSET = 17
-ACTIVATIONS = ("none", "relu", "relu6")
-LAYER_KEYS = {"name", "op", "out", "kernel", "stride", "act", "weight_std", "weight_mean",
-              "bias_std", "bias_mean"}
 
 
 def _substitute(value: Any, params: Mapping[str, Any], where: tuple[str, int | None]) -> Any:
@@ -44,65 +42,101 @@ def _substitute(value: Any, params: Mapping[str, Any], where: tuple[str, int | N
     return value
 
 
+MAX_RECIPE_BYTES = 2 << 30  # float32 weights plus activations of one frame; past this, refuse
+
+
 def build_recipe(path: Path, overrides: Mapping[str, Any] | None = None) -> onnx.ModelProto:
-    """Author the recipe at ``path`` as a float ONNX model, with ``overrides`` on its params."""
-    recipe = load_yaml(path)
-    if not isinstance(recipe, LineDict) or "layers" not in recipe or "input" not in recipe:
-        raise LoopError("a recipe needs 'input' and 'layers'", file=str(path), line=line_of(recipe))
-    params = dict(recipe.get("params") or {})
+    """Author the recipe at ``path`` as a float ONNX model, with ``overrides`` on its params.
+
+    Every layer is validated and the model's memory estimated before any tensor exists."""
+    raw = load_yaml(path)
+    if not isinstance(raw, LineDict):
+        raise LoopError("a recipe needs 'input' and 'layers'", file=str(path), line=line_of(raw))
+    try:
+        recipe = schema.validate_as(schema.Recipe, raw)
+    except LoopError as exc:
+        raise exc.where(file=str(path)) from None
+    params = dict(recipe.params or {})
     unknown = set(overrides or {}) - set(params)
     if unknown:
         raise LoopError(f"recipe {path.name} has no parameter '{sorted(unknown)[0]}' "
                         f"(it has: {', '.join(sorted(params)) or 'none'})", field="params")
     params.update(overrides or {})
-    rng = np.random.default_rng(int(recipe.get("seed", 0)))
-    spec = recipe["input"]
-    shape = _substitute(list(spec["shape"]), params, (str(path), line_of(spec)))
-    if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
-        raise LoopError(f"input shape must be positive whole numbers, got {shape}", file=str(path),
-                        line=line_of(spec), field="input.shape")
-    x = helper.make_tensor_value_info(spec.get("name", "input"), TensorProto.FLOAT, shape)
+    shape, layers = _resolve(path, raw, params)
+    _check_size(shape, layers)
+    rng = np.random.default_rng(recipe.seed)
+    x = helper.make_tensor_value_info(recipe.input.name, TensorProto.FLOAT, shape)
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = []
     tensor, channels = x.name, shape[1]
-    for layer in recipe["layers"]:
-        where = (str(path), line_of(layer))
-        layer = {k: _substitute(v, params, where) for k, v in layer.items()}
-        tensor, channels = _conv(layer, tensor, channels, rng, nodes, inits, where)
+    for layer in layers:
+        tensor, channels = _conv(layer, tensor, channels, rng, nodes, inits)
     out_shape = _infer_out_shape(nodes, inits, x, tensor)
     y = helper.make_tensor_value_info(tensor, TensorProto.FLOAT, out_shape)
-    graph = helper.make_graph(nodes, str(recipe.get("name", path.stem)), [x], [y], inits)
+    graph = helper.make_graph(nodes, str(recipe.name or path.stem), [x], [y], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model
 
 
-def _conv(layer: dict, x: str, c_in: int, rng: np.random.Generator, nodes: list, inits: list,
-          where: tuple[str, int | None]) -> tuple[str, int]:
-    unknown = set(layer) - LAYER_KEYS
-    if unknown or layer.get("op", "conv") != "conv" or "name" not in layer or "out" not in layer:
-        bad = sorted(unknown)[0] if unknown else ("op" if "name" in layer and "out" in layer else "name/out")
-        raise LoopError("a recipe layer is {name, op: conv, out, kernel, stride, act, ...}",
-                        file=where[0], line=where[1], field=bad)
-    name, c_out, k = str(layer["name"]), int(layer["out"]), int(layer.get("kernel", 3))
-    std = float(layer["weight_std"]) if "weight_std" in layer else float(np.sqrt(2.0 / (c_in * k * k)))
-    w = rng.normal(float(layer.get("weight_mean", 0.0)), std, (c_out, c_in, k, k)).astype(np.float32)
-    b = rng.normal(float(layer.get("bias_mean", 0.0)), float(layer.get("bias_std", 0.05)), c_out)
+def _resolve(path: Path, raw: LineDict, params: Mapping[str, Any]) -> tuple[list[int], list[schema.RecipeLayer]]:
+    """The input shape and the layers with ``$param``s substituted, each validated at its line."""
+    spec = raw["input"]
+    shape = _substitute(list(spec["shape"]), params, (str(path), line_of(spec)))
+    if len(shape) != 4 or not all(isinstance(d, int) and not isinstance(d, bool) and 0 < d <= 1 << 20 for d in shape):
+        raise LoopError(f"input shape must be 4 positive whole numbers (NCHW), got {shape}", file=str(path),
+                        line=line_of(spec, "shape"), field="input.shape")
+    layers = []
+    for i, node in enumerate(raw["layers"]):
+        if not isinstance(node, LineDict):
+            raise LoopError("a recipe layer is a mapping", file=str(path), line=raw["layers"].item_lines[i],
+                            field=f"layers[{i}]")
+        done = LineDict((k, _substitute(v, params, (str(path), node.line_of(k)))) for k, v in node.items())
+        done.line, done.key_lines = node.line, node.key_lines
+        try:
+            layers.append(schema.validate_as(schema.RecipeLayer, done))
+        except LoopError as exc:
+            exc.field = f"layers[{i}].{exc.field}" if exc.field else f"layers[{i}]"
+            raise exc.where(file=str(path)) from None
+    return shape, layers
+
+
+def _check_size(shape: list[int], layers: list[schema.RecipeLayer]) -> None:
+    """Refuse a recipe whose float32 weights and activations (one frame) would not fit, before
+    allocating any of them: 100000 x 100000 params once asked numpy for 1.75 TiB."""
+    channels, height, width = shape[1], shape[2], shape[3]
+    weights, activations = 0, channels * height * width
+    for layer in layers:
+        weights += layer.out * channels * layer.kernel ** 2 + layer.out
+        height = (height + 2 * (layer.kernel // 2) - layer.kernel) // layer.stride + 1
+        width = (width + 2 * (layer.kernel // 2) - layer.kernel) // layer.stride + 1
+        if height < 1 or width < 1:
+            raise LoopError(f"layer '{layer.name}' leaves no pixels ({height} x {width})", field="params")
+        channels = layer.out
+        activations += channels * height * width
+    size = 4 * (weights + activations)
+    if size > MAX_RECIPE_BYTES:
+        raise LoopError(f"the recipe's tensors would take {size / 2**30:.1f} GiB (weights {4 * weights / 2**30:.1f}, "
+                        f"activations {4 * activations / 2**30:.1f}), more than {MAX_RECIPE_BYTES / 2**30:g} GiB",
+                        field="params")
+
+
+def _conv(layer: schema.RecipeLayer, x: str, c_in: int, rng: np.random.Generator, nodes: list,
+          inits: list) -> tuple[str, int]:
+    name, c_out, k = layer.name, layer.out, layer.kernel
+    std = layer.weight_std if layer.weight_std is not None else float(np.sqrt(2.0 / (c_in * k * k)))
+    w = rng.normal(layer.weight_mean, std, (c_out, c_in, k, k)).astype(np.float32)
+    b = rng.normal(layer.bias_mean, layer.bias_std, c_out)
     inits += [numpy_helper.from_array(w, f"{name}.weight"),
               numpy_helper.from_array(b.astype(np.float32), f"{name}.bias")]
-    act = str(layer.get("act", "none"))
-    if act not in ACTIVATIONS:
-        raise LoopError(f"unknown activation '{act}' (known: {', '.join(ACTIVATIONS)})",
-                        file=where[0], line=where[1], field="act")
-    out = f"{name}_out" if act == "none" else f"{name}_pre"
+    out = f"{name}_out" if layer.act == "none" else f"{name}_pre"
     pad = k // 2
-    stride = int(layer.get("stride", 1))
     nodes.append(helper.make_node("Conv", [x, f"{name}.weight", f"{name}.bias"], [out], name=name,
-                                  kernel_shape=[k, k], pads=[pad] * 4, strides=[stride] * 2))
-    if act == "relu":
+                                  kernel_shape=[k, k], pads=[pad] * 4, strides=[layer.stride] * 2))
+    if layer.act == "relu":
         nodes.append(helper.make_node("Relu", [out], [f"{name}_out"], name=f"{name}_relu"))
-    elif act == "relu6":
+    elif layer.act == "relu6":
         inits += [numpy_helper.from_array(np.array(0.0, np.float32), f"{name}_min"),
                   numpy_helper.from_array(np.array(6.0, np.float32), f"{name}_max")]
         nodes.append(helper.make_node("Clip", [out, f"{name}_min", f"{name}_max"], [f"{name}_out"],

@@ -11,6 +11,7 @@ coerces by accident (``'5'`` for 5, ``true`` for 1); ``allow_inf_nan=False`` ref
 """
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -210,11 +211,15 @@ def _message(error: Any) -> str:
         return f"unknown key '{error['loc'][-1]}'"
     if kind == "missing":
         return f"missing required key '{error['loc'][-1]}'"
-    message = str(error["msg"]).replace("Input should be", "should be")
+    message = str(error["msg"]).replace("Input should be", "should be").replace(" after validation", "")
+    message = re.sub(r"a valid dictionary or (instance of \w+|object to extract fields from)", "a mapping", message)
+    return message[:1].lower() + message[1:]
+
+
+def _got(error: Any) -> str:
     value = error.get("input")
-    if not isinstance(value, (dict, list)) and kind != "union_tag_invalid":
-        message += f", got {_short(value)}"
-    return message
+    plain = not isinstance(value, (dict, list)) and error["type"] not in ("union_tag_invalid", "missing")
+    return f", got {_short(value)}" if plain else ""
 
 
 def _short(value: Any) -> str:
@@ -222,7 +227,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def locate(exc: ValidationError, raw: Any) -> LoopError:
+def locate(exc: ValidationError, raw: Any, root: Any = None) -> LoopError:
     """One LoopError for ``exc``: the deepest error (the most precise), and its siblings at
     that same place joined, since a union reports one error per member."""
     placed = [(_walk(raw, _loc(e)), e) for e in exc.errors(include_url=False)]
@@ -233,15 +238,15 @@ def locate(exc: ValidationError, raw: Any) -> LoopError:
     # A union reports each member; a bound broken by the member of the right type says more.
     same = [e for e in same if not e["type"].endswith("_type")] or same
     messages = list(dict.fromkeys(_message(e) for e in same))
-    message = messages[0] + "".join(f"; or {m}" for m in messages[1:3])
+    message = messages[0] + "".join(f"; or {m}" for m in messages[1:3]) + _got(first)
     if first["type"] == "extra_forbidden":
-        message += _known(first["loc"])
+        message += _known(first["loc"], root or Sweep)
     return LoopError(message, line=line or line_of_doc(raw), field="".join(parts) or None)
 
 
-def _known(loc: tuple[Any, ...]) -> str:
+def _known(loc: tuple[Any, ...], root: Any) -> str:
     """`` (known: ...)`` for an unknown key, from the model that refused it."""
-    model: Any = Sweep
+    model: Any = root
     for part in loc[:-1]:
         if isinstance(part, int) or _is_label(str(part)):
             if isinstance(part, str) and part in _OPS:
@@ -269,3 +274,44 @@ def _model_in(annotation: Any) -> Any:
         if found is not None:
             return found
     return getattr(annotation, "__origin__", None) and _model_in(getattr(annotation, "__origin__"))
+
+
+Dim = Annotated[int, Field(ge=1, le=1 << 20)]
+
+
+class RecipeInput(Strict):
+    name: Name = "input"
+    shape: Annotated[list[Union[Dim, Annotated[str, Field(pattern=r"^\$\w+$")]]], Field(min_length=2, max_length=8)]
+
+
+class RecipeLayer(Strict):
+    """One layer of a graph recipe, after ``$param`` substitution."""
+
+    name: Name
+    op: Literal["conv"] = "conv"
+    out: int = Field(ge=1, le=1 << 16, description="output channels")
+    kernel: int = Field(3, ge=1, le=31)
+    stride: int = Field(1, ge=1, le=16)
+    act: Literal["none", "relu", "relu6"] = "none"
+    weight_std: float | None = Field(None, ge=0, le=1e3, description="default: He, sqrt(2 / fan_in)")
+    weight_mean: float = Field(0.0, ge=-1e3, le=1e3)
+    bias_std: float = Field(0.05, ge=0, le=1e3)
+    bias_mean: float = Field(0.0, ge=-1e3, le=1e3)
+
+
+class Recipe(Strict):
+    """A graph recipe: conv layers, deterministic from its seed."""
+
+    name: Name | None = None
+    seed: Seed = 0
+    params: Params | None = None
+    input: RecipeInput
+    layers: Annotated[list[dict[str, Any]], Field(min_length=1, max_length=1024)]
+
+
+def validate_as(model: type[Strict], raw: Any) -> Any:
+    """``raw`` as ``model``, or a LoopError at its line."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise locate(exc, raw, model) from None

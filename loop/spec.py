@@ -239,7 +239,8 @@ def _check_base(spec: SweepSpec, raw: LineDict, variant: VariantSpec, node: Line
             regular_file(base, "base")
         loaded = load(base, variant.params if variant.params is not None else spec.params)
     except LoopError as exc:
-        raise exc.where(line=line_of(where, field_name), field=field_name) from None
+        key = "params" if exc.field == "params" and "params" in where else field_name
+        raise exc.where(line=line_of(where, key), field=key) from None
     if not loaded.shapes:
         raise LoopError("the base has no inputs", line=line_of(where, field_name), field=field_name)
     _check_frame_sizes(spec, raw, loaded.shapes)

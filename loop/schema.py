@@ -42,7 +42,8 @@ Params = Annotated[dict[Annotated[str, Field(max_length=64)], Param], Field(max_
 class Data(Strict):
     """``calibration:`` and ``inputs:``: seeded frames, or frames stored in a file."""
 
-    count: Annotated[int, Field(ge=1, le=100_000, description="seeded frames (calibration 64, inputs 8)")] | None = None
+    count: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
+        None, description="seeded frames (default: calibration 64, inputs 8)")
     seed: Seed | None = Field(None, description="the sweep's `seed` (inputs: seed + 1)")
     path: Path_ | None = Field(None, description="an `.npy`/`.npz` of frames, relative to the sweep file")
     scale: Annotated[float, Field(gt=0, le=1e6)] | None = Field(None, description="multiplies stored frames")
@@ -70,7 +71,8 @@ class Compile(Strict):
 
     bias_correction: bool = Field(True, description="re-derive biases layer by layer from calibration")
     io: Literal["uint8", "float32"] = Field("uint8", description="the artifact's input/output type")
-    calibration_method: Literal["minmax", "entropy", "percentile", "distribution"] = "minmax"
+    calibration_method: Literal["minmax", "entropy", "percentile", "distribution"] = Field(
+        "minmax", description="how activation ranges are taken from calibration")
     calibration_bins: int = Field(2048, ge=16, le=1 << 16, description="histogram bins")
     calibration_quantized_bins: int = Field(128, ge=16, le=1 << 16, description="entropy: quantized bins")
     calibration_percentile: float = Field(99.99, ge=50, le=100, description="percentile: share of values kept")

@@ -1,0 +1,16 @@
+"""Rewrite README.md's sweep-file reference tables from loop/schema.py (run after changing it)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from loop.schema_doc import splice
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def main() -> None:
+    README.write_text(splice(README.read_text()))
+
+
+if __name__ == "__main__":
+    main()

@@ -180,12 +180,12 @@ def _walk(raw: Any, loc: tuple[Any, ...]) -> tuple[list[str], int | None]:
     for part in loc:
         if isinstance(node, LineDict) and part in node:
             line, node = node.line_of(str(part)), node[part]
-            parts.append(f".{part}" if parts else str(part))
+            parts.append(f".{printable(part)}" if parts else printable(part))
         elif isinstance(node, LineList) and isinstance(part, int) and 0 <= part < len(node):
             line, node = node.item_lines[part], node[part]
             parts.append(f"[{part}]")
         elif isinstance(node, dict) and isinstance(part, str) and not _is_label(part):
-            parts.append(f".{part}" if parts else part)  # a missing key: the mapping's line
+            parts.append(f".{printable(part)}" if parts else printable(part))  # a missing key: the mapping's line
             break
     return parts, line
 
@@ -210,9 +210,9 @@ def _message(error: Any) -> str:
     if kind == "union_tag_not_found":
         return "a perturbation is a mapping with an 'op'"
     if kind == "extra_forbidden":
-        return f"unknown key '{error['loc'][-1]}'"
+        return f"unknown key '{printable(error['loc'][-1])}'"
     if kind == "missing":
-        return f"missing required key '{error['loc'][-1]}'"
+        return f"missing required key '{printable(error['loc'][-1])}'"
     message = str(error["msg"]).replace("Input should be", "should be").replace(" after validation", "")
     message = re.sub(r"a valid dictionary or (instance of \w+|object to extract fields from)", "a mapping", message)
     return message[:1].lower() + message[1:]
@@ -222,6 +222,12 @@ def _got(error: Any) -> str:
     value = error.get("input")
     plain = not isinstance(value, (dict, list)) and error["type"] not in ("union_tag_invalid", "missing")
     return f", got {_short(value)}" if plain else ""
+
+
+def printable(value: Any) -> str:
+    """``value`` as text that cannot break the one-line error (a key may hold a newline)."""
+    text = str(value)
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _short(value: Any) -> str:
@@ -250,14 +256,13 @@ def _known(loc: tuple[Any, ...], root: Any) -> str:
     """`` (known: ...)`` for an unknown key, from the model that refused it."""
     model: Any = root
     for part in loc[:-1]:
-        if isinstance(part, int) or _is_label(str(part)):
-            if isinstance(part, str) and part in _OPS:
-                model = _OPS[part]
-            continue
         fields = getattr(model, "model_fields", {})
-        if part not in fields:
+        if isinstance(part, str) and part in fields:
+            model = _model_in(fields[part].annotation)
+        elif isinstance(part, str) and part in _OPS:
+            model = _OPS[part]
+        elif not (isinstance(part, int) or _is_label(str(part))):
             return ""
-        model = _model_in(fields[part].annotation)
     keys = sorted(getattr(model, "model_fields", {}))
     return f" (known: {', '.join(keys)})" if keys else ""
 

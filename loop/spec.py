@@ -102,7 +102,10 @@ def parse(path: Path, *, check_backends: bool = False, cluster: bool = False) ->
     try:
         return _parse(path, check_backends, cluster)
     except LoopError as exc:
-        raise exc.where(file=str(path)) from None
+        # Names and values from the file end up in the message: keep it one line whatever they hold.
+        exc.message, exc.field = schema.printable(exc.message), exc.field and schema.printable(exc.field)
+        exc.file = exc.file and schema.printable(exc.file)
+        raise exc.where(file=schema.printable(path)) from None
 
 
 def _parse(path: Path, check_backends: bool, cluster: bool) -> SweepSpec:

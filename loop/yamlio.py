@@ -86,7 +86,8 @@ def _mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
             raise LoopError("a key must be a plain value, not a list or mapping", line=line)
         key = loader.construct_object(key_node, deep=True)
         if key in out:
-            raise LoopError(f"duplicate key '{key}'", line=line, field=str(key))
+            shown = str(key) if str(key).isprintable() else repr(str(key))[1:-1]
+            raise LoopError(f"duplicate key '{shown}'", line=line, field=shown)
         out[key] = loader.construct_object(value_node, deep=True)
         out.key_lines[str(key)] = line
     return out
@@ -144,7 +145,23 @@ def load_yaml(path: Path) -> Any:
 def _load(text: str) -> Any:
     if "\x00" in text:
         raise LoopError("a NUL byte: this is not a text file")
-    loader = _Loader(text)
+    try:
+        return _compose_and_construct(text)
+    except LoopError:
+        raise
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        raise LoopError(f"malformed YAML: {exc.problem or exc}", line=line) from None
+    except yaml.YAMLError as exc:
+        raise LoopError(f"malformed YAML: {exc}".splitlines()[0]) from None
+    except (TypeError, ValueError, RecursionError) as exc:
+        # A constructor's own failure (an unhashable merge key, a bad timestamp).
+        raise LoopError(f"malformed YAML: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+
+
+def _compose_and_construct(text: str) -> Any:
+    loader = _Loader(text)  # the reader refuses control characters here already
     try:
         node = loader.get_single_node()
         if node is None:
@@ -153,17 +170,6 @@ def _load(text: str) -> Any:
         if size > MAX_NODES:
             raise LoopError(f"{size} values once aliases are expanded (at most {MAX_NODES})")
         return loader.construct_document(node)
-    except LoopError:
-        raise
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        raise LoopError(f"malformed YAML: {exc.problem or exc}", line=line) from None
-    except yaml.YAMLError as exc:
-        raise LoopError(f"malformed YAML: {exc}") from None
-    except (TypeError, ValueError, RecursionError) as exc:
-        # A constructor's own failure (an unhashable merge key, a bad timestamp).
-        raise LoopError(f"malformed YAML: {type(exc).__name__}: {exc}".splitlines()[0]) from None
     finally:
         loader.dispose()
 

@@ -212,3 +212,30 @@ def test_a_non_utf8_file_name_is_named_in_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert len(result.output.strip().splitlines()) == 1 and "bad-" in result.output
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("text", [
+    "sweep: étude/三\nbase: tiny.yaml\nvariants:\n  - name: 変種 ✓\n  - name: \"a/b c\"\n"
+    "    perturb: [{op: scale_weights, layer: conv1, factor: 1.5}]\n",
+    "sweep: 7\nbase: tiny.yaml\nvariants: [{name: 0}, {name: '0 '}]\n",
+    "\ufeffsweep: bom\r\nbase: tiny.yaml\r\nvariants:\r\n  - name: base\r\n",
+])
+def test_valid_odd_files_parse(tmp_path: Path, text: str) -> None:
+    from loop.spec import parse
+    (tmp_path / "tiny.yaml").write_text(TWO_CONV_RECIPE)
+    (tmp_path / "odd.yaml").write_text(text, encoding="utf-8")
+    spec = parse(tmp_path / "odd.yaml")
+    assert spec.variants and all(v.name for v in spec.variants)
+
+
+def test_an_external_data_onnx_base_runs(tmp_path: Path) -> None:
+    import onnx
+    from authored import FAST_MEASURE, exported_classifier
+    onnx.save(exported_classifier(), str(tmp_path / "ext.onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="ext.weights", size_threshold=0)
+    assert (tmp_path / "ext.weights").stat().st_size > 0
+    (tmp_path / "s.yaml").write_text(f"sweep: ext\nbase: ext.onnx\ncalibration: {{count: 4}}\ninputs: {{count: 2}}\n"
+                                     f"{FAST_MEASURE}\nvariants:\n  - name: base\n")
+    result = CliRunner().invoke(main, ["sweep", str(tmp_path / "s.yaml"), "--runs", str(tmp_path / "runs"),
+                                       "--jobs", "1", "--quiet"])
+    assert result.exit_code == 0, result.output

@@ -145,10 +145,9 @@ class Sweep(Strict):
 
     sweep: Name | Annotated[int, Field(ge=0)] = Field(description="the sweep's name")
     base: Path_ = Field(description="a recipe (.yaml) or an .onnx model, relative to the sweep file")
-    backend: Literal["onnxruntime", "hailo"] = Field("onnxruntime", description="the compiler")
-    devices: Literal["onnxruntime", "hailort", "hailo-emulator"] | Annotated[
-        list[Literal["onnxruntime", "hailort", "hailo-emulator"]], Field(min_length=1, max_length=8)] | None = Field(
-        None, description="where to run (the backend's own device)")
+    backend: Name = Field("onnxruntime", description="the compiler: `onnxruntime` or `hailo` (`loop backends`)")
+    devices: Name | Annotated[list[Name], Field(min_length=1, max_length=8)] | None = Field(
+        None, description="where to run: `onnxruntime`, `hailort`, `hailo-emulator` (default: the backend's own)")
     seed: Seed = Field(0, description="seeds generated frames")
     calibration: Data | None = Field(None, description="calibration frames")
     inputs: Data | None = Field(None, description="scoring frames")

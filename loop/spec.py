@@ -18,9 +18,12 @@ from loop.graphs import load
 from loop import schema
 from loop.perturb import Expect, Op, op_from, parse_expect
 from loop.structure import Structure
-from loop.yamlio import LineDict, line_of, load_yaml, regular_file
+from loop.yamlio import LineDict, LineList, line_of, load_yaml, regular_file
 
 MAX_FRAME_BYTES = 2 << 30  # generated frames held at once: past this, refuse before allocating
+# A backend's own compile keys. hailo's are typed in loop.schema; a backend registered at run
+# time (a plugin, a test's fake) names its keys here and they pass to it as they are.
+BACKEND_COMPILE_KEYS: dict[str, set[str]] = {"hailo": set(schema.HAILO_ONLY)}
 
 
 @dataclass(frozen=True)
@@ -110,14 +113,15 @@ def parse(path: Path, *, check_backends: bool = False, cluster: bool = False) ->
 
 def _parse(path: Path, check_backends: bool, cluster: bool) -> SweepSpec:
     raw = load_yaml(path)
-    model = schema.validate(raw)
-    devices = _devices(model.devices, model.backend)
+    foreign = _foreign_keys(raw)
+    model = schema.validate(_without(raw, foreign) if foreign else raw)
+    devices = _check_names(model, raw)
     if check_backends:
         _available(model.backend, devices, cluster, raw)
     _hailo_keys(model, raw)
     measure = _measure(model.measure, MeasureSpec())
-    compile_options = _compile(model.compile)
-    variants = tuple(_variant(i, v, raw["variants"][i], path.parent, measure, compile_options)
+    compile_options = _compile(model.compile, extra=_extra(raw, foreign))
+    variants = tuple(_variant(i, v, raw["variants"][i], path.parent, measure, compile_options, foreign)
                      for i, v in enumerate(model.variants))
     _unique(variants, raw["variants"])
     spec = SweepSpec(
@@ -129,11 +133,56 @@ def _parse(path: Path, check_backends: bool, cluster: bool) -> SweepSpec:
     return spec
 
 
-def _devices(listed: str | list[str] | None, backend: str) -> tuple[str, ...]:
-    from loop.backends import DEFAULT_DEVICES
-    if listed is None:
-        return DEFAULT_DEVICES[backend]
-    return (listed,) if isinstance(listed, str) else tuple(listed)
+def _foreign_keys(raw: Any) -> set[str]:
+    """Compile keys of a registered backend that the schema does not declare."""
+    backend = raw.get("backend") if isinstance(raw, dict) else None
+    return BACKEND_COMPILE_KEYS.get(backend, set()) - set(schema.Compile.model_fields) \
+        if isinstance(backend, str) else set()
+
+
+def _without(raw: LineDict, keys: set[str]) -> LineDict:
+    """A copy of ``raw`` whose ``compile:`` mappings lack ``keys`` (lines kept)."""
+    out = _without_compile(raw, keys)
+    variants = raw.get("variants")
+    if isinstance(variants, LineList):
+        items = LineList(_without_compile(v, keys) for v in variants)
+        items.line, items.item_lines = variants.line, variants.item_lines
+        out["variants"] = items
+    return out
+
+
+def _without_compile(node: Any, keys: set[str]) -> Any:
+    if not (isinstance(node, LineDict) and isinstance(node.get("compile"), LineDict)):
+        return _copy(node) if isinstance(node, LineDict) else node
+    out = _copy(node)
+    out["compile"] = _copy(node["compile"], keys)
+    return out
+
+
+def _copy(node: LineDict, drop: set[str] | None = None) -> LineDict:
+    copy = LineDict((k, v) for k, v in node.items() if k not in (drop or ()))
+    copy.line, copy.key_lines = node.line, node.key_lines
+    return copy
+
+
+def _extra(node: Any, foreign: set[str]) -> dict[str, Any]:
+    options = node.get("compile") if isinstance(node, LineDict) else None
+    return {k: v for k, v in options.items() if k in foreign} if isinstance(options, LineDict) else {}
+
+
+def _check_names(model: schema.Sweep, raw: LineDict) -> tuple[str, ...]:
+    """The backend and devices must be registered (the registry can grow at run time)."""
+    from loop.backends import COMPILERS, DEFAULT_DEVICES, DEVICES
+    if model.backend not in COMPILERS:
+        raise LoopError(f"unknown backend '{model.backend}' (known: {', '.join(COMPILERS)})",
+                        line=line_of(raw, "backend"), field="backend")
+    listed = model.devices if model.devices is not None else DEFAULT_DEVICES.get(model.backend, ("onnxruntime",))
+    devices = (listed,) if isinstance(listed, str) else tuple(listed)
+    for d in devices:
+        if d not in DEVICES:
+            raise LoopError(f"unknown device '{d}' (known: {', '.join(DEVICES)})", line=line_of(raw, "devices"),
+                            field="devices")
+    return devices
 
 
 def _available(backend: str, devices: tuple[str, ...], cluster: bool, raw: LineDict) -> None:
@@ -182,13 +231,15 @@ def _measure(model: schema.Measure | None, inherit: MeasureSpec) -> MeasureSpec:
     return replace(inherit, **values)
 
 
-def _compile(model: schema.Compile | None, inherit: CompileOptions | None = None) -> CompileOptions:
-    """The keys ``model`` sets over ``inherit``; the DFC's own keys go to ``backend_options``."""
+def _compile(model: schema.Compile | None, inherit: CompileOptions | None = None,
+             extra: dict[str, Any] | None = None) -> CompileOptions:
+    """The keys ``model`` sets over ``inherit``; a backend's own keys go to ``backend_options``."""
     base = inherit or CompileOptions()
     if model is None:
         return base
     values: dict[str, Any] = {}
     merged = dict(base.backend_options)
+    merged.update((k, tuple(v) if isinstance(v, list) else v) for k, v in (extra or {}).items())
     for key in model.model_fields_set:
         value = getattr(model, key)
         if key in schema.HAILO_ONLY:
@@ -201,7 +252,7 @@ def _compile(model: schema.Compile | None, inherit: CompileOptions | None = None
 
 
 def _variant(i: int, model: schema.Variant, node: LineDict, sweep_dir: Path, measure: MeasureSpec,
-             compile_options: CompileOptions) -> VariantSpec:
+             compile_options: CompileOptions, foreign: set[str]) -> VariantSpec:
     ops = []
     for j, op in enumerate(model.perturb or ()):
         try:
@@ -219,7 +270,8 @@ def _variant(i: int, model: schema.Variant, node: LineDict, sweep_dir: Path, mea
                        base=(sweep_dir / model.base) if model.base is not None else None,
                        params=dict(model.params) if model.params is not None else None,
                        measure=_measure(model.measure, measure),
-                       compile=_compile(model.compile, compile_options) if model.compile is not None else None,
+                       compile=_compile(model.compile, compile_options, _extra(node, foreign))
+                       if model.compile is not None else None,
                        line=node.line)
 
 

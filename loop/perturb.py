@@ -194,11 +194,11 @@ class Calibration(Op):
 
 def parse_op(raw: Any) -> Op:
     """Build an op from its sweep-file mapping; errors name the offending field."""
-    from pydantic import TypeAdapter, ValidationError
+    from pydantic import ValidationError
 
-    from loop.schema import OpModel, locate
+    from loop.schema import locate, op_adapter
     try:
-        return op_from(TypeAdapter(OpModel).validate_python(raw, strict=True))
+        return op_from(op_adapter().validate_python(raw, strict=True))
     except ValidationError as exc:
         raise locate(exc, raw) from None
 

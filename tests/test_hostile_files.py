@@ -239,3 +239,17 @@ def test_an_external_data_onnx_base_runs(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["sweep", str(tmp_path / "s.yaml"), "--runs", str(tmp_path / "runs"),
                                        "--jobs", "1", "--quiet"])
     assert result.exit_code == 0, result.output
+
+
+def test_with_a_cluster_only_the_devices_must_be_here(tmp_path: Path, no_hailo: None) -> None:
+    from loop.errors import LoopError
+    from loop.spec import parse
+    (tmp_path / "tiny.yaml").write_text(TWO_CONV_RECIPE)
+    path = tmp_path / "s.yaml"
+    path.write_text(HEAD + "backend: hailo\ndevices: [onnxruntime]\n" + OK)
+    assert parse(path, check_backends=True, cluster=True).backend == "hailo"
+    with pytest.raises(LoopError, match="cannot compile here"):
+        parse(path, check_backends=True)
+    path.write_text(HEAD + "backend: hailo\n" + OK)
+    with pytest.raises(LoopError, match="device 'hailort' cannot run here"):
+        parse(path, check_backends=True, cluster=True)

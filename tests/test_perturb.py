@@ -49,24 +49,3 @@ def test_a_shared_kernel_is_copied_before_it_changes():
     parse_op({"op": "scale_weights", "layer": "to_concat_a", "factor": 2.0}).apply(model, s)
     a, b = (next(n for n in model.graph.node if n.name == name) for name in ("to_concat_a", "to_concat_b"))
     assert a.input[1] == "w3.to_concat_a" and b.input[1] == "w3"
-
-
-from hypothesis import given, strategies as st  # noqa: E402
-
-from loop.perturb import WHATS, Allow, parse_expect  # noqa: E402
-
-LAYERS = st.text(alphabet=st.characters(blacklist_characters=":*?[]", blacklist_categories=("Cs",)), min_size=1,
-                 max_size=12)
-
-
-@given(LAYERS, st.sampled_from(WHATS))
-def test_a_rule_covers_its_own_layer_and_what_and_a_bias_rule_covers_rounding(layer: str, what: str) -> None:
-    assert Allow(layer, what).covers(layer, what) and Allow("*", what).covers(layer, what)
-    assert Allow(layer, "bias").covers(layer, "bias-rounding")
-    assert not Allow(layer, "bias-rounding").covers(layer, "bias")
-
-
-@given(st.lists(st.tuples(LAYERS, st.sampled_from(WHATS)), max_size=5))
-def test_expect_rules_round_trip(rules: list[tuple[str, str]]) -> None:
-    text = [f"{layer}:{what}" for layer, what in rules]
-    assert parse_expect({"allow": text, "deny": []}).allow == tuple(Allow(l, w) for l, w in rules)

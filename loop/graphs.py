@@ -27,7 +27,7 @@ from loop import schema
 from loop.errors import LoopError
 from loop.normalize import normalize
 from loop.structure import Structure, analyse
-from loop.yamlio import LineDict, line_of, load_yaml
+from loop.yamlio import LineDict, line_of, load_yaml, regular_file
 
 OPSET = 17
 
@@ -156,8 +156,12 @@ def load_onnx(path: Path, notes: list[str] | None = None) -> onnx.ModelProto:
     (see :mod:`loop.normalize`) and pin a dynamic batch dimension to 1. What was changed
     is appended to ``notes``."""
     try:
-        model = onnx.load(str(path))
+        model = onnx.load(str(path), load_external_data=False)
+        _check_external_data(model, path)
+        onnx.load_external_data_for_model(model, str(path.parent))
         onnx.checker.check_model(model)
+    except LoopError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any failure here means an unreadable model
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise LoopError(f"unreadable ONNX model {path}: {first}") from None
@@ -167,6 +171,19 @@ def load_onnx(path: Path, notes: list[str] | None = None) -> onnx.ModelProto:
     if notes is not None:
         notes.extend(changed)
     return model
+
+
+def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
+    """Weights stored beside the model must be regular files in its folder: a location of
+    /dev/zero or a FIFO would hang the load, one outside the folder reads what it should not."""
+    from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, uses_external_data
+    folder = path.parent.resolve()
+    for tensor in _get_all_tensors(model):
+        if uses_external_data(tensor):
+            where = (folder / ExternalDataInfo(tensor).location).resolve()
+            if folder not in where.parents:
+                raise LoopError(f"{path}: external data of '{tensor.name}' lies outside the model's folder")
+            regular_file(where, "external data")
 
 
 def _name_nodes(model: onnx.ModelProto, path: Path) -> None:

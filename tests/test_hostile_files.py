@@ -253,3 +253,26 @@ def test_with_a_cluster_only_the_devices_must_be_here(tmp_path: Path, no_hailo: 
     path.write_text(HEAD + "backend: hailo\n" + OK)
     with pytest.raises(LoopError, match="device 'hailort' cannot run here"):
         parse(path, check_backends=True, cluster=True)
+
+
+@pytest.mark.parametrize("location, words", [("fifo.weights", "not a regular file"), ("../out.weights", "outside")])
+def test_external_data_must_be_a_regular_file_beside_the_model(tmp_path: Path, location: str, words: str) -> None:
+    import onnx
+    from authored import exported_classifier
+    from loop.errors import LoopError
+    from loop.spec import parse
+    folder = tmp_path / "m"
+    folder.mkdir()
+    onnx.save(exported_classifier(), str(folder / "ext.onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="ext.weights", size_threshold=0)
+    model = onnx.load(str(folder / "ext.onnx"), load_external_data=False)
+    for tensor in model.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = location
+    onnx.save(model, str(folder / "ext.onnx"))
+    os.mkfifo(folder / "fifo.weights")
+    (tmp_path / "out.weights").write_bytes((folder / "ext.weights").read_bytes())
+    (folder / "s.yaml").write_text("sweep: e\nbase: ext.onnx\n" + OK)
+    with pytest.raises(LoopError, match=words):
+        parse(folder / "s.yaml")

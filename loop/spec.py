@@ -178,7 +178,7 @@ def _compile(raw: Any, backend: str, inherit: CompileOptions | None = None) -> C
             if isinstance(v, bool) != (kind is bool) or not isinstance(v, kind):
                 raise _fail(f"'{k}' has the wrong type: {v!r}", node, k, f"compile.{k}")
             lo, hi = COMPILE_BOUNDS.get(k, (-math.inf, math.inf))
-            if not isinstance(v, (bool, str)) and not lo <= v <= hi:
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and not lo <= v <= hi:
                 raise _fail(f"'{k}' must be between {lo:g} and {hi:g}, got {v!r}", node, k, f"compile.{k}")
             values[k] = float(v) if k in ("timeout_s", "calibration_percentile") else v  # type: ignore[arg-type]
     if values.get("io", "uint8") not in IO_KINDS:

@@ -121,8 +121,7 @@ def _cell(run: dict[str, Any]) -> str:
 
 def report(name: str, on: list[dict[str, Any]], off: list[dict[str, Any]]) -> tuple[str, Counter[str]]:
     by_off = {r["variant"]: r for r in off}
-    snr = lambda rs: next(r["scores"].get("snr_db") for r in rs if r["variant"] == "base")  # noqa: E731
-    lines = [f"### {name}", "", f"Base SNR: {snr(off):.1f} dB without bias correction, {snr(on):.1f} dB with it.",
+    lines = [f"### {name}", "", f"Base SNR: {_snr(off)} dB without bias correction, {_snr(on)} dB with it.",
              "", "| variant | verdict, bias correction on | off |", "|---|---|---|"]
     tally: Counter[str] = Counter()
     for run in on:
@@ -145,9 +144,12 @@ def _counts(runs: list[dict[str, Any]]) -> str:
 def summary_row(name: str, on: list[dict[str, Any]], off: list[dict[str, Any]]) -> str:
     """One line per model: the kinds swept, verdict counts with and without bias correction."""
     kinds = sorted({r["variant"].split("/")[0] for r in on if "/" in r["variant"]})
-    snr = lambda rs: next(r["scores"].get("snr_db") for r in rs if r["variant"] == "base")  # noqa: E731
-    return (f"| {name} | {len(kinds)} | {len(on) - 1} | {_counts(on)} | {_counts(off)} | "
-            f"{snr(off):.1f} -> {snr(on):.1f} |")
+    return f"| {name} | {len(kinds)} | {len(on) - 1} | {_counts(on)} | {_counts(off)} | {_snr(off)} -> {_snr(on)} |"
+
+
+def _snr(runs: list[dict[str, Any]]) -> str:
+    value = next(((r["scores"] or {}).get("snr_db") for r in runs if r["variant"] == "base"), None)
+    return "-" if value is None else f"{value:.1f}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,35 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loop.ledger import Ledger
+from loop.leftovers import process_alive
 
 STALE_HEARTBEAT_S = 300.0
 HEARTBEAT_S = 30.0
 FINISHED = ("ok", "failed")
-
-
-def process_alive(pid: int) -> bool:
-    if os.name == "nt":
-        return _windows_process_alive(pid)
-    try:
-        os.kill(pid, 0)  # signal 0 only asks; on Windows it would send a Ctrl-C instead
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _windows_process_alive(pid: int) -> bool:
-    import ctypes
-    kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
-    handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
-    if not handle:
-        return False
-    code = ctypes.c_ulong()
-    try:
-        return bool(kernel32.GetExitCodeProcess(handle, ctypes.byref(code))) and code.value == 259  # STILL_ACTIVE
-    finally:
-        kernel32.CloseHandle(handle)
 
 
 def is_live(row: sqlite3.Row, now: float | None = None) -> bool:

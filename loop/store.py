@@ -31,7 +31,7 @@ FLAGS = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 DIR_FD = bool(DIRECTORY) and {os.open, os.replace, os.unlink} <= os.supports_dir_fd
 # .NAME.PID-TOKEN.tmp: the pid tells a stale temporary file (its writer is gone) from a live one
 TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)(-[0-9a-f]{16})?\.tmp$")  # also the older .NAME.PID.tmp
-RUNS_FOLDERS = ("artifacts", "cache", "generations", "candidates")
+RUNS_FOLDERS = ("artifacts", "cache", "generations", "candidates", "quarantine")
 MAX_NAME_BYTES = 200  # leaves room for the temporary name's additions under a 255-byte limit
 
 
@@ -159,7 +159,12 @@ def store_verified(path: Path, sha: str, data: bytes) -> Path:
 def artifact_path(runs: Path, sha: str, suffix: str) -> Path:
     """Where the artifact of hash ``sha`` lies: absolute (the ledger records it), with the runs
     folder's own link, if it is one, resolved, but never a link inside it."""
-    return Path(runs).resolve() / "artifacts" / safe_component(f"{sha[:32]}{suffix}", "artifact name")
+    return runs_artifact(runs, f"{sha[:32]}{suffix}")
+
+
+def runs_artifact(runs: Path, name: str) -> Path:
+    """The file ``name`` in ``runs/artifacts`` (a name read back from the ledger stays a name)."""
+    return Path(runs).resolve() / "artifacts" / safe_component(name, "artifact name")
 
 
 def store_artifact(runs: Path, sha: str, suffix: str, data: bytes) -> Path:

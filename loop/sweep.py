@@ -30,7 +30,7 @@ from loop.compilers.base import CompileResult
 from loop.devices.base import Device
 from loop.evaluate_run import RunOutcome, evaluate_variant, run_inputs
 from loop.ledger import Ledger, run_json
-from loop.resume import Heartbeat, scan, sweep_key
+from loop.resume import Claim, Heartbeat, claim
 from loop.spec import SweepSpec
 
 Scorer = Callable[..., dict[str, Any]]
@@ -112,13 +112,13 @@ def identity(spec: SweepSpec, authored: list[Authored]) -> str:
 
 def _run(spec: SweepSpec, runs: Path, options: SweepOptions, jobs: int, authored: list[Authored],
          ledger: Ledger) -> SweepResult:
-    key = sweep_key(ledger, identity(spec, authored), options.fresh)
-    state = scan(ledger, key)
+    ordered = sorted(authored, key=lambda a: not a.reference)
+    want = Claim(spec.name, identity(spec, authored), options.fresh,
+                 tuple((a.variant.name, spec.variant_sha(a.variant)) for a in ordered), spec.backend,
+                 options.generation)
+    _, state, ids = claim(ledger, want)
     result = SweepResult(spec, skipped=sorted(state.live))
-    todo = sorted((a for a in authored if a.variant.name not in state.finished and a.variant.name not in state.live),
-                  key=lambda a: not a.reference)
-    ids = {a.variant.name: ledger.begin(spec.name, key, a.variant.name, spec.variant_sha(a.variant), spec.backend,
-                                        options.generation) for a in todo}
+    todo = [a for a in ordered if a.variant.name in ids]
     devices = [device_class(name)() for name in spec.devices]
     base_state = _resumed_base(authored, state.finished, devices[0])
     with Heartbeat(str(ledger.path), list(ids.values())):

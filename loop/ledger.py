@@ -103,6 +103,14 @@ def is_full(exc: BaseException) -> bool:
     return getattr(exc, "sqlite_errorcode", None) == SQLITE_FULL or "database or disk is full" in str(exc)
 
 
+def _nearly_full(folder: Path) -> bool:
+    try:
+        stat = os.statvfs(folder)
+    except (OSError, AttributeError):  # Windows has no statvfs
+        return False
+    return stat.f_bavail * stat.f_frsize < 2**20
+
+
 class Garbled(str):
     """Text whose bytes in the file are not UTF-8 (flipped bytes): shown with replacement
     characters, and its row read as corrupt, rather than failing the whole query."""
@@ -182,9 +190,11 @@ class Ledger:
         try:
             yield
         except sqlite3.DatabaseError as exc:
-            hint = ("free space, then run the sweep again to finish it" if is_full(exc)
+            # SQLite reports some out-of-space writes (growing the WAL or its index) as I/O errors
+            full = is_full(exc) or ("disk I/O error" in str(exc) and _nearly_full(self.path.parent))
+            hint = ("the disk is full: free space, then run the sweep again to finish it" if full
                     else f"'loop doctor --runs {self.path.parent}' says more")
-            raise LedgerFault(f"ledger {self.path}: {exc}: {hint}", full=is_full(exc)) from None
+            raise LedgerFault(f"ledger {self.path}: {exc}: {hint}", full=full) from None
 
     def _wal(self) -> None:
         """Switch to WAL. The switch needs the database to itself and SQLite does not wait for

@@ -196,3 +196,48 @@ def test_doctor_names_each_problem_in_one_line_and_repairs(swept: Path):
     fixed = invoke("doctor", "--runs", str(swept), "--repair")
     assert fixed.exit_code == 0 and "2 repaired" in fixed.output
     assert invoke("doctor", "--runs", str(swept)).output.strip() == "0 problem(s)"
+
+
+def _no_leftovers(runs: Path) -> None:
+    """No temporary file, and no empty file but SQLite's own WAL."""
+    assert not [p for p in runs.rglob("*.tmp")]
+    assert not [p for p in runs.rglob("*") if p.is_file() and p.stat().st_size == 0 and not p.name.endswith("-wal")]
+
+
+def _statuses(runs: Path) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for r in json.loads(invoke("runs", "--runs", str(runs), "--json").output):
+        out.setdefault(r["variant"], []).append(r["status"])
+    return out
+
+
+def test_a_full_artifacts_disk_fails_each_variant_and_a_resume_completes_them(write_sweep, tmp_path: Path):
+    from filesystems import fill, small_filesystem
+    runs, sweep = tmp_path / "runs", str(write_sweep(SWEEP))
+    with small_filesystem(runs / "artifacts", 64 * 1024) as artifacts:
+        filler = fill(artifacts, leave=1024)
+        full = invoke("sweep", sweep, "--runs", str(runs), "--quiet", "--jobs", "1")
+        assert full.exit_code == 1 and "Traceback" not in full.output
+        assert "at store: cannot store the artifact: [Errno 28] No space left on device" in full.output
+        assert _statuses(runs) == {"base": ["failed"], "scale": ["failed"]}
+        filler.unlink()
+        again = invoke("sweep", sweep, "--runs", str(runs), "--quiet", "--jobs", "1")
+        assert again.exit_code == 0, again.output
+        assert _statuses(runs) == {"base": ["failed", "ok"], "scale": ["failed", "ok"]}
+        _no_leftovers(runs)
+
+
+def test_a_full_ledger_disk_stops_the_sweep_in_one_line_and_a_resume_completes_it(write_sweep, tmp_path: Path):
+    from filesystems import fill, small_filesystem
+    runs, sweep = tmp_path / "runs", str(write_sweep(SWEEP))
+    with small_filesystem(runs, 4 * 2**20):
+        filler = fill(runs, leave=60 * 1024)
+        full = invoke("sweep", sweep, "--runs", str(runs), "--quiet", "--jobs", "1")
+        lines = [line for line in full.output.strip().splitlines() if not line.startswith("loop: warning:")]
+        assert full.exit_code == 1 and len(lines) == 1 and "Traceback" not in full.output, full.output
+        assert "the disk is full" in lines[0] or "No space left" in lines[0]
+        filler.unlink()
+        again = invoke("sweep", sweep, "--runs", str(runs), "--quiet", "--jobs", "1")
+        assert again.exit_code == 0, again.output
+        assert {v: s[-1] for v, s in _statuses(runs).items()} == {"base": "ok", "scale": "ok"}
+        _no_leftovers(runs)

@@ -26,7 +26,16 @@ def process_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """A process that has exited but not been reaped (an orphan under an init that does not
+    reap, as in some containers) still answers signal 0: it is gone all the same."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _windows_process_alive(pid: int) -> bool:

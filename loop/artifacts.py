@@ -40,11 +40,17 @@ def spill(runs: Path, result: CompileResult) -> CompileResult:
     path = store_artifact(runs, sha, artifact.suffix, artifact.data)
     extras_sha = {key: sha256(data) for key, data in artifact.extras.items()}
     for key, data in artifact.extras.items():
-        store_verified(path.with_suffix(f".{key}"), extras_sha[key], data)
+        store_verified(extra_path(path, key, extras_sha[key]), extras_sha[key], data)
     # extras keep their names (and lose their bytes): they lie beside the artifact
     result.artifact = replace(artifact, data=b"", extras={k: b"" for k in artifact.extras}, path=str(path),
                               stored_sha=sha, extras_sha=extras_sha)
     return result
+
+
+def extra_path(path: Path, key: str, sha: str) -> Path:
+    """Where an extra (a HAR) of the artifact at ``path`` lies: beside it, and named by its own
+    hash too, since two compiles may give one HEF from two different HARs."""
+    return path.with_name(f"{path.stem}.{sha[:16]}.{key}")
 
 
 def read_checked(path: Path, sha: str | None) -> bytes:
@@ -64,7 +70,7 @@ def materialize(artifact: Artifact) -> Artifact:
     if artifact.data or artifact.path is None:
         return artifact
     path = Path(artifact.path)
-    extras = {key: read_checked(path.with_suffix(f".{key}"), artifact.extras_sha.get(key))
+    extras = {key: read_checked(extra_path(path, key, artifact.extras_sha[key]), artifact.extras_sha[key])
               for key in artifact.extras}
     return replace(artifact, data=read_checked(path, artifact.sha), extras=extras)
 

@@ -97,11 +97,13 @@ class Cache:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            return self._damaged(key, f"unreadable ({exc.strerror or exc})")
+            self._damaged(key, f"unreadable ({exc.strerror or exc})")
+            return None
         try:
             result = verified(key, meta, blob)
         except Damaged as exc:
-            return self._damaged(key, str(exc))
+            self._damaged(key, str(exc))
+            return None
         _touch(self.path(key, META))  # pruning drops the least recently used first
         result.cache_hit = True
         return result
@@ -110,7 +112,6 @@ class Cache:
         warnings.warn(f"cache entry {key[:16]}: {why}; a miss, compiled again and rewritten", StoreWarning,
                       stacklevel=3)
         self.remove(key)
-        return None
 
     def store(self, key: str, result: CompileResult) -> bool:
         """Keep ``result`` if it succeeded; failures are never cached (they may be transient).

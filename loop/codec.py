@@ -45,7 +45,8 @@ def _layout(t: dict[str, Any]) -> TensorLayout:
 
 def _layer(d: dict[str, Any]) -> LayerPrint:
     names = {f.name for f in dataclasses.fields(LayerPrint)}
-    return LayerPrint(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in names})
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in names}
+    return LayerPrint(**values)
 
 
 def _artifact_json(artifact: Artifact) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:

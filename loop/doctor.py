@@ -230,7 +230,7 @@ def _cache(runs: Path, problems: list[Problem]) -> dict[str, str]:
             except (OSError, Damaged) as exc:
                 why = str(exc) if isinstance(exc, Damaged) else f"unreadable ({exc.strerror or exc})"
                 problems.append(Problem(f"cache/{key[:16]}", why, "remove it (the next compile rewrites it)",
-                                        lambda key=key: cache.remove(key)))
+                                        _uncacher(cache, key)))
         elif name.endswith(BLOB) and not (folder / f"{name[: -len(BLOB)]}{META}").exists():
             problems.append(Problem(f"cache/{name}", "bytes without their entry (a torn write)", "remove it",
                                     _remover(path)))
@@ -238,6 +238,10 @@ def _cache(runs: Path, problems: list[Problem]) -> dict[str, str]:
             problems.append(Problem(f"cache/{name}", "an entry in the old pickled format (never read)",
                                     "remove it", _remover(path)))
     return restores
+
+
+def _uncacher(cache: Cache, key: str) -> Callable[[], None]:
+    return lambda: cache.remove(key)
 
 
 def _artifacts(runs: Path, rows: list[sqlite3.Row], restores: dict[str, str], problems: list[Problem]) -> None:

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from loop.errors import LoopError
-from loop.store import StoreFault
+from loop.store import NETWORK_FILESYSTEMS, StoreFault, filesystem_type, nearly_full
 
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 60_000
@@ -45,31 +45,10 @@ MIGRATIONS: dict[int, list[str]] = {
 }
 COLUMNS = ("error", "stage", "onnx_sha", "calib_sha", "kernel_sha", "bias_sha", "device", "artifact", "verdict",
            "compiled_on", "cache_hit")
-NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "9p", "afs", "ceph", "glusterfs",
-                       "lustre", "fuse.gcsfuse", "fuse.s3fs", "davfs")
 
 
 class LedgerWarning(UserWarning):
     """Something about the ledger a user should know, that does not stop the work."""
-
-
-def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
-    """The type of the filesystem holding ``path``, from /proc/mounts (longest mount point)."""
-    if mounts is None:
-        try:
-            mounts = Path("/proc/mounts").read_text()
-        except OSError:
-            return None
-    target, best, kind = str(Path(path).resolve()), "", None
-    for line in mounts.splitlines():
-        parts = line.split()
-        if len(parts) < 3:
-            continue
-        point = parts[1].replace("\\040", " ")
-        inside = target == point or target.startswith(point.rstrip("/") + "/")
-        if inside and len(point) > len(best):
-            best, kind = point, parts[2]
-    return kind
 
 
 def _finite(value: Any) -> Any:
@@ -103,12 +82,11 @@ def is_full(exc: BaseException) -> bool:
     return getattr(exc, "sqlite_errorcode", None) == SQLITE_FULL or "database or disk is full" in str(exc)
 
 
-def _nearly_full(folder: Path) -> bool:
-    try:
-        stat = os.statvfs(folder)
-    except (OSError, AttributeError):  # Windows has no statvfs
-        return False
-    return stat.f_bavail * stat.f_frsize < 2**20
+def _refuse_links(path: Path) -> None:
+    """SQLite would write through a link at the ledger (or its WAL) to wherever it points."""
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{path}{suffix}").is_symlink():
+            raise LoopError(f"{path}{suffix} is a symbolic link; loop does not write through links", field="--runs")
 
 
 class Garbled(str):
@@ -150,6 +128,7 @@ class Ledger:
                 db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
+                _refuse_links(self.path)
                 db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
             db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         except (OSError, sqlite3.Error) as exc:
@@ -191,7 +170,7 @@ class Ledger:
             yield
         except sqlite3.DatabaseError as exc:
             # SQLite reports some out-of-space writes (growing the WAL or its index) as I/O errors
-            full = is_full(exc) or ("disk I/O error" in str(exc) and _nearly_full(self.path.parent))
+            full = is_full(exc) or ("disk I/O error" in str(exc) and nearly_full(self.path.parent))
             hint = ("the disk is full: free space, then run the sweep again to finish it" if full
                     else f"'loop doctor --runs {self.path.parent}' says more")
             raise LedgerFault(f"ledger {self.path}: {exc}: {hint}", full=full) from None

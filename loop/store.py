@@ -197,3 +197,35 @@ def remove_stale_temps(runs: Path) -> list[Path]:
             except OSError:
                 pass
     return removed
+
+
+NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "9p", "afs", "ceph", "glusterfs",
+                       "lustre", "fuse.gcsfuse", "fuse.s3fs", "davfs")
+
+
+def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
+    """The type of the filesystem holding ``path``, from /proc/mounts (longest mount point)."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/mounts").read_text()
+        except OSError:
+            return None
+    target, best, kind = str(Path(path).resolve()), "", None
+    for line in mounts.splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > len(best):
+            best, kind = point, parts[2]
+    return kind
+
+
+def nearly_full(folder: Path) -> bool:
+    """Less than 1 MiB left on the disk holding ``folder``."""
+    try:
+        stat = os.statvfs(folder)
+    except (OSError, AttributeError):  # Windows has no statvfs
+        return False
+    return stat.f_bavail * stat.f_frsize < 2**20

@@ -182,3 +182,15 @@ def test_a_damaged_file_is_one_ledger_fault(tmp_path: Path, damage: str, words: 
     with pytest.raises(LedgerFault, match=words):
         with Ledger.open_existing(path) as ledger:
             ledger.rows()
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal"])
+def test_a_writer_never_writes_through_a_link_at_the_ledger(tmp_path: Path, suffix: str):
+    elsewhere = tmp_path / "elsewhere.sqlite"
+    ledger_with_runs(elsewhere, 1)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / f"ledger.sqlite{suffix}").symlink_to(elsewhere)
+    before = elsewhere.read_bytes()
+    with pytest.raises(LoopError, match="symbolic link"):
+        Ledger(tmp_path / "runs" / "ledger.sqlite")
+    assert elsewhere.read_bytes() == before

@@ -52,6 +52,8 @@ class Examination:
 
 def examine(runs: Path) -> Examination:
     runs = Path(runs)
+    if not runs.is_dir():
+        raise LoopError(f"no runs folder at {runs}", field="--runs")
     exam = Examination([Problem(f"{sub}/", "is a symbolic link; loop does not write through links")
                         for sub in RUNS_FOLDERS if (runs / sub).is_symlink()])
     rows = _ledger(runs, exam)
@@ -87,8 +89,10 @@ def _remover(path: Path) -> Callable[[], None]:
 def _ledger(runs: Path, exam: Examination) -> list[sqlite3.Row] | None:
     """The ledger's rows, or None when they cannot be read; its problems into ``exam``."""
     path = runs / LEDGER
-    if not path.exists():
-        return []
+    if not path.exists():  # then no file can be called an orphan: nothing says what runs there were
+        if any((runs / "artifacts").glob("*")):
+            exam.problems.append(Problem(LEDGER, "missing, so artifacts are not checked against runs"))
+        return None
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         try:

@@ -179,3 +179,12 @@ def test_a_dead_sweeps_running_row_is_named(runs: Path) -> None:
     repair_all(runs, examine(runs))
     assert lines(runs) == []
     assert os.path.exists(runs / "ledger.sqlite")
+
+
+def test_without_a_ledger_no_artifact_is_called_an_orphan(runs: Path) -> None:
+    (runs / "ledger.sqlite").unlink()
+    assert lines(runs) == ["ledger.sqlite: missing, so artifacts are not checked against runs; no repair"]
+    repair_all(runs, examine(runs))
+    assert len(list((runs / "artifacts").iterdir())) == 3
+    with pytest.raises(LoopError, match="no runs folder"):
+        examine(runs / "nope")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import itertools
+import os
 import sys
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ from joblib.externals.loky import get_reusable_executor
 
 from loop.backends import COMPILERS, compiler_class
 from loop.cache import Cache, calibration_sha, key_of
-from loop.compile_child import compile_with, resolve, run_isolated
+from loop.compile_child import compile_with, resolve, run_isolated, watch_sweep
 from loop.compilers.base import CompileOptions, CompileResult
 from loop.errors import LoopError
 
@@ -129,7 +130,9 @@ def _local(ref: str, todo: dict[str, Job], jobs: int) -> Iterator[tuple[str, Com
     threaded parent, from which a compile cannot be forked). At most two per worker are in
     flight, so each job loads its bytes just in time."""
     workers = max(1, min(jobs, len(todo)))
-    executor = get_reusable_executor(max_workers=workers)
+    # Each worker watches this process: after a kill -9 of the sweep it kills its compile's
+    # group and exits, rather than wait on a hung compile (or idle) for ever.
+    executor = get_reusable_executor(max_workers=workers, initializer=watch_sweep, initargs=(os.getpid(),))
     queue, running = iter(todo.items()), set[Future[tuple[str, CompileResult]]]()
     while True:
         for key, job in itertools.islice(queue, 2 * workers - len(running)):

@@ -69,6 +69,7 @@ class Artifact:
     extras: dict[str, bytes] = field(default_factory=dict)
     path: str | None = None  # where it was stored; ``data`` may then be left empty (spilled)
     stored_sha: str | None = None
+    extras_sha: dict[str, str] = field(default_factory=dict)  # of spilled extras, checked when read back
 
     @property
     def sha(self) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from loop.codec import Damaged, body, decode, encode
-from loop.compilers.base import CompileOptions, CompileResult
+from loop.compilers.base import CompileOptions, CompileResult, Frames
 from loop.errors import LoopError
 from loop.frames import frames_sha
 from loop.store import StoreWarning, atomic_write, read_regular, safe_component
@@ -51,7 +51,7 @@ class Entry:
         return self.info.get("backend")
 
 
-def calibration_sha(frames: np.ndarray) -> str:
+def calibration_sha(frames: Frames) -> str:
     return frames_sha(frames)
 
 
@@ -60,7 +60,7 @@ def options_json(options: CompileOptions) -> str:
     return json.dumps(data, sort_keys=True, default=repr, separators=(",", ":"))
 
 
-def cache_key(model: bytes, calibration: np.ndarray, options: CompileOptions, backend: str,
+def cache_key(model: bytes, calibration: Frames, options: CompileOptions, backend: str,
               versions: dict[str, str]) -> str:
     return key_of(hashlib.sha256(model).hexdigest(), calibration_sha(calibration), options, backend, versions)
 

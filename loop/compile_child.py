@@ -37,7 +37,7 @@ from typing import Any, Callable, TextIO
 import numpy as np
 
 from loop.codec import Damaged, decode, encode, options_from_json, options_to_json
-from loop.compilers.base import STDERR_TAIL, CompileOptions, CompileResult, Compiler, run_compile
+from loop.compilers.base import STDERR_TAIL, CompileOptions, CompileResult, Compiler, Frames, run_compile
 from loop.leftovers import scratch
 
 DUMP_GRACE_S = 1.0  # time the child gets to print its stacks before the group is killed
@@ -54,7 +54,7 @@ def resolve(ref: str) -> type[Compiler]:
     return getattr(importlib.import_module(module), attr)
 
 
-def compile_with(compiler: Compiler, model: bytes, calibration: np.ndarray,
+def compile_with(compiler: Compiler, model: bytes, calibration: Frames,
                  options: CompileOptions) -> CompileResult:
     """One compile in this process; returns a value, never raises."""
     result = run_compile(compiler, model, calibration, options)
@@ -63,7 +63,7 @@ def compile_with(compiler: Compiler, model: bytes, calibration: np.ndarray,
     return result
 
 
-def run_isolated(ref: str, model: bytes, calibration: np.ndarray, options: CompileOptions) -> CompileResult:
+def run_isolated(ref: str, model: bytes, calibration: Frames, options: CompileOptions) -> CompileResult:
     """Compile in a child process, killed with its group after ``options.timeout_s``."""
     try:
         with scratch("compile") as tmp:
@@ -121,7 +121,7 @@ def _die_with_parent(parent: int) -> None:
     _watch(parent, lambda: os.killpg(0, signal.SIGKILL))
 
 
-def _forked_main(folder: str, parent: int, args: tuple[str, bytes, np.ndarray, CompileOptions]) -> None:
+def _forked_main(folder: str, parent: int, args: tuple[str, bytes, Frames, CompileOptions]) -> None:
     code = 1
     try:
         os.setsid()  # its own process group, so a timeout kills whatever it started too
@@ -137,7 +137,7 @@ def _forked_main(folder: str, parent: int, args: tuple[str, bytes, np.ndarray, C
         os._exit(code)
 
 
-def _supervise_forked(work: Path, args: tuple[str, bytes, np.ndarray, CompileOptions],
+def _supervise_forked(work: Path, args: tuple[str, bytes, Frames, CompileOptions],
                       timeout_s: float | None) -> tuple[bool, int]:
     """Fork the compile from this process, whose imports (the compiler's own included) are
     already warm: a fresh interpreter would pay them per compile (about 0.8 s for ONNX
@@ -189,17 +189,26 @@ def _wait(pid: int, timeout_s: float | None) -> int | None:
         delay = min(delay * 2, 0.05)
 
 
-def _write_inputs(work: Path, ref: str, model: bytes, calibration: np.ndarray, options: CompileOptions) -> None:
+def _write_inputs(work: Path, ref: str, model: bytes, calibration: Frames, options: CompileOptions) -> None:
     (work / "ref.txt").write_text(ref)
     (work / "options.json").write_text(options_to_json(options))
     (work / "model.onnx").write_bytes(model)
-    np.save(work / "calibration.npy", calibration, allow_pickle=False)
+    if isinstance(calibration, dict):
+        np.savez(work / "calibration.npz", **calibration)  # type: ignore[arg-type]  # names, not flags
+    else:
+        np.save(work / "calibration.npy", calibration, allow_pickle=False)
 
 
-def _read_inputs(work: Path) -> tuple[str, bytes, np.ndarray, CompileOptions]:
-    return ((work / "ref.txt").read_text(), (work / "model.onnx").read_bytes(),
-            np.load(work / "calibration.npy", allow_pickle=False),
+def _read_inputs(work: Path) -> tuple[str, bytes, Frames, CompileOptions]:
+    return ((work / "ref.txt").read_text(), (work / "model.onnx").read_bytes(), _read_frames(work),
             options_from_json((work / "options.json").read_text()))
+
+
+def _read_frames(work: Path) -> Frames:
+    if (work / "calibration.npz").exists():
+        with np.load(work / "calibration.npz", allow_pickle=False) as stored:
+            return {name: stored[name] for name in stored.files}
+    return np.load(work / "calibration.npy", allow_pickle=False)
 
 
 def _supervise(work: Path, timeout_s: float | None) -> tuple[bool, int]:
@@ -300,7 +309,7 @@ def _stack_dumps() -> TextIO:
     return stream
 
 
-def _compile_to(work: Path, ref: str, model: bytes, calibration: np.ndarray, options: CompileOptions) -> None:
+def _compile_to(work: Path, ref: str, model: bytes, calibration: Frames, options: CompileOptions) -> None:
     """Compile, and leave the result in ``work`` as data (the supervisor checks its hashes)."""
     stream = _stack_dumps()
     try:

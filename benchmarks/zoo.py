@@ -121,8 +121,7 @@ def _cell(run: dict[str, Any]) -> str:
 
 def report(name: str, on: list[dict[str, Any]], off: list[dict[str, Any]]) -> tuple[str, Counter[str]]:
     by_off = {r["variant"]: r for r in off}
-    snr = lambda rs: next(r["scores"].get("snr_db") for r in rs if r["variant"] == "base")  # noqa: E731
-    lines = [f"### {name}", "", f"Base SNR: {snr(off):.1f} dB without bias correction, {snr(on):.1f} dB with it.",
+    lines = [f"### {name}", "", f"Base SNR: {_snr(off)} dB without bias correction, {_snr(on)} dB with it.",
              "", "| variant | verdict, bias correction on | off |", "|---|---|---|"]
     tally: Counter[str] = Counter()
     for run in on:
@@ -131,6 +130,26 @@ def report(name: str, on: list[dict[str, Any]], off: list[dict[str, Any]]) -> tu
         tally.update(f"{c}" for c in cells)
         lines.append(f"| {run['variant']} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines), tally
+
+
+SUMMARY_HEAD = ("| model | kinds | variants | bias correction on | off | SNR dB off -> on |\n"
+                "|---|---|---|---|---|---|\n")
+
+
+def _counts(runs: list[dict[str, Any]]) -> str:
+    tally = Counter(_cell(r) if r["status"] != "ok" else r["verdict"] for r in runs if r["variant"] != "base")
+    return ", ".join(f"{v} {k}" for k, v in sorted(tally.items()))
+
+
+def summary_row(name: str, on: list[dict[str, Any]], off: list[dict[str, Any]]) -> str:
+    """One line per model: the kinds swept, verdict counts with and without bias correction."""
+    kinds = sorted({r["variant"].split("/")[0] for r in on if "/" in r["variant"]})
+    return f"| {name} | {len(kinds)} | {len(on) - 1} | {_counts(on)} | {_counts(off)} | {_snr(off)} -> {_snr(on)} |"
+
+
+def _snr(runs: list[dict[str, Any]]) -> str:
+    value = next(((r["scores"] or {}).get("snr_db") for r in runs if r["variant"] == "base"), None)
+    return "-" if value is None else f"{value:.1f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,12 +161,15 @@ def main(argv: list[str] | None = None) -> int:
     args.runs.mkdir(parents=True, exist_ok=True)
     names = [n for n in args.only.split(",") if n] or sorted(p.stem for p in args.models.glob("*.onnx"))
     total: Counter[str] = Counter()
+    rows = []
     for name in names:
         path = args.models / f"{name}.onnx"
         on, off = run_model(path, args.runs, True), run_model(path, args.runs, False)
         text, tally = report(name, on, off)
         total.update(tally)
+        rows.append(summary_row(name, on, off))
         print(text + "\n", flush=True)
+    print(SUMMARY_HEAD + "\n".join(rows) + "\n")
     print("Verdicts over every model and both compiles: "
           + ", ".join(f"{k} {v}" for k, v in sorted(total.items())))
     return 1 if any(k.startswith("FAILED") for k in total) else 0

@@ -18,6 +18,7 @@ from loop.artifacts import materialize
 from loop.author import Authored
 from loop.compilers.base import Artifact, CompileResult, TensorLayout
 from loop.devices.base import Device, RuntimeOptions
+from loop.errors import LoopError
 from loop.measure import measure, measuring_stick
 from loop.onnx_session import session as onnx_session
 from loop.spec import SweepSpec
@@ -114,7 +115,10 @@ def evaluate_variant(spec: SweepSpec, authored: Authored, compiled: CompileResul
     name = authored.variant.name
     if not compiled.ok or compiled.artifact is None:
         return RunOutcome(name, "failed", stage=compiled.stage, error=compiled.error)
-    artifact = materialize(compiled.artifact)
+    try:
+        artifact = materialize(compiled.artifact)
+    except LoopError as exc:  # swapped or damaged on disk since it was stored: never measured as this variant
+        return RunOutcome(name, "failed", stage="store", error=str(exc))
     path = Path(artifact.path) if artifact.path else store_artifact(runs, artifact.sha, artifact.suffix, artifact.data)
     clock = _Clock()
     verdict = verdict_for(spec, authored, compiled, base_state)

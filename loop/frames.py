@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Sequence, Union
+from typing import Sequence
 
 import numpy as np
 
-from loop.compilers.base import TensorLayout
+from loop.compilers.base import Frames, TensorLayout
 from loop.errors import LoopError
 
 
-# One input's frames as an array (N, *shape[1:]); a model with several inputs has one such
-# array per input, by name.
-Frames = Union[np.ndarray, dict[str, np.ndarray]]
 
 
 def seeded(shape: tuple[int, ...], count: int, seed: int, stream: int = 0) -> np.ndarray:

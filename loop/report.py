@@ -61,7 +61,7 @@ def sweep_summary(runs: Sequence[dict[str, Any]]) -> str:
         for r in apart:
             text += "\n" + _why(r)
     notes = [f"  {r['variant']}: {w}" for r in runs for w in r.get("warnings", [])]
-    notes += [f"  {r['variant']}: flagged {f}" for r in runs for f in r["flags"] if f in NOTED_FLAGS]
+    notes += [f"  {r['variant']}: {f}: {NOTED_FLAGS[f]}" for r in runs for f in r["flags"] if f in NOTED_FLAGS]
     if notes:
         text += "\n\nWarnings:\n" + "\n".join(notes)
     return text

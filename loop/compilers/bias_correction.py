@@ -15,6 +15,7 @@ layer to its quantized output is run twice (to measure it, then again downstream
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import onnx
@@ -93,9 +94,9 @@ def float_means(model: onnx.ModelProto, names: list[str], frames: list[dict[str,
     exposed.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in dict.fromkeys(names) if n not in present)
     run = session(exposed, threads, optimize=optimize)
     unique = list(dict.fromkeys(names))
-    sums = {n: 0.0 for n in unique}
+    sums: dict[str, Any] = {n: 0.0 for n in unique}
     for feed in frames:
-        for name, value in zip(unique, run.run(unique, feed)):
+        for name, value in zip(unique, run.run(unique, feed), strict=True):
             sums[name] = sums[name] + _channel_mean(value)
     return {n: np.asarray(s) / len(frames) for n, s in sums.items()}
 
@@ -184,9 +185,9 @@ class _Segments:
         outputs = list(dict.fromkeys(keep + measure))
         run = session(self._model(nodes, produced, outputs), self.threads)
         feeds = self._feeds(nodes, produced)
-        sums = {m: 0.0 for m in measure}
+        sums: dict[str, Any] = {m: 0.0 for m in measure}
         for frame in self.kept:
-            values = dict(zip(outputs, run.run(outputs, {n: frame[n] for n in feeds})))
+            values = dict(zip(outputs, run.run(outputs, {n: frame[n] for n in feeds}), strict=True))
             frame.update((k, values[k]) for k in keep)
             for m in measure:
                 sums[m] = sums[m] + _channel_mean(values[m])

@@ -19,7 +19,7 @@ from onnxruntime.quantization import CalibrationMethod, calibrate
 from loop.compilers.base import CompileOptions
 
 # The module, not the function of the same name that the package exports over it.
-ort_quantize = importlib.import_module("onnxruntime.quantization.quantize")
+ort_quantize: Any = importlib.import_module("onnxruntime.quantization.quantize")
 METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile", "distribution": "Distribution"}
 
 

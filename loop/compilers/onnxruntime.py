@@ -7,7 +7,6 @@ more than a scale.
 """
 from __future__ import annotations
 
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -23,6 +22,7 @@ from loop.compilers.base import Artifact, CompileOptions, Compiler, LayerPrint, 
 from loop.artifacts import with_layout
 from loop.frames import Frames, count, feed
 from loop.compilers import bias_correction, biasing, boundary, calibration, qdq
+from loop.leftovers import scratch
 
 class OnnxRuntimeCompiler(Compiler):
     name = "onnxruntime"
@@ -71,7 +71,7 @@ def _quantize(model: bytes, calibration_frames: Frames, options: CompileOptions)
     float_model = onnx.load_from_string(model)
     overrides: dict[str, Any] = {
         o.tensor: [{"rmin": np.float32(o.lo), "rmax": np.float32(o.hi)}] for o in options.overrides}
-    with tempfile.TemporaryDirectory(prefix="loop-q-") as tmp:
+    with scratch("q") as tmp:  # named by this pid, so a killed compile's folder is cleared later
         src, dst = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx"
         src.write_bytes(model)
         with calibration.threads(options.threads), calibration.method_options(options):
@@ -94,7 +94,7 @@ def calibration_feeds(model: onnx.ModelProto, frames: Frames) -> list[dict[str, 
 def _graph_compile(model: onnx.ModelProto, threads: int) -> bytes:
     """ONNX Runtime's graph optimization at the extended level, which stays portable:
     hardware-specific layouts are applied by the session that loads the artifact."""
-    with tempfile.TemporaryDirectory(prefix="loop-c-") as tmp:
+    with scratch("c") as tmp:
         out = Path(tmp) / "artifact.onnx"
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED

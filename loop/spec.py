@@ -213,7 +213,7 @@ def _hailo_keys(model: schema.Sweep, raw: LineDict) -> None:
 
 
 def _data(model: schema.Data | None, seed: int, default_count: int) -> DataSpec:
-    model = model or schema.Data()
+    model = model or schema.Data.model_validate({})
     return DataSpec(count=default_count if model.count is None else model.count,
                     seed=seed if model.seed is None else model.seed, path=model.path,
                     scale=None if model.scale is None else float(model.scale))
@@ -318,9 +318,9 @@ def _check_layers(spec: SweepSpec, raw: LineDict) -> None:
                 _check_forced_once(op, cache[key], forced)
             except LoopError as exc:
                 item = node["perturb"][i]
-                key = exc.field or "layer"
-                exc.field = f"variants[{v}].perturb[{i}].{key}"
-                raise exc.where(line=line_of(item, key)) from None
+                name = exc.field or "layer"
+                exc.field = f"variants[{v}].perturb[{i}].{name}"
+                raise exc.where(line=line_of(item, name)) from None
 
 
 def _check_forced_once(op: Op, structure: Structure, forced: dict[str, str]) -> None:

@@ -24,6 +24,11 @@ COMPILE_KEYS: dict[str, type | tuple[type, ...]] = {"bias_correction": bool, "io
                 "threads": int, "timeout_s": (int, float)}
 BACKEND_COMPILE_KEYS = {"hailo": {"hw_arch", "optimization_level", "compression_level", "model_script", "net_name",
                                   "calibration_batch_size"}}
+# Keys a backend would silently ignore: refused instead, with why (write model_script lines instead).
+BACKEND_REFUSED_COMPILE_KEYS = {"hailo": {
+    "io": "a HEF's frames are what the Dataflow Compiler made them; HailoRT picks float32 per stream at run time",
+    "calibration_method": "the Dataflow Compiler has no verified model-script equivalent",
+    "per_channel": "the Dataflow Compiler has no verified model-script equivalent"}}
 IO_KINDS = ("uint8", "float32")
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile", "distribution")
 
@@ -49,7 +54,9 @@ class MeasureSpec:
     threads: int = 0
     power_mode: str | None = None
     dma_map: bool = False
-    batch_size: int = 1
+    batch_size: int = 0  # 0: the device's own default (HailoRT's HAILO_DEFAULT_BATCH_SIZE, as hailortcli)
+    hw_latency: bool = False  # the device's own latency figure (off, as hailortcli measures rates)
+    group_id: str | None = None  # HailoRT VDevice group: processes with the same one share a Hailo-10H
 
 
 @dataclass(frozen=True)
@@ -136,7 +143,7 @@ def _measure(node: LineDict, inherit: MeasureSpec) -> MeasureSpec:
     values: dict[str, Any] = {}
     for k in ("warmup", "frames", "repeats", "ttfo_repeats", "latency_frames", "threads", "batch_size"):
         if k in node:
-            values[k] = _int(node, k, 0, 1 if k in ("frames", "repeats", "batch_size", "ttfo_repeats") else 0)
+            values[k] = _int(node, k, 0, 1 if k in ("frames", "repeats", "ttfo_repeats") else 0)
     if "depth" in node:
         depth = node["depth"] if isinstance(node["depth"], list) else [node["depth"]]
         if not depth or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in depth):
@@ -151,6 +158,16 @@ def _measure(node: LineDict, inherit: MeasureSpec) -> MeasureSpec:
         values["power_mode"] = str(node["power_mode"])
     if "dma_map" in node:
         values["dma_map"] = bool(node["dma_map"])
+    if "hw_latency" in node:
+        if not isinstance(node["hw_latency"], bool):
+            raise _fail(f"'hw_latency' must be true or false, got {node['hw_latency']!r}", node, "hw_latency",
+                        "measure.hw_latency")
+        values["hw_latency"] = node["hw_latency"]
+    if "group_id" in node:
+        if not isinstance(node["group_id"], str) or not node["group_id"] or ";" in node["group_id"]:
+            raise _fail(f"'group_id' must be a name without ';', got {node['group_id']!r}", node, "group_id",
+                        "measure.group_id")
+        values["group_id"] = node["group_id"]
     return replace(inherit, **values)
 
 
@@ -158,6 +175,10 @@ def _compile(raw: Any, backend: str, inherit: CompileOptions | None = None) -> C
     """The ``compile:`` mapping of ``raw`` over ``inherit`` (a variant's over its sweep's)."""
     extra = BACKEND_COMPILE_KEYS.get(backend, set())
     node = _mapping(raw, raw, "compile", set(COMPILE_KEYS) | extra)
+    for k, why in BACKEND_REFUSED_COMPILE_KEYS.get(backend, {}).items():
+        if k in node:
+            raise _fail(f"'compile.{k}' would be ignored by the {backend} backend ({why}); remove it", node, k,
+                        f"compile.{k}")
     values: dict[str, Any] = {}
     for k, kind in COMPILE_KEYS.items():
         if k in node:

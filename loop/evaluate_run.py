@@ -119,7 +119,7 @@ def evaluate_variant(spec: SweepSpec, authored: Authored, compiled: CompileResul
     frame = [frames_mod.quantize(inputs[0][None], first.inputs[0])]
     del inputs, others
     m = measure(devices[0], artifact, frame, authored.variant.measure).to_dict()
-    stick = measuring_stick(devices[0].name, path, m)
-    flags = m["flags"] + (["hailortcli-disagrees"] if stick and not stick["agree"] else [])
+    stick = measuring_stick(devices[0].name, path, m, authored.variant.measure)
+    flags = m["flags"] + (["hailortcli-disagrees"] if stick and stick["comparable"] and not stick["agree"] else [])
     return RunOutcome(name, "ok", verdict=verdict.verdict, changes=[c.to_dict() for c in verdict.changes],
                       measure={**m, "hailortcli": stick}, scores=scores, flags=flags, artifact=str(path))

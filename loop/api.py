@@ -8,7 +8,6 @@ scale-only search can drop ``confounded`` ones), or an ONNX model (its own base:
 from __future__ import annotations
 
 import hashlib
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, Union
@@ -16,9 +15,11 @@ from typing import Any, Callable, Mapping, Sequence, Union
 import onnx
 import yaml
 
+from loop.errors import LoopError
+from loop.leftovers import scratch
 from loop.ledger import Ledger, run_json
 from loop.spec import parse
-from loop.store import atomic_write
+from loop.store import atomic_write, safe_component, store_verified
 from loop.sweep import SweepOptions, run_sweep
 
 Candidate = Union[Sequence[Mapping[str, Any]], onnx.ModelProto, bytes, str, Path]
@@ -51,10 +52,8 @@ def _model_path(runs: Path, candidate: onnx.ModelProto | bytes | str | Path) -> 
     if isinstance(candidate, (str, Path)):
         return str(Path(candidate).resolve())
     data = candidate.SerializeToString() if isinstance(candidate, onnx.ModelProto) else candidate
-    path = runs / "candidates" / f"{hashlib.sha256(data).hexdigest()[:32]}.onnx"
-    if not path.exists():
-        atomic_write(path, data)
-    return str(path.resolve())
+    sha = hashlib.sha256(data).hexdigest()
+    return str(store_verified(Path(runs).resolve() / "candidates" / f"{sha[:32]}.onnx", sha, data))
 
 
 def _variant(runs: Path, i: int, candidate: Candidate) -> dict[str, Any]:
@@ -84,14 +83,17 @@ def evaluate(candidates: Sequence[Candidate], *, generation: int, runs: str | Pa
     ``seed``). Bad input raises :class:`loop.errors.LoopError` before anything is written.
     """
     runs = Path(runs)
-    with tempfile.TemporaryDirectory(prefix="loop-gen-") as tmp:
+    if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
+        raise LoopError(f"generation must be a whole number >= 0, not {generation!r}", field="generation")
+    file_name = safe_component(f"{name}-g{generation}.yaml", "name")  # never a path of the caller's
+    with scratch("gen") as tmp:
         staging = Path(tmp)
         variants = [_variant(staging, i, c) for i, c in enumerate(candidates)]
         text = _sweep_text(name, generation, base, backend, variants, settings)
         (staging / "sweep.yaml").write_text(text)
         parse(staging / "sweep.yaml")  # validate before anything lands under runs/
     variants = [_variant(runs, i, c) for i, c in enumerate(candidates)]
-    path = atomic_write(runs / "generations" / f"{name}-g{generation}.yaml",
+    path = atomic_write(runs / "generations" / file_name,
                         _sweep_text(name, generation, base, backend, variants, settings).encode())
     result = run_sweep(parse(path), runs, SweepOptions(jobs=jobs, progress=progress, scorer=scorer,
                                                       generation=generation))
@@ -99,7 +101,7 @@ def evaluate(candidates: Sequence[Candidate], *, generation: int, runs: str | Pa
 
 
 def _results(runs: Path, outcomes: Sequence[Any], count: int) -> list[Result]:
-    ledger = Ledger(runs / "ledger.sqlite")
+    ledger = Ledger(runs / "ledger.sqlite", readonly=True)
     try:
         by_name = {o.variant: run_json(ledger.get(o.run_id)) for o in outcomes if o.run_id is not None}
     finally:

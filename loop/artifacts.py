@@ -1,5 +1,10 @@
 """Artifacts on disk: an ONNX artifact carries its I/O layout in its own metadata, so
-``loop check runs/artifacts/x.onnx`` needs nothing else; a HEF's layout comes from HailoRT."""
+``loop check runs/artifacts/x.onnx`` needs nothing else; a HEF's layout comes from HailoRT.
+
+An artifact is named by the hash of its bytes, stored only once they match it, and checked
+against it whenever it is read back: a file swapped for another variant's, or flipped on
+disk, is never measured as the variant.
+"""
 from __future__ import annotations
 
 import json
@@ -10,7 +15,7 @@ import onnx
 
 from loop.compilers.base import Artifact, CompileResult, TensorLayout
 from loop.errors import LoopError
-from loop.store import store_artifact
+from loop.store import StoreFault, read_regular, sha256, store_artifact, store_verified
 
 LAYOUT_KEY = "loop.layout"
 BACKEND_BY_SUFFIX = {".onnx": "onnxruntime", ".hef": "hailo"}
@@ -27,41 +32,66 @@ def with_layout(data: bytes, inputs: tuple[TensorLayout, ...], outputs: tuple[Te
 
 def spill(runs: Path, result: CompileResult) -> CompileResult:
     """Store a finished compile's artifact (and extras) under ``runs/artifacts`` and keep only
-    its path in memory."""
+    its path and hashes in memory."""
     artifact = result.artifact
     if artifact is None or not artifact.data:
         return result
     sha = artifact.sha
     path = store_artifact(runs, sha, artifact.suffix, artifact.data)
+    extras_sha = {key: sha256(data) for key, data in artifact.extras.items()}
     for key, data in artifact.extras.items():
-        store_artifact(runs, sha, f".{key}", data)
+        store_verified(extra_path(path, key, extras_sha[key]), extras_sha[key], data)
     # extras keep their names (and lose their bytes): they lie beside the artifact
     result.artifact = replace(artifact, data=b"", extras={k: b"" for k in artifact.extras}, path=str(path),
-                              stored_sha=sha)
+                              stored_sha=sha, extras_sha=extras_sha)
     return result
 
 
+def extra_path(path: Path, key: str, sha: str) -> Path:
+    """Where an extra (a HAR) of the artifact at ``path`` lies: beside it, and named by its own
+    hash too, since two compiles may give one HEF from two different HARs."""
+    return path.with_name(f"{path.stem}.{sha[:16]}.{key}")
+
+
+def read_checked(path: Path, sha: str | None) -> bytes:
+    """The bytes at ``path`` (never through a link), if their hash starts with ``sha``."""
+    try:
+        data = read_regular(path)
+    except OSError as exc:
+        raise StoreFault(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if sha and not sha256(data).startswith(sha):
+        raise StoreFault(f"{path} does not match its hash {sha[:12]} (swapped or damaged): not used")
+    return data
+
+
 def materialize(artifact: Artifact) -> Artifact:
-    """The artifact with its bytes, read back from where :func:`spill` put them."""
+    """The artifact with its bytes, read back from where :func:`spill` put them and checked
+    against the hashes it had then."""
     if artifact.data or artifact.path is None:
         return artifact
     path = Path(artifact.path)
-    extras = {key: path.with_suffix(f".{key}").read_bytes() for key in artifact.extras}
-    return replace(artifact, data=path.read_bytes(), extras=extras)
+    extras = {key: read_checked(extra_path(path, key, artifact.extras_sha[key]), artifact.extras_sha[key])
+              for key in artifact.extras}
+    return replace(artifact, data=read_checked(path, artifact.sha), extras=extras)
 
 
 def _layouts(items: list[dict]) -> tuple[TensorLayout, ...]:
     return tuple(TensorLayout(**{**t, "shape": tuple(t["shape"])}) for t in items)
 
 
-def load_artifact(path: Path) -> Artifact:
-    """Read an artifact file; a file loop cannot read is a one-line user error."""
+def load_artifact(path: Path, sha: str | None = None) -> Artifact:
+    """Read an artifact file; a file loop cannot read is a one-line user error. With ``sha``
+    (a run's artifact, read back from the runs folder) the file must match it and must not be a
+    link; without it (``loop check FILE``) the user's own path is read as given."""
     if path.suffix not in BACKEND_BY_SUFFIX:
         raise LoopError(f"{path}: not an artifact (expected {', '.join(BACKEND_BY_SUFFIX)})")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise LoopError(f"{path}: cannot read: {exc.strerror}") from None
+    if sha is not None:
+        data = read_checked(path, sha)
+    else:
+        try:
+            data = read_regular(path, follow=True)
+        except OSError as exc:
+            raise LoopError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if path.suffix == ".hef":
         return Artifact("hailo", data, ".hef", (), ())
     try:

@@ -86,7 +86,7 @@ def observe(base: Sequence[LayerPrint], variant: Sequence[LayerPrint]) -> list[C
 
 
 def _kernel_detail(b: LayerPrint, v: LayerPrint) -> str:
-    detail = f"kernel {b.kernel_sha[:8]} -> {v.kernel_sha[:8]}"
+    detail = f"kernel {(b.kernel_sha or 'none')[:8]} -> {(v.kernel_sha or 'none')[:8]}"
     if b.weight_scale != v.weight_scale and b.weight_scale and v.weight_scale:
         detail += f", weight scale x{v.weight_scale[0] / b.weight_scale[0]:.3f}"
     return detail

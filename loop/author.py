@@ -2,19 +2,21 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import Union
 
 import numpy as np
 import onnx
 
 from loop import frames as frames_mod
 from loop.compilers.base import CompileOptions
-from loop.graphs import load_base
+from loop.graphs import load
 from loop.perturb import Allow, Calibration
 from loop.spec import DataSpec, SweepSpec, VariantSpec
-from loop.structure import Structure, analyse
+from loop.structure import Structure
 
 
 @dataclass
@@ -32,41 +34,53 @@ class Authored:
     calib_sha: str
     input_source: DataSpec
     inputs_sha: str
-    input_shape: tuple[int, ...]
+    input_shape: tuple[int, ...]  # the first input's
+    input_shapes: dict[str, tuple[int, ...]]
     footprint: list[Allow]
     reference: bool
     folder: Path
+    notes: tuple[str, ...] = ()
+    author_s: float = 0.0
 
     def model(self) -> bytes:
         return self.model_path.read_bytes()
 
-    def calibration(self) -> np.ndarray:
-        return make_frames(self.calib_source, self.input_shape, self.folder)
+    def calibration(self) -> frames_mod.Frames:
+        return make_frames(self.calib_source, self.input_shapes, self.folder)
 
-    def inputs(self) -> np.ndarray:
-        return make_frames(self.input_source, self.input_shape, self.folder, "inputs.path")
+    def inputs(self) -> frames_mod.Frames:
+        return make_frames(self.input_source, self.input_shapes, self.folder, "inputs.path")
 
 
-def make_frames(data: DataSpec, shape: tuple[int, ...], folder: Path, field: str = "calibration.path") -> np.ndarray:
+Shapes = Union[tuple[int, ...], dict[str, tuple[int, ...]]]  # one input's shape, or each input's by name
+
+
+def _shapes(shape: Shapes) -> dict[str, tuple[int, ...]]:
+    return dict(shape) if isinstance(shape, dict) else {"input": shape}
+
+
+def make_frames(data: DataSpec, shape: Shapes, folder: Path, field: str = "calibration.path") -> frames_mod.Frames:
+    shapes = _shapes(shape)
     if data.path is not None:
-        stored = frames_mod.from_file(folder / data.path, shape, field)
-        order = np.random.default_rng(data.seed).permutation(len(stored)) if data.seed else np.arange(len(stored))
-        return stored[order[: data.count]]
-    return frames_mod.seeded(shape, data.count, data.seed)
+        stored = frames_mod.load_file(folder / data.path, shapes, field, data.scale)
+        total = frames_mod.count(stored)
+        order = np.random.default_rng(data.seed).permutation(total) if data.seed else np.arange(total)
+        return frames_mod.select(stored, order[: data.count])
+    return frames_mod.seeded_set(shapes, data.count, data.seed)
 
 
-def _frames_sha(data: DataSpec, shape: tuple[int, ...], folder: Path, field: str) -> str:
+def _frames_sha(data: DataSpec, shape: Shapes, folder: Path, field: str) -> str:
     """The hash of a frame set. Seeded ones are hashed once per distinct source (most variants
     of a sweep share them, and a 4K ladder's are large); a file is read every time, since it
     may change between sweeps of one process."""
     if data.path is not None:
         return frames_mod.frames_sha(make_frames(data, shape, folder, field))
-    return _seeded_sha(data, shape)
+    return _seeded_sha(data, tuple(_shapes(shape).items()))
 
 
 @lru_cache(maxsize=32)
-def _seeded_sha(data: DataSpec, shape: tuple[int, ...]) -> str:
-    return frames_mod.frames_sha(frames_mod.seeded(shape, data.count, data.seed))
+def _seeded_sha(data: DataSpec, shapes: tuple[tuple[str, tuple[int, ...]], ...]) -> str:
+    return frames_mod.frames_sha(frames_mod.seeded_set(dict(shapes), data.count, data.seed))
 
 
 def _calibration_source(spec: SweepSpec, variant: VariantSpec) -> DataSpec:
@@ -77,36 +91,37 @@ def _calibration_source(spec: SweepSpec, variant: VariantSpec) -> DataSpec:
     return data
 
 
-def _input_shape(model: onnx.ModelProto, structure: Structure) -> tuple[int, ...]:
-    value = next(v for v in model.graph.input if v.name == structure.inputs[0])
-    return tuple(int(d.dim_value) for d in value.type.tensor_type.shape.dim)
-
-
 def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path, threads: int = 0) -> Authored:
-    """Stage 1 for one variant; its ONNX bytes are written to ``staging`` (a scratch folder)."""
-    base = variant.base or spec.base
-    params = variant.params if variant.params is not None else spec.params
-    model = load_base(Path(base), params)
-    structure = analyse(model)
-    for op in variant.ops:
-        op.apply(model, structure)
+    """Stage 1 for one variant; its ONNX bytes are written to ``staging`` (a scratch folder),
+    once per distinct content: a variant that only forces a range or changes calibration
+    shares the base's bytes."""
+    t0 = time.perf_counter()
+    base = load(Path(variant.base or spec.base), variant.params if variant.params is not None else spec.params)
+    structure = base.structure
+    data, sha = base.data, base.sha
+    rewriting = [op for op in variant.ops if op.rewrites_model]
+    if rewriting:
+        model = onnx.load_from_string(base.data)
+        for op in rewriting:
+            op.apply(model, structure)
+        data = model.SerializeToString(deterministic=True)
+        sha = hashlib.sha256(data).hexdigest()
     overrides = tuple(o for op in variant.ops for o in op.overrides(structure))
     base_options = variant.compile or spec.compile
     options = replace(base_options, overrides=overrides, threads=threads or base_options.threads)
-    shape = _input_shape(model, structure)
-    source = _calibration_source(spec, variant)
-    data = model.SerializeToString(deterministic=True)
-    sha = hashlib.sha256(data).hexdigest()
     path = staging / f"{sha}.onnx"
-    path.write_bytes(data)
+    if not path.exists():
+        path.write_bytes(data)
+    source = _calibration_source(spec, variant)
+    folder = spec.path.parent
     return Authored(
         variant=variant, model_path=path, onnx_sha=sha, structure=structure,
         options=options, calib_source=source,
-        calib_sha=_frames_sha(source, shape, spec.path.parent, "calibration.path"),
-        input_source=spec.inputs, inputs_sha=_frames_sha(spec.inputs, shape, spec.path.parent, "inputs.path"),
-        input_shape=shape,
-        footprint=[rule for op in variant.ops for rule in op.footprint(structure)], reference=reference,
-        folder=spec.path.parent)
+        calib_sha=_frames_sha(source, base.shapes, folder, "calibration.path"),
+        input_source=spec.inputs, inputs_sha=_frames_sha(spec.inputs, base.shapes, folder, "inputs.path"),
+        input_shape=base.shape, input_shapes=base.shapes,
+        footprint=[rule for op in variant.ops for rule in op.footprint(structure, options)], reference=reference,
+        folder=folder, notes=base.notes, author_s=time.perf_counter() - t0)
 
 
 def _plain(spec: SweepSpec, v: VariantSpec) -> bool:

@@ -2,38 +2,44 @@
 
 The key covers everything that changes what a compile produces: the float ONNX bytes, the
 compile options (less ``threads`` and ``timeout_s``, which change only how fast), the
-calibration frames, the backend and the versions of the tools behind it. A hit is one file
-holding the pickled :class:`CompileResult`, artifact bytes included, behind a checksum, so a
-torn or flipped file reads as a miss and is removed rather than trusted.
+calibration frames, the backend and the versions of the tools behind it.
+
+An entry is data, never code: ``KEY.meta.json`` holds the result's fields as JSON under a
+header line with the JSON's hash, and ``KEY.blob`` the artifact's bytes, whose hashes the
+JSON gives (:mod:`loop.codec`). The JSON also names the key it was stored under, so an
+entry copied under another key does not pass. A hit is checked in full when read; a torn,
+flipped or swapped entry is a miss with a one-line warning, and is removed, so the compile
+that follows writes it anew. The hashes catch damage and mix-ups, not forgery: whoever can
+write the cache can make it hold a wrong result (never run code), as with the ledger itself.
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import json
 import os
-import pickle
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from loop.compilers.base import CompileOptions, CompileResult
+from loop.codec import Damaged, body, decode, encode
+from loop.compilers.base import CompileOptions, CompileResult, Frames
 from loop.errors import LoopError
 from loop.frames import frames_sha
-from loop.store import atomic_write
+from loop.store import StoreWarning, atomic_write, read_regular, safe_component
 
-MAGIC = b"loop-cache-1\n"
 SPEED_ONLY = ("threads", "timeout_s")  # options that change how fast, not what comes out
-DIGEST = hashlib.sha256().digest_size
+META, BLOB = ".meta.json", ".blob"
+LEGACY = (".pkl", ".json")  # the pickled format before; never read, `loop doctor` removes it
 
 
 @dataclass
 class Entry:
-    """One cached compile; ``info`` is the small sidecar (backend, artifact sha, sizes)."""
+    """One cached compile; ``info`` is its summary (backend, artifact sha, sizes)."""
 
     key: str
     size: int
@@ -45,7 +51,7 @@ class Entry:
         return self.info.get("backend")
 
 
-def calibration_sha(frames: np.ndarray) -> str:
+def calibration_sha(frames: Frames) -> str:
     return frames_sha(frames)
 
 
@@ -54,7 +60,7 @@ def options_json(options: CompileOptions) -> str:
     return json.dumps(data, sort_keys=True, default=repr, separators=(",", ":"))
 
 
-def cache_key(model: bytes, calibration: np.ndarray, options: CompileOptions, backend: str,
+def cache_key(model: bytes, calibration: Frames, options: CompileOptions, backend: str,
               versions: dict[str, str]) -> str:
     return key_of(hashlib.sha256(model).hexdigest(), calibration_sha(calibration), options, backend, versions)
 
@@ -80,56 +86,73 @@ class Cache:
     def for_runs(cls, runs: Path) -> "Cache":
         return cls(Path(runs) / "cache")
 
-    def _blob(self, key: str) -> Path:
-        return self.root / f"{key}.pkl"
-
-    def _sidecar(self, key: str) -> Path:
-        return self.root / f"{key}.json"
+    def path(self, key: str, suffix: str) -> Path:
+        return self.root / f"{safe_component(key, 'cache key')}{suffix}"
 
     def lookup(self, key: str) -> CompileResult | None:
         """The stored result, as a fresh copy marked ``cache_hit``; None on a miss."""
         try:
-            data = self._blob(key).read_bytes()
+            meta = read_regular(self.path(key, META))
+            blob = read_regular(self.path(key, BLOB))
         except FileNotFoundError:
             return None
-        result = _decode(data)
-        if result is None:
-            self.remove(key)
+        except OSError as exc:
+            self._damaged(key, f"unreadable ({exc.strerror or exc})")
             return None
-        _touch(self._blob(key))  # pruning drops the least recently used first
+        try:
+            result = verified(key, meta, blob)
+        except Damaged as exc:
+            self._damaged(key, str(exc))
+            return None
+        _touch(self.path(key, META))  # pruning drops the least recently used first
         result.cache_hit = True
         return result
 
+    def _damaged(self, key: str, why: str) -> None:
+        warnings.warn(f"cache entry {key[:16]}: {why}; a miss, compiled again and rewritten", StoreWarning,
+                      stacklevel=3)
+        self.remove(key)
+
     def store(self, key: str, result: CompileResult) -> bool:
-        """Keep ``result`` if it succeeded; failures are never cached (they may be transient)."""
+        """Keep ``result`` if it succeeded; failures are never cached (they may be transient).
+        The cache only saves time, so a write that fails (a full disk) is a warning."""
         if not result.ok or result.artifact is None:
             return False
-        stored = copy.copy(result)
-        stored.cache_hit = False
-        atomic_write(self._blob(key), _encode(stored))
-        atomic_write(self._sidecar(key), json.dumps(_sidecar(result)).encode())
+        stored = dataclasses.replace(result, cache_hit=False)
+        meta, blob = encode(stored, {"key": key, "summary": _summary(result)})
+        try:
+            atomic_write(self.path(key, BLOB), blob)
+            atomic_write(self.path(key, META), meta)  # last: an entry without it is not one
+        except (OSError, LoopError) as exc:
+            warnings.warn(f"cache entry {key[:16]} not stored: {exc}", StoreWarning, stacklevel=2)
+            self.remove(key)
+            return False
         return True
 
     def remove(self, key: str) -> None:
-        for path in (self._blob(key), self._sidecar(key)):
-            path.unlink(missing_ok=True)
+        for suffix in (META, BLOB, *LEGACY):
+            try:
+                self.path(key, suffix).unlink(missing_ok=True)
+            except OSError:
+                pass
 
     def entries(self) -> list[Entry]:
         """Every entry, oldest (least recently used) first."""
-        out = [e for e in (self._entry(p) for p in self.root.glob("*.pkl")) if e is not None]
+        metas = self.root.glob(f"*{META}") if self.root.is_dir() else []
+        out = [e for e in (self._entry(p) for p in metas) if e is not None]
         return sorted(out, key=lambda e: (e.mtime, e.key))
 
-    def _entry(self, blob: Path) -> Entry | None:
-        key = blob.stem
+    def _entry(self, meta: Path) -> Entry | None:
+        key = meta.name[: -len(META)]
         try:
-            stat = blob.stat()
-        except FileNotFoundError:  # pruned by another process meanwhile
+            stat = meta.lstat()
+            size = stat.st_size + self.path(key, BLOB).lstat().st_size
+        except (OSError, LoopError):  # pruned by another process meanwhile, or half written
             return None
         try:
-            side = self._sidecar(key)
-            info, size = json.loads(side.read_text()), stat.st_size + side.stat().st_size
-        except (OSError, ValueError):
-            info, size = {}, stat.st_size
+            info = body(read_regular(meta))["extra"].get("summary", {})
+        except (OSError, Damaged, AttributeError):
+            info = {}
         return Entry(key, size, stat.st_mtime, info)
 
     def prune(self, older_than_s: float | None = None, max_bytes: int | None = None) -> list[Entry]:
@@ -148,6 +171,16 @@ class Cache:
         for entry in removed:
             self.remove(entry.key)
         return removed
+
+
+def verified(key: str, meta: bytes, blob: bytes) -> CompileResult:
+    """The result of an entry that passes every check for ``key``; :class:`Damaged` otherwise."""
+    result, extra = decode(meta, blob)
+    if extra.get("key") != key:
+        raise Damaged("it was stored under another key (a copied entry)")
+    if not result.ok or result.artifact is None:
+        raise Damaged("it holds no successful compile")
+    return result
 
 
 SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -176,25 +209,7 @@ def _scaled(text: str, units: dict[str, int], default: str, what: str) -> float:
     return value * units[unit]
 
 
-def _encode(result: CompileResult) -> bytes:
-    payload = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-    return MAGIC + hashlib.sha256(payload).digest() + payload
-
-
-def _decode(data: bytes) -> CompileResult | None:
-    """The result in ``data``, or None when it is torn, flipped or from another format."""
-    head = len(MAGIC) + DIGEST
-    digest, payload = data[len(MAGIC):head], data[head:]
-    if not data.startswith(MAGIC) or hashlib.sha256(payload).digest() != digest:
-        return None
-    try:
-        result = pickle.loads(payload)
-    except Exception:  # noqa: BLE001 - e.g. a class renamed since: a miss, not a crash
-        return None
-    return result if isinstance(result, CompileResult) and result.ok else None
-
-
-def _sidecar(result: CompileResult) -> dict[str, Any]:
+def _summary(result: CompileResult) -> dict[str, Any]:
     artifact = result.artifact
     assert artifact is not None
     return {"backend": artifact.backend, "artifact_sha": artifact.sha, "artifact_bytes": len(artifact.data),
@@ -204,6 +219,6 @@ def _sidecar(result: CompileResult) -> dict[str, Any]:
 
 def _touch(path: Path) -> None:
     try:
-        os.utime(path)
-    except OSError:  # read-only cache or pruned meanwhile: the hit is still good
+        os.utime(path, follow_symlinks=False)
+    except (OSError, NotImplementedError):  # read-only cache or pruned meanwhile: the hit is still good
         pass

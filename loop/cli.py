@@ -1,7 +1,9 @@
 """The command line: parsing and printing only; every command is a call into the library."""
 from __future__ import annotations
 
+import errno
 import json
+import sqlite3
 import sys
 import warnings
 from pathlib import Path
@@ -10,19 +12,35 @@ from typing import Any, Callable
 import click
 
 from loop.errors import LoopError
+from loop.store import StoreFault
 
 RUNS = click.option("--runs", "runs", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
                     help="Output folder holding ledger.sqlite and artifacts/.")
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
+FAULTS = (errno.ENOSPC, errno.EROFS, errno.EIO, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
 def _guard(fn: Callable[[], int | None]) -> None:
-    """User errors: one line on stderr, exit 2."""
+    """User errors: one line on stderr, exit 2. The runs folder's faults (a damaged ledger, a
+    full or read-only disk): one line, exit 1."""
     try:
         code = fn()
+    except StoreFault as exc:
+        click.echo(f"loop: {exc.render()}", err=True)
+        sys.exit(1)
     except LoopError as exc:
         click.echo(f"loop: {exc.render()}", err=True)
         sys.exit(2)
+    except sqlite3.DatabaseError as exc:
+        click.echo(f"loop: the ledger: {exc}", err=True)
+        sys.exit(1)
+    except OSError as exc:
+        if exc.errno not in FAULTS:
+            raise
+        click.echo(f"loop: {exc}", err=True)
+        sys.exit(1)
     sys.exit(code or 0)
 
 
@@ -59,7 +77,7 @@ def sweep(sweep_file: Path, runs: Path, jobs: int | None, scorer: str | None, cl
         options = SweepOptions(jobs=jobs, progress=not quiet, scorer=user, overlap=overlap, fresh=fresh,
                                cluster=cluster)
         result = run_sweep(parsed, runs, options)
-        with ledger.Ledger(runs / "ledger.sqlite") as book:
+        with ledger.Ledger(runs / "ledger.sqlite", readonly=True) as book:
             rows = [ledger.run_json(book.get(o.run_id)) for o in result.outcomes if o.run_id is not None]
         click.echo(report.sweep_summary(rows))
         extra = report.ladders(rows)
@@ -104,6 +122,25 @@ def audit_cmd(runs: Path, as_json: bool, sweep: str | None) -> None:
         keys = ("id", "sweep", "variant", "verdict", "changes")
         click.echo(json.dumps([{k: r[k] for k in keys} for r in rows], indent=2) if as_json
                    else report.audit_table(rows))
+    _guard(go)
+
+
+@main.command("layers")
+@click.argument("base", type=click.Path(path_type=Path))
+@JSON
+def layers_cmd(base: Path, as_json: bool) -> None:
+    """The quantized layers of BASE (an .onnx model or a recipe): the names ops take."""
+    def go() -> None:
+        from loop.graphs import load
+        from loop.report import table
+        from loop.structure import describe
+        rows = describe(load(base, {}).structure)
+        if as_json:
+            click.echo(json.dumps(rows, indent=2))
+            return
+        click.echo(table(["layer", "op", "weights", "range in lands on", "range out lands on", "removed activation"],
+                         [[str(r["layer"]), str(r["op"]), "yes" if r["weights"] else "no", str(r["in_tensor"]),
+                           str(r["out_tensor"]), str(r["out_bounds"] or "-")] for r in rows]))
     _guard(go)
 
 
@@ -160,6 +197,23 @@ def cache_cmd(runs: Path, older: str | None, max_size: str | None, as_json: bool
         for e in shown:
             click.echo(f"{'removed ' if pruning else ''}{e.key[:16]}  {e.size:>10,}  {e.backend or '?'}")
         click.echo(f"{len(shown)} entr{'y' if len(shown) == 1 else 'ies'} {'removed' if pruning else 'cached'}")
+    _guard(go)
+
+
+@main.command("doctor")
+@RUNS
+@click.option("--repair", is_flag=True, help="Repair what it can (never removes an ok run's artifact).")
+def doctor_cmd(runs: Path, repair: bool) -> None:
+    """Check the ledger, the artifacts and the cache; say what --repair would do, one line each."""
+    def go() -> int:
+        from loop.doctor import examine, repair_all
+        exam = examine(runs)
+        for line in repair_all(runs, exam) if repair else [p.line() for p in exam.problems]:
+            click.echo(line)
+        left = sum(1 for p in exam.problems if not p.repaired)
+        click.echo(f"{len(exam.problems)} problem(s){f', {len(exam.problems) - left} repaired' if repair else ''}"
+                   + (f"; a sweep is running ({exam.live[0]})" if exam.live else ""))
+        return 1 if left else 0
     _guard(go)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import itertools
+import os
 import sys
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from contextlib import contextmanager
@@ -23,11 +24,11 @@ from joblib.externals.loky import get_reusable_executor
 
 from loop.backends import COMPILERS, compiler_class
 from loop.cache import Cache, calibration_sha, key_of
-from loop.compile_child import compile_with, resolve, run_isolated
-from loop.compilers.base import CompileOptions, CompileResult
+from loop.compile_child import compile_with, resolve, run_isolated, watch_sweep
+from loop.compilers.base import CompileOptions, CompileResult, Frames
 from loop.errors import LoopError
 
-Item = tuple[bytes, np.ndarray, CompileOptions]
+Item = tuple[bytes, Frames, CompileOptions]
 CONNECT_TIMEOUT_S = 20.0  # a scheduler that has not answered by then is taken as unreachable
 Progress = Callable[[int], None]
 
@@ -40,7 +41,7 @@ class Job:
     model_sha: str
     calib_sha: str
     options: CompileOptions
-    load: Callable[[], tuple[bytes, np.ndarray]]
+    load: Callable[[], tuple[bytes, Frames]]
 
 
 def as_job(item: Item | Job) -> Job:
@@ -51,7 +52,7 @@ def as_job(item: Item | Job) -> Job:
                lambda: (model, calibration))
 
 
-def compile_job(backend: str, model: bytes, calibration: np.ndarray, options: CompileOptions) -> CompileResult:
+def compile_job(backend: str, model: bytes, calibration: Frames, options: CompileOptions) -> CompileResult:
     """One compile in this very process (no isolation, no cache); returns a value, never raises."""
     return compile_with(compiler_class(backend)(), model, calibration, options)
 
@@ -129,7 +130,9 @@ def _local(ref: str, todo: dict[str, Job], jobs: int) -> Iterator[tuple[str, Com
     threaded parent, from which a compile cannot be forked). At most two per worker are in
     flight, so each job loads its bytes just in time."""
     workers = max(1, min(jobs, len(todo)))
-    executor = get_reusable_executor(max_workers=workers)
+    # Each worker watches this process: after a kill -9 of the sweep it kills its compile's
+    # group and exits, rather than wait on a hung compile (or idle) for ever.
+    executor = get_reusable_executor(max_workers=workers, initializer=watch_sweep, initargs=(os.getpid(),))
     queue, running = iter(todo.items()), set[Future[tuple[str, CompileResult]]]()
     while True:
         for key, job in itertools.islice(queue, 2 * workers - len(running)):
@@ -140,7 +143,7 @@ def _local(ref: str, todo: dict[str, Job], jobs: int) -> Iterator[tuple[str, Com
         yield from (future.result() for future in done)
 
 
-def _task(key: str, ref: str, model: bytes, calibration: np.ndarray,
+def _task(key: str, ref: str, model: bytes, calibration: Frames,
           options: CompileOptions) -> tuple[str, CompileResult]:
     result = run_isolated(ref, model, calibration, options)
     result.compiled_on = _worker_address()

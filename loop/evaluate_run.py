@@ -4,6 +4,7 @@ The first device measures and scores; every further device (say the emulator bes
 chip) scores the same inputs, and how far it disagrees with the first is recorded."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -17,7 +18,9 @@ from loop.artifacts import materialize
 from loop.author import Authored
 from loop.compilers.base import Artifact, CompileResult, TensorLayout
 from loop.devices.base import Device, RuntimeOptions
+from loop.errors import LoopError
 from loop.measure import measure, measuring_stick
+from loop.onnx_session import session as onnx_session
 from loop.spec import SweepSpec
 from loop.store import store_artifact
 
@@ -38,6 +41,7 @@ class RunOutcome:
     artifact: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
     run_id: int | None = None
+    stages: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -60,26 +64,30 @@ def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult,
                            authored.structure.bounds)
 
 
-def float_outputs(model: bytes, inputs: np.ndarray) -> Raw:
+def float_outputs(model: bytes, inputs: frames_mod.Frames) -> Raw:
     """The unquantized model of the same variant, for SNR and cosine."""
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    session = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-    name = session.get_inputs()[0].name
-    return [session.run(None, {name: x[None].astype(np.float32)}) for x in inputs]
+    session = onnx_session(model, optimize=True)
+    names = [i.name for i in session.get_inputs()]
+    return [session.run(None, frames_mod.feed(inputs, j, names)) for j in range(frames_mod.count(inputs))]
 
 
-def run_inputs(device: Device, artifact: Artifact, inputs: np.ndarray) -> DeviceOutputs:
+def device_frame(inputs: frames_mod.Frames, index: int, layouts: Sequence[TensorLayout]) -> list[np.ndarray]:
+    """Frame ``index`` of every input, each as its device layout takes it."""
+    by_name = frames_mod.feed(inputs, index, [t.name for t in layouts])
+    return [frames_mod.quantize(by_name[t.name], t) for t in layouts]
+
+
+def run_inputs(device: Device, artifact: Artifact, inputs: frames_mod.Frames) -> DeviceOutputs:
     """Each controlled input through the device, in the layout its session reports, and
     whether a repeat of the first was bit-identical."""
     with device.open(artifact, RuntimeOptions()) as session:
-        frame = lambda x: [frames_mod.quantize(x[None], session.inputs[0])]  # noqa: E731
-        raw = [[o.copy() for o in session.infer(frame(x))] for x in inputs]
-        again = session.infer(frame(inputs[0]))
+        layouts = session.inputs
+        raw = [[o.copy() for o in session.infer(device_frame(inputs, j, layouts))]
+               for j in range(frames_mod.count(inputs))]
+        again = session.infer(device_frame(inputs, 0, layouts))
         outputs = [[frames_mod.dequantize(o, t) for o, t in zip(outs, session.outputs)] for outs in raw]
         return DeviceOutputs(raw, outputs, all(np.array_equal(a, b) for a, b in zip(raw[0], again)),
-                             tuple(session.inputs))
+                             tuple(layouts))
 
 
 def _disagreement(first: DeviceOutputs, other: DeviceOutputs) -> dict[str, Any]:
@@ -89,7 +97,7 @@ def _disagreement(first: DeviceOutputs, other: DeviceOutputs) -> dict[str, Any]:
             "values_differ": int(np.count_nonzero(mine != theirs)), "values_total": int(mine.size)}
 
 
-def _score(authored: Authored, first: DeviceOutputs, others: dict[str, DeviceOutputs], inputs: np.ndarray,
+def _score(authored: Authored, first: DeviceOutputs, others: dict[str, DeviceOutputs], inputs: frames_mod.Frames,
            base_state: dict[str, Any], scorer: Callable[..., dict[str, Any]] | None) -> dict[str, Any]:
     reference = float_outputs(authored.model(), inputs)
     scores = score_mod.builtin(first.outputs, first.raw, reference, first.deterministic,
@@ -107,19 +115,57 @@ def evaluate_variant(spec: SweepSpec, authored: Authored, compiled: CompileResul
     name = authored.variant.name
     if not compiled.ok or compiled.artifact is None:
         return RunOutcome(name, "failed", stage=compiled.stage, error=compiled.error)
-    artifact = materialize(compiled.artifact)
+    try:
+        artifact = materialize(compiled.artifact)
+    except LoopError as exc:  # swapped or damaged on disk since it was stored: never measured as this variant
+        return RunOutcome(name, "failed", stage="store", error=str(exc))
     path = Path(artifact.path) if artifact.path else store_artifact(runs, artifact.sha, artifact.suffix, artifact.data)
+    clock = _Clock()
     verdict = verdict_for(spec, authored, compiled, base_state)
+    clock.lap("audit_s")
     inputs = authored.inputs()
     first = run_inputs(devices[0], artifact, inputs)
     others = {d.name: run_inputs(d, artifact, inputs) for d in devices[1:]}
     scores = _score(authored, first, others, inputs, base_state, scorer)
     if authored.reference:
-        base_state.update(layers=compiled.layers, raw=first.raw)
-    frame = [frames_mod.quantize(inputs[0][None], first.inputs[0])]
+        base_state.update(layers=compiled.layers, raw=first.raw, snr_db=scores.get("snr_db"))
+    flags = _calibration_flags(spec, authored, scores, base_state)
+    clock.lap("score_s")
+    frame = device_frame(inputs, 0, first.inputs)
     del inputs, others
     m = measure(devices[0], artifact, frame, authored.variant.measure).to_dict()
     stick = measuring_stick(devices[0].name, path, m, authored.variant.measure)
-    flags = m["flags"] + (["hailortcli-disagrees"] if stick and stick["comparable"] and not stick["agree"] else [])
+    clock.lap("measure_s")
+    flags += m["flags"] + (["hailortcli-disagrees"] if stick and stick["comparable"] and not stick["agree"] else [])
     return RunOutcome(name, "ok", verdict=verdict.verdict, changes=[c.to_dict() for c in verdict.changes],
-                      measure={**m, "hailortcli": stick}, scores=scores, flags=flags, artifact=str(path))
+                      measure={**m, "hailortcli": stick}, scores=scores, flags=flags, artifact=str(path),
+                      stages=clock.laps)
+
+
+class _Clock:
+    """Wall time of consecutive stages, by name."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = now - self._t
+        self._t = now
+
+
+CALIBRATION_WORSE_DB = 3.0  # below the reference's SNR by more than this: the method hurt
+
+
+def _calibration_flags(spec: SweepSpec, authored: Authored, scores: dict[str, Any],
+                       base_state: dict[str, Any]) -> list[str]:
+    """A calibration method other than the sweep's that scores far below it is flagged:
+    ONNX Runtime's ``distribution`` gave -15.5 dB on mobilenet_v3_small without a word."""
+    method, ref = authored.options.calibration_method, base_state.get("snr_db")
+    if authored.reference or method == spec.compile.calibration_method or authored.variant.own_base:
+        return []
+    snr = scores.get("snr_db")
+    if ref is None or snr is None or not snr < ref - CALIBRATION_WORSE_DB:
+        return []
+    return ["calibration-worse"]

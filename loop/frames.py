@@ -4,37 +4,102 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
-from loop.compilers.base import TensorLayout
+from loop.compilers.base import Frames, TensorLayout
 from loop.errors import LoopError
 
 
-def seeded(shape: tuple[int, ...], count: int, seed: int) -> np.ndarray:
-    """``count`` frames uniform in [0, 1), shape ``(count, *shape[1:])``, float32."""
-    rng = np.random.default_rng(seed)
+
+
+def seeded(shape: tuple[int, ...], count: int, seed: int, stream: int = 0) -> np.ndarray:
+    """``count`` frames uniform in [0, 1), shape ``(count, *shape[1:])``, float32. Input
+    ``stream`` of a model gets its own sequence (the first keeps the plain seed's)."""
+    rng = np.random.default_rng(seed if stream == 0 else (seed, stream))
     return rng.random((count, *shape[1:]), dtype=np.float32)
 
 
-def from_file(path: Path, shape: tuple[int, ...], field: str = "calibration.path") -> np.ndarray:
-    """Frames stored as one .npy array of shape (N, *shape[1:])."""
+def seeded_set(shapes: dict[str, tuple[int, ...]], count: int, seed: int) -> Frames:
+    """Seeded frames for every input: an array for one input, a mapping for several."""
+    if len(shapes) == 1:
+        return seeded(next(iter(shapes.values())), count, seed)
+    return {name: seeded(shape, count, seed, i) for i, (name, shape) in enumerate(shapes.items())}
+
+
+def count(frames: Frames) -> int:
+    return len(frames) if isinstance(frames, np.ndarray) else len(next(iter(frames.values())))
+
+
+def feed(frames: Frames, index: int, names: Sequence[str]) -> dict[str, np.ndarray]:
+    """Frame ``index`` of every input, as a batch of one, by input name."""
+    if isinstance(frames, np.ndarray):
+        return {names[0]: frames[index][None]}
+    return {name: frames[name][index][None] for name in names}
+
+
+def select(frames: Frames, order: np.ndarray) -> Frames:
+    if isinstance(frames, np.ndarray):
+        return frames[order]
+    return {name: value[order] for name, value in frames.items()}
+
+
+def load_file(path: Path, shapes: dict[str, tuple[int, ...]], field: str, scale: float | None) -> Frames:
+    """Frames stored in ``path``: an .npy for a one-input model, or an .npz keyed by input name."""
+    if path.suffix != ".npz":
+        if len(shapes) != 1:
+            raise LoopError(f"the model has {len(shapes)} inputs ({', '.join(shapes)}); give an .npz keyed "
+                            "by input name", field=field)
+        return from_file(path, next(iter(shapes.values())), field, scale)
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            stored = {name: archive[name] for name in archive.files}
+    except (OSError, ValueError) as exc:
+        raise LoopError(f"cannot read frames from {path}: {exc}", field=field) from None
+    missing = [name for name in shapes if name not in stored]
+    if missing:
+        raise LoopError(f"{path} has no frames for input '{missing[0]}' (it holds: "
+                        f"{', '.join(stored) or 'nothing'})", field=field)
+    checked = {name: _checked(stored[name], path, shape, field, scale) for name, shape in shapes.items()}
+    if len({len(v) for v in checked.values()}) != 1:
+        raise LoopError(f"{path} holds a different number of frames per input", field=field)
+    return next(iter(checked.values())) if len(checked) == 1 else checked
+
+
+def from_file(path: Path, shape: tuple[int, ...], field: str = "calibration.path",
+              scale: float | None = None) -> np.ndarray:
+    """Frames stored as one .npy array of shape (N, *shape[1:]), times ``scale`` if given.
+
+    Integer frames (uint8 pixels, say) need an explicit scale: taking them as 0-255 floats
+    for a model trained on [0, 1) would be wrong without a word."""
     try:
         frames = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise LoopError(f"cannot read frames from {path}: {exc}", field=field) from None
     if not isinstance(frames, np.ndarray):
         raise LoopError(f"{path} is not one .npy array (an .npz archive?)", field=field)
+    return _checked(frames, path, shape, field, scale)
+
+
+def _checked(frames: np.ndarray, path: Path, shape: tuple[int, ...], field: str, scale: float | None) -> np.ndarray:
     if frames.ndim != len(shape) or tuple(frames.shape[1:]) != tuple(shape[1:]) or not len(frames):
         raise LoopError(f"{path} holds frames of shape {frames.shape}, the model takes (N, "
                         f"{', '.join(map(str, shape[1:]))})", field=field)
     if not np.issubdtype(frames.dtype, np.number) or not np.isfinite(frames).all():
         raise LoopError(f"{path} holds non-numeric or non-finite values", field=field)
-    return frames.astype(np.float32)
+    if np.issubdtype(frames.dtype, np.integer) and scale is None:
+        key = field.rsplit(".", 1)[0]
+        raise LoopError(f"{path} holds {frames.dtype} frames; say how they map to the model's floats with "
+                        f"'{key}.scale' (e.g. 0.00392156862745098 for 1/255)", field=field)
+    frames = frames.astype(np.float32)
+    return frames * np.float32(scale) if scale is not None else frames
 
 
-def frames_sha(frames: np.ndarray) -> str:
-    """Covers the bytes, the shape and the dtype."""
+def frames_sha(frames: Frames) -> str:
+    """Covers the bytes, the shape and the dtype (and the input names, for several)."""
+    if not isinstance(frames, np.ndarray):
+        return hashlib.sha256("|".join(f"{k}:{frames_sha(v)}" for k, v in sorted(frames.items())).encode()).hexdigest()
     h = hashlib.sha256(np.ascontiguousarray(frames).tobytes())
     h.update(f"{frames.shape}|{frames.dtype.str}".encode())
     return h.hexdigest()

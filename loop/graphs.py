@@ -12,6 +12,10 @@ A recipe is deterministic from its seed::
 """
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -20,6 +24,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from loop.errors import LoopError
+from loop.normalize import normalize
+from loop.structure import Structure, analyse
 from loop.yamlio import LineDict, line_of, load_yaml
 
 OPSET = 17
@@ -111,14 +117,25 @@ def _infer_out_shape(nodes: list, inits: list, x: onnx.ValueInfoProto, y: str) -
     return [d.dim_value for d in dims]
 
 
-def load_onnx(path: Path) -> onnx.ModelProto:
-    """Load a user's model, give every node a name, and pin dynamic batch dims to 1."""
+def load_onnx(path: Path, notes: list[str] | None = None) -> onnx.ModelProto:
+    """Load a user's model, give every node a name, hold every weight as an initializer
+    (see :mod:`loop.normalize`) and pin a dynamic batch dimension to 1. What was changed
+    is appended to ``notes``."""
     try:
         model = onnx.load(str(path))
         onnx.checker.check_model(model)
     except Exception as exc:  # noqa: BLE001 - any failure here means an unreadable model
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise LoopError(f"unreadable ONNX model {path}: {first}") from None
+    _name_nodes(model, path)
+    changed = normalize(model)
+    changed += _pin_batch(model, path)
+    if notes is not None:
+        notes.extend(changed)
+    return model
+
+
+def _name_nodes(model: onnx.ModelProto, path: Path) -> None:
     names = [n.name for n in model.graph.node if n.name]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -128,7 +145,11 @@ def load_onnx(path: Path) -> onnx.ModelProto:
         if not node.name:
             node.name = next(n for n in (f"{node.op_type}_{i}{s}" for s in ("", *map(str, range(1, 99)))) if n not in taken)
             taken.add(node.name)
+
+
+def _pin_batch(model: onnx.ModelProto, path: Path) -> list[str]:
     inits = {t.name for t in model.graph.initializer}
+    notes = []
     for value in model.graph.input:
         if value.name in inits:
             continue
@@ -138,14 +159,56 @@ def load_onnx(path: Path) -> onnx.ModelProto:
                     raise LoopError(f"{path}: input '{value.name}' has a dynamic dimension {j}; "
                                     "export it with a static shape")
                 dim.dim_value = 1
-    return model
+                notes.append(f"input '{value.name}': dynamic batch dimension fixed to 1")
+    return notes
 
 
-def load_base(path: Path, params: Mapping[str, Any] | None = None) -> onnx.ModelProto:
+def load_base(path: Path, params: Mapping[str, Any] | None = None,
+              notes: list[str] | None = None) -> onnx.ModelProto:
     if not path.exists():
         raise LoopError(f"base model {path} not found")
     if path.suffix in (".yaml", ".yml"):
         return build_recipe(path, params)
     if params:
         raise LoopError(f"'params' applies to recipes (.yaml) only, not {path.name}", field="params")
-    return load_onnx(path)
+    return load_onnx(path, notes)
+
+
+def input_shapes(model: onnx.ModelProto, structure: Structure) -> dict[str, tuple[int, ...]]:
+    """Each input's shape, by name, in the model's order."""
+    values = {v.name: v for v in model.graph.input}
+    return {name: tuple(int(d.dim_value) for d in values[name].type.tensor_type.shape.dim)
+            for name in structure.inputs}
+
+
+@dataclass(frozen=True)
+class Base:
+    """A base network loaded once: its ONNX bytes as authored, and what loading changed."""
+
+    data: bytes
+    sha: str
+    structure: Structure
+    shapes: dict[str, tuple[int, ...]]
+    notes: tuple[str, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The first input's shape."""
+        return next(iter(self.shapes.values()), ())
+
+
+def load(path: Path, params: dict[str, Any] | None) -> Base:
+    """The base at ``path`` with ``params``; loaded once per content, so a sweep of many
+    variants (and the sweep file's own check) reads and serializes a large model once."""
+    stat = path.stat() if path.exists() else None
+    stamp = (stat.st_mtime_ns, stat.st_size) if stat else None
+    return _load(str(path), json.dumps(params, sort_keys=True, default=str), stamp)
+
+
+@lru_cache(maxsize=4)
+def _load(path: str, params: str, stamp: tuple[int, int] | None) -> Base:
+    notes: list[str] = []
+    model = load_base(Path(path), json.loads(params), notes)
+    structure = analyse(model)
+    data = model.SerializeToString(deterministic=True)
+    return Base(data, hashlib.sha256(data).hexdigest(), structure, input_shapes(model, structure), tuple(notes))

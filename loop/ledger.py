@@ -7,6 +7,7 @@ finished ``ok`` or ``failed``. Only the sweep's parent process writes.
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -21,9 +22,11 @@ from typing import Any, Iterator
 import numpy as np
 
 from loop.errors import LoopError
+from loop.store import NETWORK_FILESYSTEMS, StoreFault, filesystem_type, nearly_full
 
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 60_000
+SQLITE_FULL = getattr(sqlite3, "SQLITE_FULL", 13)
 # The newest schema, for a new ledger; an older ledger is brought up by MIGRATIONS[v] (v -> v+1).
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS runs (
@@ -42,31 +45,10 @@ MIGRATIONS: dict[int, list[str]] = {
 }
 COLUMNS = ("error", "stage", "onnx_sha", "calib_sha", "kernel_sha", "bias_sha", "device", "artifact", "verdict",
            "compiled_on", "cache_hit")
-NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "9p", "afs", "ceph", "glusterfs",
-                       "lustre", "fuse.gcsfuse", "fuse.s3fs", "davfs")
 
 
 class LedgerWarning(UserWarning):
     """Something about the ledger a user should know, that does not stop the work."""
-
-
-def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
-    """The type of the filesystem holding ``path``, from /proc/mounts (longest mount point)."""
-    if mounts is None:
-        try:
-            mounts = Path("/proc/mounts").read_text()
-        except OSError:
-            return None
-    target, best, kind = str(Path(path).resolve()), "", None
-    for line in mounts.splitlines():
-        parts = line.split()
-        if len(parts) < 3:
-            continue
-        point = parts[1].replace("\\040", " ")
-        inside = target == point or target.startswith(point.rstrip("/") + "/")
-        if inside and len(point) > len(best):
-            best, kind = point, parts[2]
-    return kind
 
 
 def _finite(value: Any) -> Any:
@@ -85,23 +67,113 @@ def _finite(value: Any) -> Any:
     return value
 
 
+class LedgerFault(StoreFault):
+    """SQLite failed under the ledger (a damaged file, a full disk): one line, not a traceback."""
+
+    def __init__(self, message: str, full: bool = False) -> None:
+        super().__init__(message)
+        self.full = full
+
+
+def is_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk (or the database's size limit) is full."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+    return getattr(exc, "sqlite_errorcode", None) == SQLITE_FULL or "database or disk is full" in str(exc)
+
+
+def _refuse_links(path: Path) -> None:
+    """SQLite would write through a link at the ledger (or its WAL) to wherever it points."""
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{path}{suffix}").is_symlink():
+            raise LoopError(f"{path}{suffix} is a symbolic link; loop does not write through links", field="--runs")
+
+
+class Garbled(str):
+    """Text whose bytes in the file are not UTF-8 (flipped bytes): shown with replacement
+    characters, and its row read as corrupt, rather than failing the whole query."""
+
+
+def _text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return Garbled(raw.decode("utf-8", "replace"))
+
+
 class Ledger:
-    def __init__(self, path: Path) -> None:
+    """The ledger file. ``readonly`` (every command that only reads) opens it with SQLite's
+    ``mode=ro``: never migrated, never written, readable in a read-only runs folder."""
+
+    def __init__(self, path: Path, readonly: bool = False) -> None:
         self.path = Path(path)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-            self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        except (OSError, sqlite3.Error) as exc:
-            raise LoopError(f"cannot open the ledger {self.path}: {exc}", field="--runs") from None
-        self._db.row_factory = sqlite3.Row
-        self._wal()
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._migrate()
+        self.readonly = readonly
+        self._db = self._connect()
+        with self._faults():
+            if readonly:
+                self._check_schema()
+            else:
+                self._wal()
+                self._db.execute("PRAGMA synchronous=FULL")
+                self._migrate()
         kind = filesystem_type(self.path.parent)
         if kind in NETWORK_FILESYSTEMS:
             warnings.warn(f"ledger {self.path} is on a network filesystem ({kind}); SQLite's locking is not "
                           "safe there: keep --runs on a local disk", LedgerWarning, stacklevel=2)
+
+    def _connect(self, immutable: bool = False) -> sqlite3.Connection:
+        try:
+            if self.readonly:
+                uri = self.path.resolve().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
+                db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                _refuse_links(self.path)
+                db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        except (OSError, sqlite3.Error) as exc:
+            raise LoopError(f"cannot open the ledger {self.path}: {exc}", field="--runs") from None
+        db.row_factory = sqlite3.Row
+        db.text_factory = _text
+        return db
+
+    def _version(self) -> int:
+        try:
+            return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "unable to open" not in str(exc) or not self.readonly:
+                raise
+        # A read-only folder holding a WAL ledger without its -shm file, which a reader cannot
+        # create: read the main file as it is (what a finished sweep left there).
+        self._db.close()
+        self._db = self._connect(immutable=True)
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    def _check_schema(self) -> None:
+        """A reader takes the schema as it finds it: a newer one is refused, an older one read
+        as it is (a sweep upgrades it), and a file without runs is not a ledger."""
+        version = self._version()
+        if version > SCHEMA_VERSION:
+            raise LoopError(f"ledger {self.path} has schema version {version}, newer than this loop "
+                            f"knows ({SCHEMA_VERSION}); upgrade loop to read it")
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "runs" not in tables:
+            raise LoopError(f"{self.path} is not a loop ledger (it has no runs table)")
+        if version < SCHEMA_VERSION:
+            warnings.warn(f"ledger {self.path} has schema version {version}, older than this loop's "
+                          f"({SCHEMA_VERSION}): read as it is; the next sweep on it upgrades it", LedgerWarning,
+                          stacklevel=3)
+
+    @contextmanager
+    def _faults(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            # SQLite reports some out-of-space writes (growing the WAL or its index) as I/O errors
+            full = is_full(exc) or ("disk I/O error" in str(exc) and nearly_full(self.path.parent))
+            hint = ("the disk is full: free space, then run the sweep again to finish it" if full
+                    else f"'loop doctor --runs {self.path.parent}' says more")
+            raise LedgerFault(f"ledger {self.path}: {exc}: {hint}", full=full) from None
 
     def _wal(self) -> None:
         """Switch to WAL. The switch needs the database to itself and SQLite does not wait for
@@ -119,22 +191,46 @@ class Ledger:
                 delay = min(delay * 2, 0.5)
 
     @classmethod
-    def open_existing(cls, path: Path) -> "Ledger":
+    def open_existing(cls, path: Path, readonly: bool = True) -> "Ledger":
         if not Path(path).exists():
             raise LoopError(f"no ledger at {path} (run 'loop sweep' first, or pass --runs)")
-        return cls(path)
+        return cls(path, readonly=readonly)
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        """One ``BEGIN IMMEDIATE`` transaction; a write inside another joins it."""
+        if self._db.in_transaction:
             yield self._db
-        except BaseException:
+            return
+        with self._faults():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+
+    def _rollback(self) -> None:
+        if not self._db.in_transaction:  # SQLite may have rolled back itself (a full disk)
+            return
+        try:
             self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        except sqlite3.Error:  # the error being raised says more than this one
+            pass
+
+    def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """Rows of a read; SQLite's failures as :class:`LedgerFault`."""
+        with self._faults():
+            return list(self._db.execute(sql, args))
+
+    def integrity(self) -> list[str]:
+        """``PRAGMA integrity_check``: ``["ok"]``, or what is wrong."""
+        return [str(r[0]) for r in self.query("PRAGMA integrity_check")]
 
     def _migrate(self) -> None:
+        if self._version() == SCHEMA_VERSION:  # nothing to write (so a full disk still opens)
+            return
         with self.write() as db:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
@@ -171,12 +267,12 @@ class Ledger:
                         *columns.values(), run_id))
 
     def latest_key(self, spec_sha: str) -> str | None:
-        row = self._db.execute("SELECT sweep_key FROM runs WHERE sweep_key=? OR sweep_key LIKE ? ORDER BY id DESC LIMIT 1",
-                               (spec_sha, spec_sha + "/%")).fetchone()
-        return row[0] if row else None
+        rows = self.query("SELECT sweep_key FROM runs WHERE sweep_key=? OR sweep_key LIKE ? ORDER BY id DESC LIMIT 1",
+                         (spec_sha, spec_sha + "/%"))
+        return rows[0][0] if rows else None
 
     def rows_for_key(self, key: str) -> list[sqlite3.Row]:
-        return list(self._db.execute("SELECT * FROM runs WHERE sweep_key=? ORDER BY id", (key,)))
+        return self.query("SELECT * FROM runs WHERE sweep_key=? ORDER BY id", (key,))
 
     def mark_interrupted(self, run_ids: list[int]) -> None:
         if not run_ids:
@@ -189,13 +285,13 @@ class Ledger:
         query, args = "SELECT * FROM runs", tuple[str, ...]()
         if sweep:
             query, args = query + " WHERE sweep=?", (sweep,)
-        return list(self._db.execute(query + " ORDER BY id", args))
+        return self.query(query + " ORDER BY id", args)
 
     def get(self, run_id: int) -> sqlite3.Row:
-        row = self._db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
-        if row is None:
+        rows = self.query("SELECT * FROM runs WHERE id=?", (run_id,))
+        if not rows:
             raise LoopError(f"no run {run_id} in {self.path}")
-        return row
+        return rows[0]
 
     def close(self) -> None:
         self._db.close()
@@ -207,9 +303,41 @@ class Ledger:
         self.close()
 
 
+CORRUPT = "corrupt"
+
+
+def corrupt_reason(row: sqlite3.Row) -> str | None:
+    """Why ``row`` cannot be read as a run (flipped bytes, a torn record), or None."""
+    for key in row.keys():
+        if isinstance(row[key], Garbled):
+            return f"its {key} is not valid UTF-8"
+    for key, kind in (("record", dict), ("flags", list)):
+        try:
+            value = json.loads(row[key])
+        except (TypeError, ValueError) as exc:
+            return f"its {key} does not parse ({exc})"
+        if not isinstance(value, kind):
+            return f"its {key} is not a JSON {kind.__name__}"
+    return None
+
+
+def _column(row: sqlite3.Row, name: str) -> Any:
+    return row[name] if name in row.keys() else None  # a column an older schema lacks
+
+
 def run_json(row: sqlite3.Row) -> dict[str, Any]:
-    """The pinned JSON shape of one run (``loop runs --json``)."""
-    record = json.loads(row["record"])
+    """The pinned JSON shape of one run (``loop runs --json``); a row that cannot be read is
+    shown with status ``corrupt``, its id and why, so one bad row never hides the rest."""
+    reason = corrupt_reason(row)
+    if reason is None:
+        try:
+            return _run_json(row, json.loads(row["record"]), json.loads(row["flags"]))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            reason = f"its record has an unexpected shape ({type(exc).__name__}: {exc})"
+    return {**_run_json(row, {}, []), "status": CORRUPT, "error": reason, "verdict": None}
+
+
+def _run_json(row: sqlite3.Row, record: dict[str, Any], flags: list[str]) -> dict[str, Any]:
     measure = record.get("measure") or {}
     return {
         "id": row["id"], "sweep": row["sweep"], "variant": row["variant"], "status": row["status"],
@@ -221,8 +349,9 @@ def run_json(row: sqlite3.Row) -> dict[str, Any]:
                    for l in record.get("layers", [])],
         "measure": measure,
         "scores": record.get("scores", {}),
-        "verdict": row["verdict"], "flags": json.loads(row["flags"]),
+        "verdict": row["verdict"], "flags": flags,
         "changes": record.get("changes", []),
-        "compiled_on": row["compiled_on"], "cache_hit": bool(row["cache_hit"]),
+        "compiled_on": _column(row, "compiled_on"), "cache_hit": bool(_column(row, "cache_hit")),
         "perturb": record.get("perturb", []),
+        "warnings": (record.get("info") or {}).get("warnings", []),
     }

@@ -8,6 +8,7 @@ zero point of the tensor a layer reads or writes).
 """
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import math
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from loop.compilers.base import RangeOverride
+from loop.compilers.base import CompileOptions, RangeOverride
 from loop.errors import LoopError
 from loop.structure import Structure
 
@@ -43,6 +44,7 @@ class Op:
     """Base of all perturbation ops; subclasses are dataclasses of their fields."""
 
     name: ClassVar[str]
+    rewrites_model: ClassVar[bool] = False  # True for ops that change the float model itself
     layer: str | None = None
 
     @property
@@ -52,8 +54,7 @@ class Op:
 
     def check(self, structure: Structure) -> None:
         if self.layer is not None and structure.layer(self.layer) is None:
-            known = ", ".join(l.name for l in structure.layers) or "none"
-            raise LoopError(f"unknown layer '{self.layer}' (quantized layers: {known})", field="layer")
+            raise LoopError(unknown_layer(self.layer, [l.name for l in structure.layers]), field="layer")
 
     def apply(self, model: onnx.ModelProto, structure: Structure) -> None:
         """Change the float model in place (weights ops only)."""
@@ -61,12 +62,36 @@ class Op:
     def overrides(self, structure: Structure) -> tuple[RangeOverride, ...]:
         return ()
 
-    def footprint(self, structure: Structure) -> list[Allow]:
+    def footprint(self, structure: Structure, options: CompileOptions) -> list[Allow]:
+        """What this op may change, given the compile it goes through."""
         raise NotImplementedError
 
 
-def _initializer(model: onnx.ModelProto, name: str) -> onnx.TensorProto:
-    return next(t for t in model.graph.initializer if t.name == name)
+def unknown_layer(name: str, known: list[str]) -> str:
+    """One line: the closest few layer names, not all of them."""
+    if not known:
+        return f"unknown layer '{name}': the model has no quantized layers"
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else \
+        f"layers are ONNX node names, e.g. {known[0]!r}"
+    return f"unknown layer '{name}' ({len(known)} quantized layers; {hint}); `loop layers BASE` lists them"
+
+
+def _own_kernel(model: onnx.ModelProto, layer: str) -> onnx.TensorProto:
+    """The layer's kernel initializer, copied first if another node reads it too (exports
+    share equal tensors), so that changing it changes this layer alone."""
+    node = next(n for n in model.graph.node if n.name == layer)
+    name = node.input[1]
+    tensor = next(t for t in model.graph.initializer if t.name == name)
+    readers = sum(name in n.input for n in model.graph.node)
+    if readers == 1:
+        return tensor
+    own = onnx.TensorProto()
+    own.CopyFrom(tensor)
+    own.name = f"{name}.{layer}"
+    model.graph.initializer.append(own)
+    node.input[1] = own.name
+    return own
 
 
 def _downstream(structure: Structure, layer: str) -> list[Allow]:
@@ -81,15 +106,24 @@ def _downstream(structure: Structure, layer: str) -> list[Allow]:
 class WeightOp(Op):
     """An op that rewrites one layer's float kernel; its footprint is the layer and all after it."""
 
+    rewrites_model: ClassVar[bool] = True
+
     def kernel(self, w: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def check(self, structure: Structure) -> None:
+        super().check(structure)
+        layer = structure.layer(self.layer)  # type: ignore[arg-type]
+        if layer is not None and layer.weight is None:
+            raise LoopError(f"layer '{self.layer}' has no weights ({layer.op} of two activations); "
+                            f"{self.name} needs a weighted layer", field="layer")
+
     def apply(self, model: onnx.ModelProto, structure: Structure) -> None:
-        tensor = _initializer(model, structure.layer(self.layer).weight)  # type: ignore[union-attr,arg-type]
+        tensor = _own_kernel(model, self.layer)  # type: ignore[arg-type]
         new = self.kernel(numpy_helper.to_array(tensor))
         tensor.CopyFrom(numpy_helper.from_array(new, tensor.name))
 
-    def footprint(self, structure: Structure) -> list[Allow]:
+    def footprint(self, structure: Structure, options: CompileOptions) -> list[Allow]:
         return _downstream(structure, self.layer)  # type: ignore[arg-type]
 
 
@@ -128,13 +162,15 @@ class ForceRange(Op):
         return f"force_range_{self.side}"
 
     def tensor(self, structure: Structure) -> str:
+        """The tensor actually quantized: after removed activations, and at the head of any
+        chain of ops that share one grid (a pool, a reshape, a slice)."""
         layer = structure.layer(self.layer)  # type: ignore[arg-type]
-        return layer.out_tensor if self.side == "out" else layer.in_tensor  # type: ignore[union-attr]
+        return structure.grid(layer.out_tensor if self.side == "out" else layer.in_tensor)  # type: ignore[union-attr]
 
     def overrides(self, structure: Structure) -> tuple[RangeOverride, ...]:
         return (RangeOverride(self.layer, self.side, self.tensor(structure), self.lo, self.hi),)  # type: ignore[arg-type]
 
-    def footprint(self, structure: Structure) -> list[Allow]:
+    def footprint(self, structure: Structure, options: CompileOptions) -> list[Allow]:
         tensor = self.tensor(structure)
         rules = [Allow(l.name, "out_scale") for l in structure.producer_of(tensor)]
         for consumer in structure.consumers_of(tensor):
@@ -150,8 +186,11 @@ class Calibration(Op):
     count: int | None = None
     seed: int | None = None
 
-    def footprint(self, structure: Structure) -> list[Allow]:
-        return [Allow("*", "in_scale"), Allow("*", "out_scale"), Allow("*", "bias-rounding")]
+    def footprint(self, structure: Structure, options: CompileOptions) -> list[Allow]:
+        # Bias correction re-derives every bias from the calibration frames, so a new set
+        # must move them: that is this op's own effect. Without it, only rounding follows.
+        bias = "bias" if options.bias_correction else "bias-rounding"
+        return [Allow("*", "in_scale"), Allow("*", "out_scale"), Allow("*", bias)]
 
 
 @dataclass(frozen=True)

@@ -53,12 +53,21 @@ def sweep_summary(runs: Sequence[dict[str, Any]]) -> str:
     from loop.audit import NOT_COMPARABLE
     used = [r for r in runs if r["status"] == "ok" and r["verdict"] not in NOT_COMPARABLE]
     apart = [r for r in runs if r not in used]
+    if layer is None:
+        headers[3] = "out scale"
     text = table(headers, [summary_row(r, layer) for r in used])
     if apart:
         text += "\n\nRecorded, not used in comparisons:\n" + table(headers, [summary_row(r, layer) for r in apart])
         for r in apart:
             text += "\n" + _why(r)
+    notes = [f"  {r['variant']}: {w}" for r in runs for w in r.get("warnings", [])]
+    notes += [f"  {r['variant']}: {f}: {NOTED_FLAGS[f]}" for r in runs for f in r["flags"] if f in NOTED_FLAGS]
+    if notes:
+        text += "\n\nWarnings:\n" + "\n".join(notes)
     return text
+
+
+NOTED_FLAGS = {"calibration-worse": "scored far below the sweep's own calibration method"}
 
 
 def _why(run: dict[str, Any]) -> str:
@@ -131,8 +140,10 @@ def device_disagreement(runs: Sequence[dict[str, Any]]) -> str:
 def ladders(runs: Sequence[dict[str, Any]]) -> str:
     """Ladder tables for a sweep whose variants are rungs (own bases) or measured at many depths."""
     parts = []
+    # A link ladder is rungs of different frame sizes; variants that are n/a for another
+    # reason (their own compile options) are not one.
     rungs = [r for r in runs if r["verdict"] == "n/a" and r["status"] == "ok"]
-    if len(rungs) >= 2:
+    if len({r["measure"].get("bytes_in") for r in rungs}) >= 2:
         parts.append(link_table(rungs))
     parts += [depth_table(r) for r in runs if r["status"] == "ok" and len(r["measure"].get("by_depth", [])) > 1]
     parts.append(device_disagreement(runs))

@@ -1,5 +1,12 @@
 """What a sweep finds in the ledger when it starts: finished runs to skip, live runs of
-another process to leave alone, and dead ones to mark ``interrupted`` and redo."""
+another process to leave alone, and dead ones to mark ``interrupted`` and redo.
+
+A sweep claims its variants in the same transaction as it reads them (:func:`claim`), so two
+sweeps of one file started together can never both take a variant: the second reads the
+first one's ``running`` rows. A run that failed for a reason outside the variant (the disk
+was full when its artifact or row was written, a record found corrupt) is redone, and so is
+an ``ok`` row whose record no longer parses.
+"""
 from __future__ import annotations
 
 import os
@@ -10,36 +17,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loop.ledger import Ledger
+from loop.errors import LoopError
+from loop.ledger import Ledger, corrupt_reason
+from loop.leftovers import process_alive
 
 STALE_HEARTBEAT_S = 300.0
 HEARTBEAT_S = 30.0
 FINISHED = ("ok", "failed")
-
-
-def process_alive(pid: int) -> bool:
-    if os.name == "nt":
-        return _windows_process_alive(pid)
-    try:
-        os.kill(pid, 0)  # signal 0 only asks; on Windows it would send a Ctrl-C instead
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _windows_process_alive(pid: int) -> bool:
-    import ctypes
-    kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
-    handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
-    if not handle:
-        return False
-    code = ctypes.c_ulong()
-    try:
-        return bool(kernel32.GetExitCodeProcess(handle, ctypes.byref(code))) and code.value == 259  # STILL_ACTIVE
-    finally:
-        kernel32.CloseHandle(handle)
+RETRIED_STAGES = ("store", "ledger")  # failed where the variant is not to blame: redone on resume
 
 
 def is_live(row: sqlite3.Row, now: float | None = None) -> bool:
@@ -67,19 +52,51 @@ def sweep_key(ledger: Ledger, spec_sha: str, fresh: bool) -> str:
     return latest or spec_sha
 
 
+def finished(row: sqlite3.Row) -> bool:
+    """Whether ``row`` settles its variant for good (a resume skips it)."""
+    if row["status"] not in FINISHED or (row["status"] == "failed" and row["stage"] in RETRIED_STAGES):
+        return False
+    return corrupt_reason(row) is None
+
+
 def scan(ledger: Ledger, key: str) -> ResumeState:
+    """Read the rows of ``key`` and mark the dead ones ``interrupted``, in one transaction."""
     state = ResumeState()
-    for row in ledger.rows_for_key(key):
-        name = row["variant"]
-        if row["status"] in FINISHED:
-            state.finished.setdefault(name, row)
-        elif row["status"] == "running":
-            if is_live(row):
-                state.live.add(name)
-            else:
-                state.interrupted.append(row["id"])
-    ledger.mark_interrupted(state.interrupted)
+    with ledger.write():
+        for row in ledger.rows_for_key(key):
+            name = row["variant"]
+            if finished(row):
+                state.finished.setdefault(name, row)
+            elif row["status"] == "running":
+                if is_live(row):
+                    state.live.add(name)
+                else:
+                    state.interrupted.append(row["id"])
+        ledger.mark_interrupted(state.interrupted)
     return state
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a sweep asks for: its key and the variants (name, spec hash) it wants to run."""
+
+    sweep: str
+    identity: str
+    fresh: bool
+    variants: tuple[tuple[str, str], ...]
+    backend: str
+    generation: int | None = None
+
+
+def claim(ledger: Ledger, want: Claim) -> tuple[str, ResumeState, dict[str, int]]:
+    """The sweep's key, what the ledger holds for it, and a ``running`` row (its id) for every
+    variant neither finished nor live elsewhere: all read and written in one transaction."""
+    with ledger.write():
+        key = sweep_key(ledger, want.identity, want.fresh)
+        state = scan(ledger, key)
+        ids = {name: ledger.begin(want.sweep, key, name, sha, want.backend, want.generation)
+               for name, sha in want.variants if name not in state.finished and name not in state.live}
+    return key, state, ids
 
 
 class Heartbeat:
@@ -93,7 +110,10 @@ class Heartbeat:
         ledger = Ledger(Path(path))
         try:
             while not self._stop.wait(every_s):
-                ledger.heartbeat(run_ids)
+                try:
+                    ledger.heartbeat(run_ids)
+                except LoopError:  # a full disk or a busy ledger: the next beat tries again
+                    pass
         finally:
             ledger.close()
 

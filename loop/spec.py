@@ -6,22 +6,29 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from loop.compilers.base import CompileOptions
 from loop.errors import LoopError
-from loop.graphs import load_base
+from loop.graphs import load
 from loop.perturb import Expect, Op, parse_expect, parse_op
-from loop.structure import Structure, analyse
+from loop.structure import Structure
 from loop.yamlio import LineDict, LineList, line_of, load_yaml
 
 TOP_KEYS = {"sweep", "base", "backend", "devices", "seed", "calibration", "inputs", "compile",
             "measure", "params", "variants"}
 VARIANT_KEYS = {"name", "perturb", "expect", "base", "params", "measure", "compile"}
-COMPILE_KEYS: dict[str, type | tuple[type, ...]] = {"bias_correction": bool, "io": str, "calibration_method": str, "per_channel": bool,
-                "threads": int, "timeout_s": (int, float)}
+COMPILE_KEYS: dict[str, type | tuple[type, ...]] = {
+    "bias_correction": bool, "io": str, "calibration_method": str, "per_channel": bool, "threads": int,
+    "timeout_s": (int, float), "calibration_bins": int, "calibration_quantized_bins": int,
+    "calibration_percentile": (int, float)}
+# Bounds of the numeric compile keys: (lowest, highest), inclusive.
+COMPILE_BOUNDS: dict[str, tuple[float, float]] = {
+    "calibration_bins": (16, 1 << 16), "calibration_quantized_bins": (16, 1 << 16),
+    "calibration_percentile": (50.0, 100.0)}
 BACKEND_COMPILE_KEYS = {"hailo": {"hw_arch", "optimization_level", "compression_level", "model_script", "net_name",
                                   "calibration_batch_size"}}
 # Keys a backend would silently ignore: refused instead, with why (write model_script lines instead).
@@ -40,6 +47,7 @@ class DataSpec:
     count: int = 64
     seed: int = 0
     path: str | None = None
+    scale: float | None = None  # stored frames are multiplied by it (needed for integer frames)
 
 
 @dataclass(frozen=True)
@@ -128,11 +136,16 @@ def _int(raw: Mapping, key: str, default: int, minimum: int = 0) -> int:
 
 
 def _data(raw: Any, key: str, seed: int, default_count: int) -> DataSpec:
-    node = _mapping(raw, raw, key, {"count", "seed", "path"})
+    node = _mapping(raw, raw, key, {"count", "seed", "path", "scale"})
     path = node.get("path")
     if path is not None and not isinstance(path, str):
         raise _fail("'path' must be a file path", node, "path", f"{key}.path")
-    return DataSpec(count=_int(node, "count", default_count, 1), seed=_int(node, "seed", seed), path=path)
+    scale = node.get("scale")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
+                              or not math.isfinite(scale) or scale <= 0):
+        raise _fail(f"'scale' must be a positive number, got {scale!r}", node, "scale", f"{key}.scale")
+    return DataSpec(count=_int(node, "count", default_count, 1), seed=_int(node, "seed", seed), path=path,
+                    scale=None if scale is None else float(scale))
 
 
 def _measure(node: LineDict, inherit: MeasureSpec) -> MeasureSpec:
@@ -185,7 +198,10 @@ def _compile(raw: Any, backend: str, inherit: CompileOptions | None = None) -> C
             v = node[k]
             if isinstance(v, bool) != (kind is bool) or not isinstance(v, kind):
                 raise _fail(f"'{k}' has the wrong type: {v!r}", node, k, f"compile.{k}")
-            values[k] = float(v) if k == "timeout_s" else v  # type: ignore[arg-type]
+            lo, hi = COMPILE_BOUNDS.get(k, (-math.inf, math.inf))
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and not lo <= v <= hi:
+                raise _fail(f"'{k}' must be between {lo:g} and {hi:g}, got {v!r}", node, k, f"compile.{k}")
+            values[k] = float(v) if k in ("timeout_s", "calibration_percentile") else v  # type: ignore[arg-type]
     if values.get("io", "uint8") not in IO_KINDS:
         raise _fail(f"'io' must be one of {', '.join(IO_KINDS)}", node, "io", "compile.io")
     if values.get("calibration_method", "minmax") not in CALIBRATION_METHODS:
@@ -285,19 +301,18 @@ def _unique(variants: tuple[VariantSpec, ...], raw: list) -> None:
 
 
 def _check_base(spec: SweepSpec, raw: LineDict, variant: VariantSpec, node: LineDict) -> Structure:
-    """Load one base: it must read, take one input, and fit any stored frames."""
+    """Load one base: it must read, have inputs, and fit any stored frames."""
     base = variant.base or spec.base
     field_name = "base" if variant.base or variant.params is None else "params"
     where = node if variant.own_base else raw
     try:
-        structure = analyse(load_base(base, variant.params if variant.params is not None else spec.params))
+        loaded = load(base, variant.params if variant.params is not None else spec.params)
     except LoopError as exc:
         raise exc.where(line=line_of(where, field_name), field=field_name) from None
-    if len(structure.inputs) != 1:
-        raise LoopError(f"the base has {len(structure.inputs)} inputs; loop drives single-input models",
-                        line=line_of(where, field_name), field=field_name)
-    _check_frame_files(spec, raw, structure.input_shape)
-    return structure
+    if not loaded.shapes:
+        raise LoopError("the base has no inputs", line=line_of(where, field_name), field=field_name)
+    _check_frame_files(spec, raw, loaded.shapes)
+    return loaded.structure
 
 
 def _check_layers(spec: SweepSpec, raw: LineDict) -> None:
@@ -308,21 +323,33 @@ def _check_layers(spec: SweepSpec, raw: LineDict) -> None:
         key = (str(variant.base or spec.base), json.dumps(params, sort_keys=True))
         if key not in cache:
             cache[key] = _check_base(spec, raw, variant, node)
+        forced: dict[str, str] = {}
         for i, op in enumerate(variant.ops):
             try:
                 op.check(cache[key])
+                _check_forced_once(op, cache[key], forced)
             except LoopError as exc:
                 item = node["perturb"][i]
-                raise exc.where(line=line_of(item, "layer"), field="layer") from None
+                raise exc.where(line=line_of(item, "layer"), field=exc.field or "layer") from None
 
 
-def _check_frame_files(spec: SweepSpec, raw: LineDict, shape: tuple[int, ...]) -> None:
+def _check_forced_once(op: Op, structure: Structure, forced: dict[str, str]) -> None:
+    """Two forced ranges on one quantized tensor: the quantizer would keep one silently."""
+    for o in op.overrides(structure):
+        mine = f"force_range_{o.side}({o.layer})"
+        if o.tensor in forced:
+            raise LoopError(f"{forced[o.tensor]} and {mine} both force tensor '{o.tensor}'; "
+                            "a tensor takes one range", field="range")
+        forced[o.tensor] = mine
+
+
+def _check_frame_files(spec: SweepSpec, raw: LineDict, shapes: dict[str, tuple[int, ...]]) -> None:
     """Stored calibration or scoring frames must load and fit the model, before any write."""
-    from loop.frames import from_file
+    from loop.frames import load_file
     for key, data in (("calibration", spec.calibration), ("inputs", spec.inputs)):
         if data.path is not None:
             try:
-                from_file(spec.path.parent / data.path, shape, f"{key}.path")
+                load_file(spec.path.parent / data.path, shapes, f"{key}.path", data.scale)
             except LoopError as exc:
                 raise exc.where(line=line_of(raw[key], "path")) from None
 

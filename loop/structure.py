@@ -15,11 +15,18 @@ from onnx import numpy_helper
 
 QUANTIZED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 FOLDED_ACTIVATIONS = ("Relu", "Clip")
-# Ops whose quantized output takes their input's scale and zero point (ONNX Runtime's QDQ
-# quantizer gives them one shared grid), so a forced range reaches through them.
-SAME_SCALE_OPS = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity",
-                  "Slice", "Gather", "Split", "Resize", "SpaceToDepth", "DepthToSpace", "Pad", "Expand",
-                  "GlobalMaxPool")
+# Ops whose quantized output takes their input's scale and zero point: ONNX Runtime's QDQ
+# quantizer (onnxruntime/quantization/registry.py, QDQDirect8BitOp and kin) gives them one
+# shared grid when their input is already quantized, so a forced range must be placed on
+# the first tensor of the chain and reaches through them. The value is the lowest opset at
+# which the quantizer shares (below it the op keeps its own grid, or none).
+SAME_SCALE_OPS: dict[str, int] = {
+    "Reshape": 1, "Transpose": 1, "Squeeze": 1, "Unsqueeze": 1, "Flatten": 1, "AveragePool": 1,
+    "Slice": 1, "Split": 1, "Gather": 1, "GatherElements": 1, "TopK": 1, "Pad": 1,
+    "Resize": 11, "MaxPool": 12}
+# Ops whose outputs the quantizer never marks (shapes, indices, casts).
+UNQUANTIZED_OUTPUTS = ("Shape", "Size", "Cast", "ArgMax", "ArgMin", "NonZero", "ConstantOfShape", "Range",
+                       "Equal", "Greater", "Less", "Not", "And", "Or")
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,16 @@ class Structure:
     def consumers_of(self, tensor: str) -> list[Layer]:
         """Layers reading ``tensor``, directly or through ops that keep its quantization grid."""
         return [l for l in self.layers if self.grid(l.in_tensor) == self.grid(tensor)]
+
+
+def describe(structure: Structure) -> list[dict[str, object]]:
+    """Each layer as ``loop layers`` shows it: the names an op takes, and the tensors a forced
+    range would land on (after removed activations, at the head of a shared grid)."""
+    return [{"layer": l.name, "op": l.op, "weights": l.weight is not None,
+             "in_tensor": structure.grid(l.in_tensor), "out_tensor": structure.grid(l.out_tensor),
+             "out_bounds": [b if np.isfinite(b) else None for b in structure.bounds[l.out_tensor]]
+             if l.out_tensor in structure.bounds else None}
+            for l in structure.layers]
 
 
 def _consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
@@ -100,6 +117,10 @@ def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     return consts
 
 
+def _opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+
 def analyse(model: onnx.ModelProto) -> Structure:
     graph = model.graph
     consts = _constants(graph)
@@ -110,8 +131,8 @@ def analyse(model: onnx.ModelProto) -> Structure:
         if node.op_type not in QUANTIZED_OPS:
             continue
         weight = next((i for i in node.input[1:2] if i in consts), None)
-        if node.op_type == "MatMul" and weight is None:
-            continue  # activation x activation: nothing to fingerprint
+        if weight is None and node.op_type != "MatMul":
+            continue  # a Conv or Gemm over a computed kernel is not quantized as a layer
         bias = node.input[2] if len(node.input) > 2 and node.input[2] in consts else None
         out, bound = follow_activations(node.output[0], graph, consts)
         if bound != (-np.inf, np.inf):
@@ -120,15 +141,47 @@ def analyse(model: onnx.ModelProto) -> Structure:
     values = [v for v in graph.input if v.name not in inits]
     shape = tuple(int(d.dim_value) for d in values[0].type.tensor_type.shape.dim) if values else ()
     return Structure(tuple(layers), tuple(n.name for n in graph.node), bounds, tuple(v.name for v in values),
-                     shape, _grids(graph))
+                     shape, _grids(graph, consts, _opset(model)))
 
 
-def _grids(graph: onnx.GraphProto) -> dict[str, str]:
-    """For each output of a same-scale op, the tensor whose grid it shares (in graph order,
-    so chains of them resolve to the first)."""
-    grid: dict[str, str] = {}
+def _pad_shares(node: onnx.NodeProto, consts: dict[str, np.ndarray]) -> bool:
+    """ONNX Runtime shares a Pad's grid only when padding adds no new value (QDQPad)."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    mode = attrs.get("mode", b"constant")
+    if mode in (b"reflect", b"edge", b"wrap"):
+        return True
+    value = consts.get(node.input[2]) if len(node.input) > 2 and node.input[2] else attrs.get("value", 0.0)
+    return value is not None and float(np.asarray(value).reshape(-1)[0] if np.size(value) else 0.0) == 0.0
+
+
+def _grids(graph: onnx.GraphProto, consts: dict[str, np.ndarray], opset: int) -> dict[str, str]:
+    """For each tensor whose quantization grid is another tensor's, that tensor.
+
+    Mirrors what ONNX Runtime's QDQ quantizer does, in graph order: a same-scale op whose
+    input is already quantized shares that input's grid; a Relu or Clip that is the only
+    reader of a quantized tensor is removed, and its output carries the grid."""
+    parent: dict[str, str] = {}
+    quantized: set[str] = set()  # what the quantizer has marked so far, in its node order
+    consumers = _consumers(graph)
+    ends = {v.name for v in graph.input} | {v.name for v in graph.output}
     for node in graph.node:
-        if node.op_type in SAME_SCALE_OPS and node.input:
-            for out in node.output:
-                grid[out] = grid.get(node.input[0], node.input[0])
-    return grid
+        src = node.input[0] if node.input else ""
+        if (node.op_type in FOLDED_ACTIVATIONS and src in quantized and src not in ends
+                and len(consumers.get(src, [])) == 1):
+            parent[src] = node.output[0]
+        if node.op_type in SAME_SCALE_OPS:
+            shares = opset >= SAME_SCALE_OPS[node.op_type] and src in quantized
+            if shares and (node.op_type != "Pad" or _pad_shares(node, consts)):
+                parent.update((out, src) for out in node.output)
+                quantized.update(node.output)
+        elif node.op_type not in UNQUANTIZED_OUTPUTS:
+            quantized.update(n for n in (src, *node.output) if n and n not in consts)
+    return {t: _root(parent, t) for t in parent}
+
+
+def _root(parent: dict[str, str], tensor: str) -> str:
+    seen = set()
+    while tensor in parent and tensor not in seen:
+        seen.add(tensor)
+        tensor = parent[tensor]
+    return tensor

@@ -4,14 +4,18 @@ author -> optimize/fingerprint/compile (parallel, cached) -> audit -> measure ->
 Measurements wait for the sweep's compiles (and, through host locks, for other sweeps'),
 unless ``overlap`` is set, in which case runs measured while compiles ran are flagged
 ``host-contended``. A sweep run again on the same runs folder continues where it stopped.
+
+A failure of the runs folder's disk is not the variant's: an artifact that cannot be stored
+(a full disk) fails its variant at stage ``store``, which a resume redoes; a ledger that
+cannot record even that stops the sweep with one line (:class:`loop.store.StoreFault`).
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import socket
-import tempfile
 import traceback
+import warnings
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,6 +26,7 @@ from tqdm import tqdm
 from loop import fingerprint as fp
 from loop import hostlock
 from loop.artifacts import load_artifact, spill
+from loop.errors import LoopError
 from loop.author import Authored, author, reference_of, with_reference
 from loop.backends import device_class
 from loop.cache import Cache
@@ -29,9 +34,11 @@ from loop.compile_pool import Job, check_cluster, iter_compiled
 from loop.compilers.base import CompileResult
 from loop.devices.base import Device
 from loop.evaluate_run import RunOutcome, evaluate_variant, run_inputs
-from loop.ledger import Ledger, run_json
-from loop.resume import Heartbeat, scan, sweep_key
+from loop.leftovers import remove_stale_scratch, scratch
+from loop.ledger import Ledger, LedgerFault, run_json
+from loop.resume import Claim, Heartbeat, claim
 from loop.spec import SweepSpec
+from loop.store import StoreWarning, check_runs, remove_stale_temps, runs_artifact
 
 Scorer = Callable[..., dict[str, Any]]
 
@@ -76,11 +83,22 @@ def _compile_stream(spec: SweepSpec, todo: list[Authored], jobs: int, runs: Path
     for settled in batches:
         bar.update(len(settled))
         settled_count += len(settled)
-        pending.update((i, spill(runs, r)) for i, r in settled)
+        pending.update((i, _stored(runs, r)) for i, r in settled)
         while following in pending:
             yield following, pending.pop(following), settled_count < len(todo)
             following += 1
     bar.close()
+
+
+def _stored(runs: Path, result: CompileResult) -> CompileResult:
+    """The result with its artifact on disk, or failed at stage ``store`` (redone on resume)
+    when the disk under ``runs`` refuses it."""
+    try:
+        return spill(runs, result)
+    except (OSError, LoopError) as exc:
+        return CompileResult(ok=False, stage="store", error=f"cannot store the artifact: {exc}",
+                             stages=result.stages, layers=result.layers, info=result.info,
+                             compiled_on=result.compiled_on, cache_hit=result.cache_hit)
 
 
 def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions()) -> SweepResult:
@@ -89,11 +107,14 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
     variants = with_reference(spec)
     ref = reference_of(spec, variants)
     threads = max(1, (os.cpu_count() or 1) // jobs)
+    check_runs(runs)
     if options.cluster:
         check_cluster(options.cluster)
-    with tempfile.TemporaryDirectory(prefix="loop-author-") as staging:
+    with scratch("author") as staging:
         # user errors surface here, before anything is written under runs/
         authored = [author(spec, v, v is ref, Path(staging), threads) for v in variants]
+        remove_stale_scratch()  # what killed sweeps left, now that this one is going ahead
+        remove_stale_temps(runs)
         ledger = Ledger(runs / "ledger.sqlite")
         try:
             return _run(spec, runs, options, jobs, authored, ledger)
@@ -112,15 +133,15 @@ def identity(spec: SweepSpec, authored: list[Authored]) -> str:
 
 def _run(spec: SweepSpec, runs: Path, options: SweepOptions, jobs: int, authored: list[Authored],
          ledger: Ledger) -> SweepResult:
-    key = sweep_key(ledger, identity(spec, authored), options.fresh)
-    state = scan(ledger, key)
+    ordered = sorted(authored, key=lambda a: not a.reference)
+    want = Claim(spec.name, identity(spec, authored), options.fresh,
+                 tuple((a.variant.name, spec.variant_sha(a.variant)) for a in ordered), spec.backend,
+                 options.generation)
+    _, state, ids = claim(ledger, want)
     result = SweepResult(spec, skipped=sorted(state.live))
-    todo = sorted((a for a in authored if a.variant.name not in state.finished and a.variant.name not in state.live),
-                  key=lambda a: not a.reference)
-    ids = {a.variant.name: ledger.begin(spec.name, key, a.variant.name, spec.variant_sha(a.variant), spec.backend,
-                                        options.generation) for a in todo}
+    todo = [a for a in ordered if a.variant.name in ids]
     devices = [device_class(name)() for name in spec.devices]
-    base_state = _resumed_base(authored, state.finished, devices[0])
+    base_state = _resumed_base(runs, authored, state.finished, devices[0])
     with Heartbeat(str(ledger.path), list(ids.values())):
         for a, compiled, contended in _progress(_compiled(spec, todo, jobs, options, runs), len(todo), options):
             outcome = _evaluate(spec, a, compiled, devices, runs, base_state, options, contended)
@@ -164,16 +185,25 @@ def _compiled(spec: SweepSpec, todo: list[Authored], jobs: int, options: SweepOp
     yield from ((a, results[i], False) for i, a in enumerate(todo))
 
 
-def _resumed_base(authored: list[Authored], finished: dict[str, Any], device: Device) -> dict[str, Any]:
-    """The reference's fingerprint and outputs when an earlier run of this sweep finished it."""
+def _resumed_base(runs: Path, authored: list[Authored], finished: dict[str, Any], device: Device) -> dict[str, Any]:
+    """The reference's fingerprint and outputs when an earlier run of this sweep finished it.
+    Its artifact is read back only if it still matches its hash; otherwise the audit goes on
+    from the recorded fingerprint, and no outputs are compared with files that are not its."""
     ref = next((a for a in authored if a.reference), None)
     row = finished.get(ref.variant.name) if ref else None
     if row is None or row["status"] != "ok":
         return {}
     import json
-    layers = [fp.from_record(l) for l in json.loads(row["record"])["layers"]]
-    first = run_inputs(device, load_artifact(Path(row["artifact"])), ref.inputs())  # type: ignore[union-attr]
-    return {"layers": layers, "raw": first.raw}
+    record = json.loads(row["record"])
+    state = {"layers": [fp.from_record(l) for l in record.get("layers", [])],
+             "snr_db": (record.get("scores") or {}).get("snr_db")}
+    name = Path(row["artifact"]).name  # in this runs folder, wherever it was when recorded
+    try:
+        artifact = load_artifact(runs_artifact(runs, name), record.get("artifact_sha") or Path(name).stem)
+    except LoopError as exc:
+        warnings.warn(f"the reference's artifact: {exc}; its outputs are not compared", StoreWarning, stacklevel=2)
+        return state
+    return {**state, "raw": run_inputs(device, artifact, ref.inputs()).raw}  # type: ignore[union-attr]
 
 
 def _finished_outcome(row: Any) -> RunOutcome:
@@ -198,12 +228,27 @@ def _evaluate(spec: SweepSpec, a: Authored, compiled: CompileResult, devices: li
 def _record(ledger: Ledger, run_id: int, spec: SweepSpec, a: Authored, c: CompileResult, o: RunOutcome) -> None:
     record = {
         "options": asdict(a.options), "versions": c.info.get("versions", {}), "host": socket.gethostname(),
-        "compiled_on": c.compiled_on, "cache_hit": c.cache_hit, "stages": c.stages,
+        "compiled_on": c.compiled_on, "cache_hit": c.cache_hit,
+        "stages": {"author_s": a.author_s, **c.stages, **o.stages},
         "layers": [fp.to_record(l) for l in c.layers], "measure": o.measure, "scores": o.scores,
         "changes": o.changes, "perturb": [{"op": op.label, **asdict(op)} for op in a.variant.ops],
         "stderr_tail": "" if c.ok else c.stderr_tail,
-        "info": {**{k: v for k, v in c.info.items() if k != "versions"}, **o.info},
+        "artifact_sha": c.artifact.sha if c.ok and c.artifact is not None else None,
+        "info": {**{k: v for k, v in c.info.items() if k != "versions"}, **o.info,
+                 **({"notes": list(a.notes)} if a.notes else {})},
     }
+    try:
+        _finish(ledger, run_id, spec, a, c, o, record)
+    except LedgerFault as exc:
+        if not exc.full:
+            raise
+        # The disk filled: try a short row, so the variant is redone on resume; if even that
+        # cannot be written, the sweep stops here with one line and the resume redoes the rest.
+        ledger.finish(run_id, "failed", [], {}, error=f"out of space recording the run: {exc}", stage="store")
+
+
+def _finish(ledger: Ledger, run_id: int, spec: SweepSpec, a: Authored, c: CompileResult, o: RunOutcome,
+            record: dict[str, Any]) -> None:
     ledger.finish(run_id, o.status, o.flags, record, error=o.error, stage=o.stage, onnx_sha=a.onnx_sha,
                   calib_sha=a.calib_sha, kernel_sha=fp.kernel_sha(c.layers) if c.layers else None,
                   bias_sha=fp.bias_sha(c.layers) if c.layers else None, device=spec.devices[0],

@@ -1,6 +1,7 @@
 """Shared fixtures: tiny ONNX models authored here, and sweep files written per test."""
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 from typing import Callable
@@ -9,6 +10,13 @@ import onnx
 import pytest
 
 from authored import TWO_CONV_RECIPE, exported_classifier
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_host_locks(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Host locks of this test session only: another suite or sweep running on the machine
+    must neither wait on these tests nor be waited on (subprocesses inherit it)."""
+    os.environ["LOOP_LOCK_DIR"] = str(tmp_path_factory.mktemp("locks"))
 
 
 @pytest.fixture

@@ -64,3 +64,17 @@ def test_candidate_failing_onnx_checking_writes_nothing(tmp_path: Path):
     with pytest.raises(LoopError, match="unreadable ONNX model"):
         loop.evaluate([broken], generation=0, runs=tmp_path / "runs", **FAST)
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("name", ["../../x", "a/b", ".hidden", "nul\x00", "back\\slash"])
+def test_a_name_that_is_not_one_path_component_is_refused(recipe: Path, tmp_path: Path, name: str):
+    cands = [[{"op": "scale_weights", "layer": "conv1", "factor": 1.1}]]
+    with pytest.raises(LoopError, match="cannot name a file"):
+        loop.evaluate(cands, generation=0, runs=tmp_path / "a" / "b" / "runs", base=recipe, name=name, **FAST)
+    assert not (tmp_path / "a").exists() and not list(tmp_path.glob("*-g0.yaml"))
+
+
+def test_a_unicode_name_names_its_generation(recipe: Path, tmp_path: Path):
+    cands = [[{"op": "scale_weights", "layer": "conv1", "factor": 1.1}]]
+    [result] = loop.evaluate(cands, generation=1, runs=tmp_path / "runs", base=recipe, name="étude-名前", **FAST)
+    assert result.status == "ok" and (tmp_path / "runs" / "generations" / "étude-名前-g1.yaml").exists()

@@ -1,7 +1,10 @@
 """The compile cache: what its key covers, round trips, corruption, listing and pruning."""
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -10,10 +13,12 @@ import numpy as np
 import pytest
 
 from authored import TWO_CONV_RECIPE
+from filesystems import fill, small_filesystem
 from loop.cache import Cache, cache_key, calibration_sha
 from loop.compile_pool import compile_job
 from loop.compilers.base import CompileOptions, CompileResult, RangeOverride
 from loop.graphs import build_recipe
+from loop.store import StoreWarning
 
 VERSIONS = {"compiler": "onnxruntime", "onnxruntime": "1.0"}
 
@@ -64,7 +69,7 @@ def test_round_trip_is_a_marked_copy(tmp_path: Path, compiled: tuple) -> None:
     assert hit.artifact == result.artifact and hit.layers == result.layers
     [entry] = cache.entries()
     assert (entry.key, entry.backend) == ("k", "onnxruntime") and entry.info["artifact_sha"] == result.artifact.sha
-    assert (tmp_path / "cache" / "k.pkl").exists()
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["k.blob", "k.meta.json"]
 
 
 def test_failures_are_not_stored(tmp_path: Path) -> None:
@@ -73,28 +78,76 @@ def test_failures_are_not_stored(tmp_path: Path) -> None:
     assert cache.entries() == [] and cache.lookup("k") is None
 
 
+@pytest.mark.parametrize("part", ["k.meta.json", "k.blob"])
 @pytest.mark.parametrize("damage", ["truncate", "flip", "garbage"])
-def test_corrupt_entry_is_a_miss_and_removed(tmp_path: Path, compiled: tuple, damage: str) -> None:
+def test_corrupt_entry_is_a_miss_with_a_warning_and_removed(tmp_path: Path, compiled: tuple, damage: str,
+                                                            part: str) -> None:
     cache = Cache(tmp_path)
     cache.store("k", compiled[2])
-    blob = tmp_path / "k.pkl"
-    data = bytearray(blob.read_bytes())
+    path = tmp_path / part
+    data = bytearray(path.read_bytes())
     if damage == "truncate":
         data = data[: len(data) // 2]
     elif damage == "flip":
         data[-10] ^= 0xFF
     else:
         data = bytearray(b"not a cache entry")
-    blob.write_bytes(bytes(data))
-    assert cache.lookup("k") is None
-    assert not blob.exists() and cache.entries() == []
+    path.write_bytes(bytes(data))
+    with pytest.warns(StoreWarning, match="cache entry k: .*a miss"):
+        assert cache.lookup("k") is None
+    assert list(tmp_path.iterdir()) == [] and cache.entries() == []
+    assert cache.store("k", compiled[2]) and cache.lookup("k") is not None  # the next compile rewrites it
+
+
+class Planted:
+    """Runs a shell command when unpickled: what a hostile cache file would hold."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_checksummed_pickle_planted_in_every_cache_file_runs_nothing(tmp_path: Path, compiled: tuple) -> None:
+    cache, marker = Cache(tmp_path / "cache"), tmp_path / "ran"
+    cache.store("k", compiled[2])
+    payload = pickle.dumps(Planted(marker))
+    planted = b"loop-cache-1\n" + hashlib.sha256(payload).digest() + payload  # the old format, checksum and all
+    for name in ("k.meta.json", "k.blob", "k.pkl", "k.json"):
+        (tmp_path / "cache" / name).write_bytes(planted)
+    with pytest.warns(StoreWarning):
+        assert cache.lookup("k") is None
+    assert not marker.exists()
+    pickle.loads(payload)  # the payload is live: unpickling it is what would have run it
+    assert marker.exists()
+
+
+def test_an_entry_copied_under_another_key_is_a_miss(tmp_path: Path, compiled: tuple) -> None:
+    cache = Cache(tmp_path)
+    cache.store("base", compiled[2])
+    for suffix in (".meta.json", ".blob"):
+        shutil.copy(tmp_path / f"base{suffix}", tmp_path / f"weights{suffix}")
+    with pytest.warns(StoreWarning, match="another key"):
+        assert cache.lookup("weights") is None
+    assert cache.lookup("base") is not None
+
+
+def test_a_full_disk_leaves_no_entry_and_no_temporary_file(tmp_path: Path, compiled: tuple) -> None:
+    root = tmp_path / "cache"
+    with small_filesystem(root, 64 * 1024):
+        filler = fill(root, leave=1024)
+        cache = Cache(root)
+        with pytest.warns(StoreWarning, match="not stored.*No space left"):
+            assert not cache.store("k", compiled[2])
+        assert list(root.iterdir()) == [filler] and cache.lookup("k") is None
 
 
 def _aged(cache: Cache, result: CompileResult, ages: dict[str, float]) -> None:
     now = time.time()
     for key, age in ages.items():
         cache.store(key, result)
-        os.utime(cache.root / f"{key}.pkl", (now - age, now - age))
+        os.utime(cache.root / f"{key}.meta.json", (now - age, now - age))
 
 
 def test_prune_by_age(tmp_path: Path, compiled: tuple) -> None:
@@ -102,7 +155,7 @@ def test_prune_by_age(tmp_path: Path, compiled: tuple) -> None:
     _aged(cache, compiled[2], {"old": 7200, "new": 10})
     assert [e.key for e in cache.entries()] == ["old", "new"]
     assert [e.key for e in cache.prune(older_than_s=3600)] == ["old"]
-    assert [e.key for e in cache.entries()] == ["new"] and not (tmp_path / "old.json").exists()
+    assert [e.key for e in cache.entries()] == ["new"] and not (tmp_path / "old.meta.json").exists()
 
 
 def test_prune_by_size_removes_least_recently_used_first(tmp_path: Path, compiled: tuple) -> None:

@@ -145,3 +145,99 @@ def test_unreachable_cluster_is_a_usage_error_and_writes_nothing(write_sweep, tm
     result = invoke("sweep", str(write_sweep(SWEEP)), "--runs", str(runs), "--quiet", "--cluster", "tcp://127.0.0.1:9")
     assert result.exit_code == 2 and "cannot reach the Dask scheduler" in result.output
     assert not runs.exists()
+
+
+def test_layers_lists_names_and_where_ranges_land(exported_onnx: Path):
+    result = invoke("layers", str(exported_onnx), "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [r["layer"] for r in rows] == ["/features/0/Conv", "/features/1/Conv", "/classifier/Gemm"]
+    assert rows[0]["out_tensor"] == "b" and rows[0]["out_bounds"] == [0.0, 6.0]
+    assert rows[2]["in_tensor"] == "e"  # GlobalAveragePool's output: Flatten shares its grid
+    assert invoke("layers", "missing.onnx").exit_code == 2
+
+
+def _flip_record(swept: Path) -> None:
+    import sqlite3
+    db = sqlite3.connect(swept / "ledger.sqlite")
+    db.execute("UPDATE runs SET record=substr(record, 1, 40) WHERE id=2")  # a torn record, as flipped bytes give
+    db.commit()
+    db.close()
+
+
+def test_a_corrupt_row_is_listed_as_such_with_the_rest(swept: Path):
+    _flip_record(swept)
+    table = invoke("runs", "--runs", str(swept))
+    assert table.exit_code == 0 and "corrupt" in table.output and "reference" in table.output
+    rows = json.loads(invoke("runs", "--runs", str(swept), "--json").output)
+    assert [(r["id"], r["status"]) for r in rows] == [(1, "ok"), (2, "corrupt")]
+    assert invoke("audit", "--runs", str(swept)).exit_code == 0
+
+
+@pytest.mark.parametrize("command", [["runs"], ["audit"], ["compare", "1", "2"], ["sweep", "SWEEP", "--quiet"]])
+def test_a_damaged_ledger_is_one_line_and_exit_1(swept: Path, write_sweep, command: list[str]):
+    path = swept / "ledger.sqlite"
+    path.write_bytes(b"\xff" * 16 + path.read_bytes()[16:])
+    args = [str(write_sweep(SWEEP)) if a == "SWEEP" else a for a in command]
+    result = invoke(*args, "--runs", str(swept))
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1 and "file is not a database" in lines[0], result.output
+
+
+def test_doctor_names_each_problem_in_one_line_and_repairs(swept: Path):
+    clean = invoke("doctor", "--runs", str(swept))
+    assert clean.exit_code == 0 and clean.output.strip() == "0 problem(s)"
+    _flip_record(swept)
+    (swept / "cache" / "planted.pkl").write_bytes(b"\x80\x05planted")
+    found = invoke("doctor", "--runs", str(swept))
+    lines = found.output.strip().splitlines()
+    assert found.exit_code == 1 and len(lines) == 3 and lines[-1] == "2 problem(s)"
+    assert lines[0].startswith("run 2: corrupt") and lines[1].startswith("cache/planted.pkl: ")
+    fixed = invoke("doctor", "--runs", str(swept), "--repair")
+    assert fixed.exit_code == 0 and "2 repaired" in fixed.output
+    assert invoke("doctor", "--runs", str(swept)).output.strip() == "0 problem(s)"
+
+
+def _no_leftovers(runs: Path) -> None:
+    """No temporary file, and no empty file but SQLite's own WAL."""
+    assert not [p for p in runs.rglob("*.tmp")]
+    assert not [p for p in runs.rglob("*") if p.is_file() and p.stat().st_size == 0 and not p.name.endswith("-wal")]
+
+
+def _statuses(runs: Path) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for r in json.loads(invoke("runs", "--runs", str(runs), "--json").output):
+        out.setdefault(r["variant"], []).append(r["status"])
+    return out
+
+
+def test_a_full_artifacts_disk_fails_each_variant_and_a_resume_completes_them(write_sweep, tmp_path: Path):
+    from filesystems import fill, small_filesystem
+    runs, sweep = tmp_path / "runs", str(write_sweep(SWEEP))
+    with small_filesystem(runs / "artifacts", 64 * 1024) as artifacts:
+        filler = fill(artifacts, leave=1024)
+        full = invoke("sweep", sweep, "--runs", str(runs), "--quiet", "--jobs", "1")
+        assert full.exit_code == 1 and "Traceback" not in full.output
+        assert "at store: cannot store the artifact: [Errno 28] No space left on device" in full.output
+        assert _statuses(runs) == {"base": ["failed"], "scale": ["failed"]}
+        filler.unlink()
+        again = invoke("sweep", sweep, "--runs", str(runs), "--quiet", "--jobs", "1")
+        assert again.exit_code == 0, again.output
+        assert _statuses(runs) == {"base": ["failed", "ok"], "scale": ["failed", "ok"]}
+        _no_leftovers(runs)
+
+
+def test_a_full_ledger_disk_stops_the_sweep_in_one_line_and_a_resume_completes_it(write_sweep, tmp_path: Path):
+    from filesystems import fill, small_filesystem
+    runs, sweep = tmp_path / "runs", str(write_sweep(SWEEP))
+    with small_filesystem(runs, 4 * 2**20):
+        filler = fill(runs, leave=60 * 1024)
+        full = invoke("sweep", sweep, "--runs", str(runs), "--quiet", "--jobs", "1")
+        lines = [line for line in full.output.strip().splitlines() if not line.startswith("loop: warning:")]
+        assert full.exit_code == 1 and len(lines) == 1 and "Traceback" not in full.output, full.output
+        assert "the disk is full" in lines[0] or "No space left" in lines[0]
+        filler.unlink()
+        again = invoke("sweep", sweep, "--runs", str(runs), "--quiet", "--jobs", "1")
+        assert again.exit_code == 0, again.output
+        assert {v: s[-1] for v, s in _statuses(runs).items()} == {"base": "ok", "scale": "ok"}
+        _no_leftovers(runs)

@@ -105,3 +105,42 @@ def test_live_rows_are_left_alone_dead_ones_interrupted(tmp_path: Path):
     finally:
         sleeper.kill()
         ledger.close()
+
+
+CLAIMER = """
+import json, sys, time
+from pathlib import Path
+from loop import resume
+from loop.ledger import Ledger
+path, me, other, delay = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), float(sys.argv[4])
+read = Ledger.rows_for_key
+def slow(self, key):  # a slow disk between reading what is done and claiming the rest
+    rows = read(self, key)
+    time.sleep(delay)
+    return rows
+Ledger.rows_for_key = slow
+ledger = Ledger(Path(path))
+me.with_suffix(".ready").touch()
+while not other.with_suffix(".ready").exists():
+    time.sleep(0.01)
+want = resume.Claim("s", "identity", False, tuple((f"v{i}", "x") for i in range(4)), "onnxruntime")
+_, _, ids = resume.claim(ledger, want)
+me.write_text(json.dumps(sorted(ids)))
+while not other.exists():  # a live sweep until the other has claimed too
+    time.sleep(0.01)
+"""
+
+
+def test_two_sweeps_never_claim_one_variant(tmp_path: Path):
+    """Each reads the ledger, waits (a slow disk), then claims: in one transaction, the second
+    sees the first one's running rows, so the four variants are split, never run twice."""
+    path, a, b = tmp_path / "l.sqlite", tmp_path / "a.json", tmp_path / "b.json"
+    Ledger(path).close()
+    procs = [subprocess.Popen([sys.executable, "-c", CLAIMER, str(path), str(me), str(other), "0.3"],
+                              stderr=subprocess.PIPE, text=True) for me, other in ((a, b), (b, a))]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errors
+    first, second = json.loads(a.read_text()), json.loads(b.read_text())
+    assert sorted(first + second) == [f"v{i}" for i in range(4)] and not set(first) & set(second)
+    with Ledger(path, readonly=True) as ledger:
+        assert len(ledger.rows()) == 4

@@ -226,3 +226,76 @@ def test_overlap_flags_only_runs_measured_while_compiling(write_sweep, tmp_path)
     _sweep_runs(path, tmp_path / "runs")
     cached = _sweep_runs(path, tmp_path / "runs", fresh=True, overlap=True)
     assert all(r["cache_hit"] and "host-contended" not in r["flags"] for r in cached.values())
+
+
+def _plain_sweep(write_sweep) -> Path:
+    return write_sweep(SWEEP.replace("BC", "true").replace("CALMAX", "9.5"))
+
+
+@pytest.mark.parametrize("damage", ["swap", "flip"])
+def test_a_damaged_artifact_is_rewritten_never_measured_as_the_variant(write_sweep, tmp_path, damage):
+    import hashlib
+    import shutil
+    from loop.store import StoreWarning
+    path, runs = _plain_sweep(write_sweep), tmp_path / "runs"
+    first = _sweep_runs(path, runs)
+    weights = Path(first["weights"]["artifact"])
+    if damage == "swap":
+        shutil.copy(first["base"]["artifact"], weights)  # base's bytes under weights' name
+    else:
+        data = bytearray(weights.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        weights.write_bytes(bytes(data))
+    with pytest.warns(StoreWarning, match="did not match its hash; rewritten"):
+        again = _sweep_runs(path, runs, fresh=True)
+    assert again["weights"]["status"] == "ok" and again["weights"]["cache_hit"]
+    assert again["weights"]["scores"]["bytes_differ"] == first["weights"]["scores"]["bytes_differ"] > 0
+    assert hashlib.sha256(weights.read_bytes()).hexdigest()[:32] == weights.stem
+
+
+def test_a_resumed_reference_whose_artifact_was_swapped_is_not_compared(write_sweep, tmp_path):
+    import shutil
+    import sqlite3
+    from loop.store import StoreWarning
+    path, runs = _plain_sweep(write_sweep), tmp_path / "runs"
+    first = _sweep_runs(path, runs)
+    db = sqlite3.connect(runs / "ledger.sqlite")
+    db.execute("UPDATE runs SET status='interrupted' WHERE variant='weights'")  # so the resume redoes it
+    db.commit()
+    db.close()
+    shutil.copy(first["weights"]["artifact"], first["base"]["artifact"])  # weights' bytes under base's name
+    with pytest.warns(StoreWarning, match="the reference's artifact: .* does not match its hash"):
+        again = _sweep_runs(path, runs)
+    assert again["weights"]["id"] != first["weights"]["id"] and again["weights"]["verdict"] == "clean"
+    assert "bytes_differ" not in again["weights"]["scores"]  # never 0 against its own outputs
+
+
+def test_a_checksummed_pickle_planted_in_every_cache_file_runs_nothing(write_sweep, tmp_path):
+    import hashlib
+    import pickle
+    from test_cache import Planted
+    path, runs, marker = _plain_sweep(write_sweep), tmp_path / "runs", tmp_path / "ran"
+    first = _sweep_runs(path, runs)
+    payload = pickle.dumps(Planted(marker))
+    planted = b"loop-cache-1\n" + hashlib.sha256(payload).digest() + payload
+    files = list((runs / "cache").iterdir())
+    for file in files:
+        file.write_bytes(planted)
+        (file.parent / (file.name.split(".")[0] + ".pkl")).write_bytes(planted)
+    with pytest.warns(UserWarning, match="a miss"):
+        again = _sweep_runs(path, runs, fresh=True)
+    assert not marker.exists()
+    assert all(r["status"] == "ok" and not r["cache_hit"] for r in again.values())
+    assert {v: r["kernel_sha"] for v, r in again.items()} == {v: r["kernel_sha"] for v, r in first.items()}
+
+
+def test_names_stay_names(write_sweep, tmp_path):
+    """Slash-bearing and unicode sweep and variant names run, and nothing lands outside runs/."""
+    text = (_plain_sweep(write_sweep).read_text().replace("sweep: study", "sweep: ../../étude/x")
+            .replace("name: weights", "name: ../../poids/..\\évasion"))
+    runs = tmp_path / "deep" / "runs"
+    before = set(tmp_path.rglob("*"))
+    result = _sweep_runs(write_sweep(text, "odd.yaml"), runs)
+    assert result["../../poids/..\\évasion"]["verdict"] == "clean"
+    assert {p for p in set(tmp_path.rglob("*")) - before if runs not in p.parents and p != runs} == {
+        tmp_path / "deep", tmp_path / "odd.yaml"}

@@ -3,7 +3,8 @@
 Contract for every compiler:
 
 * ``optimize(model, calibration, options)`` quantizes a float ONNX model (bytes) against
-  calibration frames (float32, the model's own layout, shape ``(N, *input_shape[1:])``)
+  calibration frames (float32, the model's own layout, shape ``(N, *input_shape[1:])``; a
+  mapping of such arrays by input name for a model with several inputs)
   and returns a :class:`Quantized`.
 * ``compile(quantized)`` turns it into a deployable :class:`Artifact`, by value (bytes),
   so that it can be compiled on one host and run on another.
@@ -29,9 +30,13 @@ from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar, Iterator, Union
 
 import numpy as np
+
+
+# Controlled frames: one input's as an array (N, *shape[1:]); several inputs', by input name.
+Frames = Union[np.ndarray, dict[str, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,7 @@ class Artifact:
     extras: dict[str, bytes] = field(default_factory=dict)
     path: str | None = None  # where it was stored; ``data`` may then be left empty (spilled)
     stored_sha: str | None = None
+    extras_sha: dict[str, str] = field(default_factory=dict)  # of spilled extras, checked when read back
 
     @property
     def sha(self) -> str:
@@ -90,12 +96,14 @@ class LayerPrint:
     ``kernel_sha`` covers the integer kernel together with its weight scale(s) and zero
     point(s); ``bias_sha`` covers the bias integers and their scale. ``bias`` is the
     dequantized bias and ``bias_step`` the step of its grid, so the audit can tell
-    requantization rounding from a real change.
+    requantization rounding from a real change. A layer without weights (an activation x
+    activation MatMul, as in attention) has no kernel: ``kernel_sha`` is None and only its
+    scales are recorded.
     """
 
     name: str
     op: str
-    kernel_sha: str
+    kernel_sha: str | None
     bias_sha: str | None
     weight_scale: tuple[float, ...]
     weight_zero_point: tuple[int, ...]
@@ -127,6 +135,9 @@ class CompileOptions:
     bias_correction: bool = True
     io: str = "uint8"
     calibration_method: str = "minmax"
+    calibration_bins: int = 2048  # histogram bins (entropy, percentile, distribution)
+    calibration_quantized_bins: int = 128  # entropy: bins of the quantized distribution (8 bits: 128)
+    calibration_percentile: float = 99.99  # percentile: the share of values the range keeps
     per_channel: bool = False
     overrides: tuple[RangeOverride, ...] = ()
     threads: int = 0
@@ -176,7 +187,7 @@ class Compiler(ABC):
     def describe(self) -> dict[str, str]: ...
 
     @abstractmethod
-    def optimize(self, model: bytes, calibration: np.ndarray, options: CompileOptions) -> Quantized: ...
+    def optimize(self, model: bytes, calibration: Frames, options: CompileOptions) -> Quantized: ...
 
     @abstractmethod
     def compile(self, quantized: Quantized, options: CompileOptions) -> Artifact: ...
@@ -214,7 +225,7 @@ def _error_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
 
 
-def run_compile(compiler: Compiler, model: bytes, calibration: np.ndarray,
+def run_compile(compiler: Compiler, model: bytes, calibration: Frames,
                 options: CompileOptions) -> CompileResult:
     """Optimize, fingerprint and compile, timing each stage; failures become values."""
     result = CompileResult(ok=False)

@@ -34,6 +34,17 @@ def _layout(g: QdqGraph, value: onnx.ValueInfoProto, q: onnx.NodeProto | None) -
     return TensorLayout(value.name, _shape(value), "uint8", g.scalar(q.input[1]), int(g.scalar(q.input[2]) or 0))
 
 
+def _keep_for_readers(dq: onnx.NodeProto, output: str, readers: list[onnx.NodeProto]) -> None:
+    """The graph output becomes the uint8 tensor; its DequantizeLinear stays, under a new
+    name, for the nodes that read the float value inside the graph."""
+    inner = f"{output}_loop_float"
+    dq.input[0], dq.output[0] = output, inner
+    for node in readers:
+        for i, name in enumerate(node.input):
+            if name == output:
+                node.input[i] = inner
+
+
 def strip(model: onnx.ModelProto) -> tuple[tuple[TensorLayout, ...], tuple[TensorLayout, ...]]:
     """Remove boundary Q/DQ in place; return the uint8 layouts. Unquantized I/O stays float."""
     g = QdqGraph(model)
@@ -56,8 +67,12 @@ def strip(model: onnx.ModelProto) -> tuple[tuple[TensorLayout, ...], tuple[Tenso
             before = g.producer.get(last.input[0])
             q = before if before is not None and before.op_type == "QuantizeLinear" else None
         if q is not None and last is not None:
+            readers = g.consumers.get(value.name, [])
             q.output[0] = value.name
-            drop.append(last)
+            if readers:  # an output also read inside the graph (an FPN level that is pooled)
+                _keep_for_readers(last, value.name, readers)
+            else:
+                drop.append(last)
         outputs.append(_layout(g, value, q))
     for node in drop:
         model.graph.node.remove(node)

@@ -81,9 +81,17 @@ class QdqGraph:
         outputs = {o.name for o in self.model.graph.output}
         return dq.output[0] if dq is not None and dq.output[0] in outputs else q.input[0]
 
+    def weight(self, node: onnx.NodeProto) -> QParam | None:
+        """The quantized kernel of a layer: a DequantizeLinear over an initializer."""
+        w = self.dq_param(node.input[1]) if len(node.input) > 1 else None
+        return w if w is not None and w.values in self.inits else None
+
     def layers(self) -> list[onnx.NodeProto]:
-        return [n for n in self.model.graph.node
-                if n.op_type in QUANTIZED_OPS and len(n.input) > 1 and self.dq_param(n.input[1])]
+        """Quantized layers in graph order: weighted ones, and MatMuls over two quantized
+        activations (attention), which have scales but no kernel."""
+        return [n for n in self.model.graph.node if n.op_type in QUANTIZED_OPS and len(n.input) > 1
+                and (self.weight(n) or (n.op_type == "MatMul" and self.dq_param(n.input[0])
+                                        and self.dq_param(n.input[1])))]
 
     def scalar(self, name: str | None) -> float | None:
         a = self.array(name)
@@ -94,10 +102,18 @@ def _tuple(a: np.ndarray | None, kind: type) -> tuple:
     return () if a is None else tuple(kind(v) for v in np.asarray(a).reshape(-1))
 
 
-def layer_print(g: QdqGraph, node: onnx.NodeProto) -> LayerPrint:
-    w = g.dq_param(node.input[1])
-    assert w is not None
+def _kernel(g: QdqGraph, node: onnx.NodeProto) -> tuple[str | None, tuple[float, ...], tuple[int, ...]]:
+    """The kernel hash (integers with their scale and zero point) and the weight grid."""
+    w = g.weight(node)
+    if w is None:
+        return None, (), ()
     kernel, w_scale, w_zp = g.required(w.values), g.required(w.scale), g.array(w.zero_point)
+    parts: list[np.ndarray] = [kernel, w_scale] + ([w_zp] if w_zp is not None else [])
+    return array_sha(*parts), _tuple(w_scale, float), _tuple(w_zp, int)
+
+
+def layer_print(g: QdqGraph, node: onnx.NodeProto) -> LayerPrint:
+    kernel_sha, w_scale, w_zp = _kernel(g, node)
     x = g.dq_param(node.input[0])
     q, _ = g.out_q(node.output[0])
     bias_sha = bias = step = None
@@ -107,10 +123,9 @@ def layer_print(g: QdqGraph, node: onnx.NodeProto) -> LayerPrint:
         bias_sha = array_sha(b_int, b_scale)
         bias = _tuple(b_int.astype(np.float64) * b_scale.astype(np.float64), float)
         step = _tuple(np.broadcast_to(b_scale, b_int.shape), float)
-    parts: list[np.ndarray] = [kernel, w_scale] + ([w_zp] if w_zp is not None else [])
     return LayerPrint(
-        name=node.name, op=node.op_type, kernel_sha=array_sha(*parts), bias_sha=bias_sha,
-        weight_scale=_tuple(w_scale, float), weight_zero_point=_tuple(w_zp, int),
+        name=node.name, op=node.op_type, kernel_sha=kernel_sha, bias_sha=bias_sha,
+        weight_scale=w_scale, weight_zero_point=w_zp,
         in_tensor=g.float_name(node.input[0]),
         in_scale=g.scalar(x.scale) if x else None, in_zero_point=_int(g.scalar(x.zero_point)) if x else None,
         out_tensor=g.float_out_name(node.output[0]),

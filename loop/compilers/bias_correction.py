@@ -1,0 +1,241 @@
+"""Bias correction, layer by layer, as the Dataflow Compiler's does.
+
+Each quantized layer's bias is moved by minus the per-channel mean of (quantized output -
+float output) over the calibration frames. Layers are corrected in topological order, each
+measured on the quantized model with every earlier correction applied: correcting them all
+from one run of the uncorrected model compounds the corrections (shared/ONNXRUNTIME.md has
+the figures: EfficientNet-Lite0 4.7 dB uncorrected, -4.9 dB one-shot, 19.8 dB in order).
+
+It stays near the cost of one run. Layers of equal depth (no corrected layer between them)
+are corrected together, and the quantized graph is run in segments, one per depth: segment
+``d`` holds the nodes that only corrections shallower than ``d`` can reach, so its outputs
+are final once computed and are kept, never recomputed. Only the short chain from each
+layer to its quantized output is run twice (to measure it, then again downstream).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from loop.compilers.qdq import QdqGraph
+from loop.onnx_session import session
+
+INT32 = np.iinfo(np.int32)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One layer to correct: its node, bias integers, where its quantized output is read
+    in the quantized model, and the same tensor's name in the float model."""
+
+    node: str
+    bias: str
+    bias_scale: str
+    q_out: str
+    f_out: str
+
+
+@dataclass
+class Correction:
+    """What bias correction did: layers corrected, and every other layer with why not."""
+
+    corrected: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    depths: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        return {"corrected": len(self.corrected), "depths": self.depths, "skipped": dict(self.skipped)}
+
+
+def targets(g: QdqGraph, correction: Correction) -> list[Target]:
+    found = []
+    for node in g.layers():
+        why, target = _target(g, node)
+        if target is None:
+            correction.skipped[node.name] = why
+        else:
+            found.append(target)
+    return found
+
+
+def _target(g: QdqGraph, node: onnx.NodeProto) -> tuple[str, Target | None]:
+    if g.weight(node) is None:
+        return "no weights (activation x activation)", None
+    if len(node.input) < 3 or not node.input[2]:
+        return "no bias", None
+    bias = g.dq_param(node.input[2])
+    if bias is None:
+        return "bias not quantized", None
+    if not np.all(g.required(bias.scale)):
+        return "bias scale is zero", None
+    _, dq = g.out_q(node.output[0])
+    f_out = g.float_out_name(node.output[0])
+    if dq is None or f_out is None:
+        return "output not quantized", None
+    return "", Target(node.name, bias.values, bias.scale, dq.output[0], f_out)
+
+
+def _channel_mean(x: np.ndarray) -> np.ndarray:
+    axes = tuple(a for a in range(x.ndim) if a != 1) if x.ndim > 1 else (0,)
+    return x.astype(np.float64).mean(axis=axes)
+
+
+def float_means(model: onnx.ModelProto, names: list[str], frames: list[dict[str, np.ndarray]],
+                threads: int, optimize: bool = True) -> dict[str, np.ndarray]:
+    """Per-channel means of the model's tensors ``names``, in one run. A float model may be
+    optimized; a QDQ model must not be, or its Q/DQ pairs are fused into integer kernels."""
+    exposed = onnx.ModelProto()
+    exposed.CopyFrom(model)
+    present = {o.name for o in exposed.graph.output}
+    exposed.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in dict.fromkeys(names) if n not in present)
+    run = session(exposed, threads, optimize=optimize)
+    unique = list(dict.fromkeys(names))
+    sums: dict[str, Any] = {n: 0.0 for n in unique}
+    for feed in frames:
+        for name, value in zip(unique, run.run(unique, feed), strict=True):
+            sums[name] = sums[name] + _channel_mean(value)
+    return {n: np.asarray(s) / len(frames) for n, s in sums.items()}
+
+
+def correct(float_model: onnx.ModelProto, quantized: onnx.ModelProto, frames: list[dict[str, np.ndarray]],
+            threads: int = 0) -> Correction:
+    """Correct ``quantized``'s biases in place against ``float_model`` on ``frames``."""
+    correction = Correction()
+    g = QdqGraph(quantized)
+    todo = targets(g, correction)
+    if not todo or not frames:
+        return correction
+    expected = float_means(float_model, [t.f_out for t in todo], frames, threads)
+    runner = _Segments(g, {t.node for t in todo}, frames, threads)
+    by_depth: dict[int, list[Target]] = {}
+    for t in todo:
+        by_depth.setdefault(runner.depth[t.node], []).append(t)
+    for depth in sorted(by_depth):
+        layers = by_depth[depth]
+        measured = runner.advance(depth, [t.q_out for t in layers], [t.node for t in layers])
+        for t in layers:
+            moved = _apply(g, t, measured[t.q_out] - expected[t.f_out])
+            runner.shift(t.node, moved)
+            correction.corrected.append(t.node)
+    correction.depths = len(by_depth)
+    return correction
+
+
+def _apply(g: QdqGraph, t: Target, error: np.ndarray) -> np.ndarray:
+    """Correct one bias; return how far its dequantized value moved, per channel."""
+    ints, scale = g.required(t.bias), g.required(t.bias_scale).astype(np.float64)
+    corrected = ints.astype(np.float64) * scale - error
+    new = np.clip(np.round(corrected / scale), INT32.min, INT32.max).astype(ints.dtype)
+    g.set_array(t.bias, new)
+    return (new.astype(np.float64) - ints.astype(np.float64)) * scale
+
+
+class _Segments:
+    """The quantized graph cut by correction depth; see the module docstring."""
+
+    def __init__(self, g: QdqGraph, layers: set[str], frames: list[dict[str, np.ndarray]], threads: int) -> None:
+        self.g, self.threads = g, threads
+        self.nodes = list(g.model.graph.node)
+        self.depth: dict[str, int] = {}
+        self.level = self._levels(layers)
+        # Nodes over initializers only (a weight's DequantizeLinear): run wherever needed,
+        # never kept per frame, which would hold a copy of every weight for every frame.
+        made = set(g.inits)
+        self.constant: set[int] = set()
+        for i, node in enumerate(self.nodes):
+            if all(x in made for x in node.input if x):
+                self.constant.add(i)
+                made.update(node.output)
+        self.kept: list[dict[str, np.ndarray]] = [dict(f) for f in frames]
+        self.done: set[int] = set()
+
+    def _levels(self, layers: set[str]) -> list[int]:
+        """Per node: the depth of the deepest corrected layer it reads from (-1 for none)."""
+        up: dict[str, int] = {}
+        levels = []
+        for node in self.nodes:
+            level = max((up.get(i, -1) for i in node.input if i), default=-1)
+            if node.name in layers:
+                level += 1
+                self.depth[node.name] = level
+            up.update((o, level) for o in node.output)
+            levels.append(level)
+        return levels
+
+    def advance(self, depth: int, measure: list[str], layers: list[str]) -> dict[str, np.ndarray]:
+        """Run the nodes no correction at ``depth`` or deeper can reach, and the ``layers``
+        about to be corrected, keeping their outputs; plus what leads from them to the
+        tensors in ``measure``; return those tensors' per-channel means.
+
+        A layer's own output is kept from before its correction and moved by :meth:`shift`
+        after it (a bias adds a constant per channel), so the layer is never run twice."""
+        final = [i for i, lv in enumerate(self.level) if i not in self.done and i not in self.constant
+                 and (lv < depth or self.nodes[i].name in layers)]
+        wanted = measure + [x for i in final for x in self.nodes[i].input if x]
+        chain = self._chain(wanted, set(final) | self.done)
+        order = sorted(set(final) | set(chain))
+        nodes = [self.nodes[i] for i in order]
+        produced = {o for n in nodes for o in n.output}
+        needed_later = self._read_after(set(final) | self.done)
+        keep = [o for i in final for o in self.nodes[i].output if o in needed_later]
+        outputs = list(dict.fromkeys(keep + measure))
+        run = session(self._model(nodes, produced, outputs), self.threads)
+        feeds = self._feeds(nodes, produced)
+        sums: dict[str, Any] = {m: 0.0 for m in measure}
+        for frame in self.kept:
+            values = dict(zip(outputs, run.run(outputs, {n: frame[n] for n in feeds}), strict=True))
+            frame.update((k, values[k]) for k in keep)
+            for m in measure:
+                sums[m] = sums[m] + _channel_mean(values[m])
+        self.done.update(final)
+        still = self._read_after(self.done)
+        for frame in self.kept:
+            for name in [k for k in frame if k not in still]:
+                del frame[name]
+        return {m: np.asarray(s) / len(self.kept) for m, s in sums.items()}
+
+    def shift(self, layer: str, moved: np.ndarray) -> None:
+        """Add a corrected bias's movement to the kept output of ``layer``, in every frame."""
+        out = next(n.output[0] for n in self.nodes if n.name == layer)
+        for frame in self.kept:
+            if out in frame:
+                value = frame[out]
+                shape = (1, -1) + (1,) * (value.ndim - 2) if value.ndim > 1 else (-1,)
+                frame[out] = (value + moved.reshape(shape)).astype(value.dtype)
+
+    def _chain(self, tensors: list[str], ready: set[int]) -> list[int]:
+        """Nodes not yet run that ``tensors`` depend on."""
+        producer = {o: i for i, n in enumerate(self.nodes) for o in n.output}
+        stack, seen = list(tensors), set()
+        while stack:
+            i = producer.get(stack.pop())
+            if i is None or i in seen or i in ready:
+                continue
+            seen.add(i)
+            stack.extend(x for x in self.nodes[i].input if x)
+        return sorted(seen)
+
+    def _read_after(self, ran: set[int]) -> set[str]:
+        return {x for i, n in enumerate(self.nodes) if i not in ran for x in n.input} | \
+            {o.name for o in self.g.model.graph.output}
+
+    def _feeds(self, nodes: list[onnx.NodeProto], produced: set[str]) -> list[str]:
+        return list(dict.fromkeys(x for n in nodes for x in n.input
+                                  if x and x not in produced and x not in self.g.inits))
+
+    def _model(self, nodes: list[onnx.NodeProto], produced: set[str], outputs: list[str]) -> onnx.ModelProto:
+        frame = self.kept[0]
+        feeds = self._feeds(nodes, produced)
+        inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(frame[n].dtype), frame[n].shape)
+                  for n in feeds]
+        used = {x for n in nodes for x in n.input}
+        inits = [t for name, t in self.g.inits.items() if name in used]
+        graph = helper.make_graph(nodes, "segment", inputs, [helper.make_empty_tensor_value_info(o) for o in outputs],
+                                  inits)
+        model = helper.make_model(graph, opset_imports=self.g.model.opset_import)
+        model.ir_version = self.g.model.ir_version
+        return model

@@ -1,0 +1,102 @@
+"""Bias correction layer by layer: the segmented run gives what one full run per layer gives."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from authored import patterns_model
+
+from loop.compilers import bias_correction as bc
+from loop.compilers.base import CompileOptions
+from loop.compilers.onnxruntime import OnnxRuntimeCompiler, _quantize
+from loop.compilers.qdq import QdqGraph
+from loop.onnx_session import session
+
+
+def _frames(count: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).random((count, 3, 16, 16), dtype=np.float32)
+
+
+def _one_layer_at_a_time(float_model: onnx.ModelProto, quantized: onnx.ModelProto, frames: np.ndarray) -> None:
+    """The plain definition: each layer in graph order, measured on the whole quantized model
+    with every earlier correction applied."""
+    g = QdqGraph(quantized)
+    feeds = [{"x": f[None]} for f in frames]
+    todo = bc.targets(g, bc.Correction())
+    expected = bc.float_means(float_model, [t.f_out for t in todo], feeds, 1)
+    for t in todo:
+        measured = bc.float_means(quantized, [t.q_out], feeds, 1, optimize=False)[t.q_out]
+        bc._apply(g, t, measured - expected[t.f_out])
+
+
+def _biases(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    return {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer if t.data_type == onnx.TensorProto.INT32}
+
+
+def test_segmented_equals_one_layer_at_a_time():
+    model, frames = patterns_model(), _frames(6, 0)
+    quantized = _quantize(model.SerializeToString(), frames, CompileOptions())
+    plain = onnx.ModelProto()
+    plain.CopyFrom(quantized)
+    correction = bc.correct(model, quantized, [{"x": f[None]} for f in frames], 1)
+    _one_layer_at_a_time(model, plain, frames)
+    assert correction.corrected == ["first", "after_pool", "depthwise", "to_add", "to_concat_a", "to_concat_b",
+                                    "after_resize", "head"]
+    assert correction.skipped == {"last": "no bias"}  # a MatMul has no bias slot
+    assert correction.depths < len(correction.corrected)  # layers of equal depth went together
+    mine, theirs = _biases(quantized), _biases(plain)
+    assert mine.keys() == theirs.keys() and any((mine[k] != _biases(_quantize(
+        model.SerializeToString(), frames, CompileOptions()))[k]).any() for k in mine)
+    for name in mine:
+        np.testing.assert_array_equal(mine[name], theirs[name], err_msg=name)
+
+
+def _snr(model: bytes, quantized: bytes, frames: np.ndarray) -> float:
+    ref, got = session(model), session(quantized)
+    a = np.concatenate([np.concatenate([o.ravel() for o in ref.run(None, {"x": f[None]})]) for f in frames])
+    b = np.concatenate([np.concatenate([o.ravel() for o in got.run(None, {"x": f[None]})]) for f in frames])
+    return float(10 * np.log10(np.sum(a ** 2) / np.sum((a - b) ** 2)))
+
+
+def test_a_conv_without_bias_gets_one_and_is_corrected():
+    model = patterns_model()
+    conv = next(n for n in model.graph.node if n.name == "after_resize")
+    del conv.input[2]
+    data, frames = model.SerializeToString(), _frames(8, 1)
+    q = OnnxRuntimeCompiler().optimize(data, frames, CompileOptions(bias_correction=True))
+    assert q.info["zero_bias_added"] == ["after_resize"]
+    assert "after_resize" not in q.info["bias_correction"]["skipped"]
+    assert q.info["bias_correction"]["corrected"] == 8
+    off = OnnxRuntimeCompiler().optimize(data, frames, CompileOptions(bias_correction=False))
+    held_out = _frames(8, 2)
+    assert _snr(data, q.data, held_out) > _snr(data, off.data, held_out) - 0.5
+
+
+def test_a_range_that_excludes_zero_is_recorded_as_used():
+    from loop.compilers.base import RangeOverride
+    model = patterns_model()
+    options = CompileOptions(bias_correction=False, overrides=(RangeOverride("first", "out", "r0", 1.0, 4.0),))
+    q = OnnxRuntimeCompiler().optimize(model.SerializeToString(), _frames(4, 0), options)
+    used = q.info["overrides"]["r0"]
+    assert used["asked"] == [1.0, 4.0] and used["used"][0] == 0.0 and abs(used["used"][1] - 4.0) < 0.02
+    assert any("asked [1, 4]" in w and "used [0, 4" in w for w in q.info["warnings"])
+
+
+def test_entropy_and_percentile_differ_from_minmax():
+    data, frames = patterns_model().SerializeToString(), _frames(8, 3)
+    kernels = {}
+    for method in ("minmax", "entropy", "percentile"):
+        q = OnnxRuntimeCompiler().optimize(data, frames, CompileOptions(bias_correction=False, calibration_method=method))
+        kernels[method] = q.data
+    assert kernels["entropy"] != kernels["minmax"] and kernels["percentile"] != kernels["minmax"]
+
+
+def test_constant_only_subgraphs_are_not_kept_per_frame():
+    """A weight's DequantizeLinear is run where needed, never stored once per frame."""
+    model, frames = patterns_model(), _frames(3, 0)
+    quantized = _quantize(model.SerializeToString(), frames, CompileOptions())
+    segments = bc._Segments(QdqGraph(quantized), {"first", "after_pool"}, [{"x": f[None]} for f in frames], 1)
+    segments.advance(0, [], ["first"])
+    segments.advance(1, [], ["after_pool"])
+    weights = {t.name for t in quantized.graph.initializer}
+    dq_of_weights = {n.output[0] for n in quantized.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in weights}
+    assert not dq_of_weights & set(segments.kept[0])

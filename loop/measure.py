@@ -210,7 +210,7 @@ def measuring_stick(device: str, artifact_path: Path, m: dict[str, Any],
         return None
     spec = spec or MeasureSpec()
     figures = hailortcli.run_benchmark(artifact_path, batch_size=spec.batch_size or None, power_mode=spec.power_mode)
-    differ = [f for f in ("--batch-size", "--power-mode") if f in figures.ignored]
+    differ: list[str] = [f for f in ("--batch-size", "--power-mode") if f in figures.ignored]
     differ += ["hw_latency"] if spec.hw_latency else []
     out = {"fps": figures.rate, "version": figures.version, "ignored_by_hailortcli": list(figures.ignored),
            "settings_differ": differ, "comparable": not differ}

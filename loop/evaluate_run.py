@@ -134,9 +134,9 @@ def evaluate_variant(spec: SweepSpec, authored: Authored, compiled: CompileResul
     frame = device_frame(inputs, 0, first.inputs)
     del inputs, others
     m = measure(devices[0], artifact, frame, authored.variant.measure).to_dict()
-    stick = measuring_stick(devices[0].name, path, m)
+    stick = measuring_stick(devices[0].name, path, m, authored.variant.measure)
     clock.lap("measure_s")
-    flags += m["flags"] + (["hailortcli-disagrees"] if stick and not stick["agree"] else [])
+    flags += m["flags"] + (["hailortcli-disagrees"] if stick and stick["comparable"] and not stick["agree"] else [])
     return RunOutcome(name, "ok", verdict=verdict.verdict, changes=[c.to_dict() for c in verdict.changes],
                       measure={**m, "hailortcli": stick}, scores=scores, flags=flags, artifact=str(path),
                       stages=clock.laps)

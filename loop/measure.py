@@ -57,6 +57,7 @@ class Measurement:
     flags: list[str]
     host: dict[str, Any] = field(default_factory=dict)
     drift: dict[str, float] | None = None
+    notes: list[str] = field(default_factory=list)  # what the device did other than asked, and why
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,11 +78,10 @@ def time_to_first_output(device: Device, artifact: Artifact, frames: Sequence[np
     opens, firsts = [], []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        session = device.open(artifact, options)
-        t1 = time.perf_counter()
-        session.infer(frames)  # checks included: this is what a user's first call costs
-        t2 = time.perf_counter()
-        session.close()
+        with device.open(artifact, options) as session:  # closed even when the first call fails
+            t1 = time.perf_counter()
+            session.infer(frames)  # checks included: this is what a user's first call costs
+            t2 = time.perf_counter()
         opens.append((t1 - t0) * 1e3)
         firsts.append((t2 - t1) * 1e3)
     parts: dict[str, float | None] = {"open_ms": statistics.median(opens), "first_ms": statistics.median(firsts),
@@ -149,6 +149,7 @@ class _Timed:
     hw_latency_ms: float | None
     bytes_in: int
     bytes_out: int
+    notes: list[str]
 
 
 def _timed(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], spec: MeasureSpec,
@@ -164,13 +165,13 @@ def _timed(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], spe
         elapsed = time.perf_counter() - started
         return _Timed(first, by_depth, elapsed, latencies(session, frames, spec.latency_frames),
                       session.hw_latency_ms(), sum(t.frame_bytes for t in session.inputs),
-                      sum(t.frame_bytes for t in session.outputs))
+                      sum(t.frame_bytes for t in session.outputs), list(session.notes))
 
 
 def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], spec: MeasureSpec) -> Measurement:
     """Run the whole protocol on ``artifact`` with ``frames`` in the device's own dtype."""
     options = RuntimeOptions(threads=spec.threads, power_mode=spec.power_mode, dma_map=spec.dma_map,
-                             batch_size=spec.batch_size)
+                             batch_size=spec.batch_size, hw_latency=spec.hw_latency, group_id=spec.group_id)
     before = device.health()
     probe = LoadProbe.start()
     with captured_stderr() as err:
@@ -192,22 +193,31 @@ def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], sp
         bytes_in=t.bytes_in, bytes_out=t.bytes_out,
         mb_s={"in": t.bytes_in * rate / 1e6, "out": t.bytes_out * rate / 1e6},
         latency_ms=t.latency_ms, hw_latency_ms=t.hw_latency_ms, health_before=asdict(before),
-        health_after=asdict(after), warnings=warnings, flags=flags, host=host, drift=drifted)
+        health_after=asdict(after), warnings=warnings, flags=flags, host=host, drift=drifted, notes=t.notes)
 
 
-def measuring_stick(device: str, artifact_path: Path, m: dict[str, Any]) -> dict[str, Any] | None:
-    """Where ``hailortcli`` is installed, its own benchmark of the same HEF beside loop's rate."""
+def measuring_stick(device: str, artifact_path: Path, m: dict[str, Any],
+                    spec: MeasureSpec | None = None) -> dict[str, Any] | None:
+    """Where ``hailortcli`` is installed, its own benchmark of the same HEF beside loop's rate.
+
+    ``comparable`` is false when loop ran with settings the tool did not (a hardware latency
+    measurement, or a batch size or power mode that ``benchmark`` 5.x parses and ignores)."""
     if device != "hailort":
         return None
     from loop.devices import hailortcli
     ok, _ = hailortcli.available()
     if not ok:
         return None
-    figures = hailortcli.run_benchmark(artifact_path)
+    spec = spec or MeasureSpec()
+    figures = hailortcli.run_benchmark(artifact_path, batch_size=spec.batch_size or None, power_mode=spec.power_mode)
+    differ: list[str] = [f for f in ("--batch-size", "--power-mode") if f in figures.ignored]
+    differ += ["hw_latency"] if spec.hw_latency else []
+    out = {"fps": figures.rate, "version": figures.version, "ignored_by_hailortcli": list(figures.ignored),
+           "settings_differ": differ, "comparable": not differ}
     if figures.rate is None:
-        return {"fps": None, "agree": False, "detail": "hailortcli printed no rate"}
+        return {**out, "agree": False, "detail": "hailortcli printed no rate"}
     agreement = hailortcli.agreement(m["rate_fps"]["median"], figures.rate)
-    return {"fps": figures.rate, "ratio": agreement.ratio, "agree": not agreement.flagged}
+    return {**out, "ratio": agreement.ratio, "agree": not agreement.flagged}
 
 
 def flags_for(warnings: Sequence[str]) -> list[str]:

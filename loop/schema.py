@@ -64,7 +64,10 @@ class Measure(Strict):
     threads: Threads = Field(0, description="device threads (0: the runtime's choice)")
     power_mode: Annotated[str, Field(max_length=64)] | None = Field(None, description="HailoRT power mode")
     dma_map: bool = Field(False, description="HailoRT: map buffers for DMA once")
-    batch_size: int = Field(1, ge=1, le=4096, description="frames per transfer")
+    batch_size: int = Field(0, ge=0, le=4096, description="frames per transfer (0: the device's default, as hailortcli)")
+    hw_latency: bool = Field(False, description="HailoRT: the device's own latency figure (off, as hailortcli)")
+    group_id: Annotated[str, Field(pattern=r"^[^;]{1,64}$")] | None = Field(
+        None, description="HailoRT: processes with the same group share a Hailo-10H")
 
 
 class Compile(Strict):
@@ -92,6 +95,11 @@ class Compile(Strict):
 
 HAILO_ONLY = ("hw_arch", "optimization_level", "compression_level", "model_script", "net_name",
               "calibration_batch_size")
+# Keys the hailo backend would silently ignore: refused instead, with why (write model_script lines).
+HAILO_REFUSED = {
+    "io": "a HEF's frames are what the Dataflow Compiler made them; HailoRT picks float32 per stream at run time",
+    "calibration_method": "the Dataflow Compiler has no verified model-script equivalent",
+    "per_channel": "the Dataflow Compiler has no verified model-script equivalent"}
 
 
 class ScaleWeightsOp(Strict):

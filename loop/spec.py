@@ -48,7 +48,9 @@ class MeasureSpec:
     threads: int = 0
     power_mode: str | None = None
     dma_map: bool = False
-    batch_size: int = 1
+    batch_size: int = 0  # 0: the device's own default (HailoRT's HAILO_DEFAULT_BATCH_SIZE, as hailortcli)
+    hw_latency: bool = False  # the device's own latency figure (off, as hailortcli measures rates)
+    group_id: str | None = None  # HailoRT VDevice group: processes with the same one share a Hailo-10H
 
 
 @dataclass(frozen=True)
@@ -200,14 +202,21 @@ def _available(backend: str, devices: tuple[str, ...], cluster: bool, raw: LineD
 
 
 def _hailo_keys(model: schema.Sweep, raw: LineDict) -> None:
-    """The DFC's own compile keys mean nothing to another backend: refuse rather than ignore."""
-    if model.backend == "hailo":
-        return
+    """The DFC's own compile keys mean nothing to another backend, and some of ours mean
+    nothing to the DFC: refuse rather than ignore."""
     places = [("compile", model.compile, raw)] + [
         (f"variants[{i}].compile", v.compile, raw["variants"][i]) for i, v in enumerate(model.variants)]
     for where, options, node in places:
+        if options is None:
+            continue
+        if model.backend == "hailo":
+            for key, why in schema.HAILO_REFUSED.items():
+                if key in options.model_fields_set:
+                    raise LoopError(f"'compile.{key}' would be ignored by the hailo backend ({why}); remove it",
+                                    line=line_of(node["compile"], key), field=f"{where}.{key}")
+            continue
         for key in schema.HAILO_ONLY:
-            if options is not None and key in options.model_fields_set:
+            if key in options.model_fields_set:
                 raise LoopError(f"'{key}' applies to backend hailo only", line=line_of(node["compile"], key),
                                 field=f"{where}.{key}")
 

@@ -4,20 +4,35 @@
 // and only InferModel works, but InferModel returns Expected<std::shared_ptr<...>>, which
 // ctypes cannot call, and libhailort exports no flat entry points for it. The ABI is
 // declared in hailort_shim.sigs (keep the two in step) and bound from Python by
-// loop/devices/sigs.py. Status codes and options are documented there.
+// loop/sigs.py. Status codes and options are documented there.
+
+// hailo/platform.h includes winsock2.h on Windows, whose min/max macros would break std::min(
+// and std::max(. Hailo builds its own code and examples with both defined (CMakeLists.txt passes
+// them too); defining them here keeps a bare command-line build right. The shim's own calls are
+// also written (std::min)(...) so that a header which defined the macros earlier cannot break it.
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+
 #include "hailo/hailort.hpp"
+#include "hailo/hef.hpp"
 #include "hailo/infer_model.hpp"
 #include "hailo/vdevice.hpp"
 
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <algorithm>
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <new>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -25,6 +40,7 @@
 #if defined(_WIN32)
 #define LOOP_HRT_EXPORT extern "C" __declspec(dllexport)
 #else
+#include <unistd.h>
 #define LOOP_HRT_EXPORT extern "C" __attribute__((visibility("default")))
 #endif
 
@@ -32,18 +48,65 @@ using namespace hailort;
 
 namespace {
 
-constexpr int BAD_BUFFER = 2;       // the seed's shim used 2 for a refused buffer
-constexpr int TEXT_TOO_SMALL = 5;   // same value as HAILO_INSUFFICIENT_BUFFER
+// The shim's own statuses sit at 1000 and up so they never collide with a hailo_status
+// (2 is HAILO_INVALID_ARGUMENT, 5 HAILO_INSUFFICIENT_BUFFER).
+constexpr int ABI_VERSION = 2;
+constexpr int LOOP_BAD_BUFFER = 1000;
+constexpr int LOOP_TEXT_TOO_SMALL = 1001;
+constexpr int LOOP_BAD_ARGUMENT = 1002;
+constexpr int LOOP_EXCEPTION = 1003;
 constexpr auto TIMEOUT = std::chrono::milliseconds(10000);
 
-std::mutex g_error_mutex;
-std::string g_last_error;
+// Per thread: a failure on one thread must not overwrite the text another is about to read.
+thread_local std::string t_last_error;
 
 int fail(int status, const std::string &what) {
-    std::lock_guard<std::mutex> lock(g_error_mutex);
-    g_last_error = what + " (status " + std::to_string(status) + ")";
+    t_last_error = what + " (status " + std::to_string(status) + ")";
     return status;
 }
+
+// No C++ exception may cross extern "C": each export runs its body through this.
+template <typename Body>
+int guarded(const char *what, Body &&body) {
+    try {
+        return body();
+    } catch (const std::exception &exc) {
+        return fail(LOOP_EXCEPTION, std::string(what) + ": C++ exception: " + exc.what());
+    } catch (...) {
+        return fail(LOOP_EXCEPTION, std::string(what) + ": unknown C++ exception");
+    }
+}
+
+size_t page_size() {
+#if defined(_WIN32)
+    return 4096;  // every Windows target HailoRT supports uses 4 KiB pages
+#else
+    return static_cast<size_t>(sysconf(_SC_PAGESIZE));
+#endif
+}
+
+size_t page_round(size_t size) {
+    const size_t page = page_size();
+    return ((size ? size : 1) + page - 1) / page * page;
+}
+
+// hailo/infer_model.hpp (Bindings::InferStream::set_buffer): buffers should start on a page, and an
+// output's allocation must end on one, or the device may write past it in the last page.
+class PageBuffer {
+public:
+    explicit PageBuffer(size_t size)
+        : capacity_(page_round(size)),
+          data_(static_cast<uint8_t *>(::operator new(capacity_, std::align_val_t(page_size())))) {}
+    ~PageBuffer() { ::operator delete(data_, std::align_val_t(page_size())); }
+    PageBuffer(const PageBuffer &) = delete;
+    PageBuffer &operator=(const PageBuffer &) = delete;
+    uint8_t *data() const { return data_; }
+    size_t capacity() const { return capacity_; }
+
+private:
+    size_t capacity_;
+    uint8_t *data_;
+};
 
 struct Mapping {
     void *ptr;
@@ -51,30 +114,42 @@ struct Mapping {
     hailo_dma_buffer_direction_t direction;
 };
 
+struct Stream {
+    std::string name;
+    size_t frame_size;
+};
+
+using Slot = std::vector<std::unique_ptr<PageBuffer>>;
+
 struct Session {
     std::unique_ptr<VDevice> vdevice;
     std::shared_ptr<InferModel> model;
     ConfiguredInferModel configured;
-    std::vector<std::string> input_names, output_names;
-    std::vector<size_t> input_sizes, output_sizes;
+    bool is_configured = false;
+    std::vector<Stream> inputs, outputs;
     size_t queue_size = 1;
     bool dma_map = false;
-    // Mappings live for one call only: the caller's buffers may be freed once it returns.
+    bool hw_latency = false;
+    double last_hw_latency_ms = std::numeric_limits<double>::quiet_NaN();
+    std::vector<std::string> notes;  // what was done other than asked, and why
+    // Mapped once and kept until close, as Hailo's async_infer_advanced example does.
     std::vector<Mapping> mapped;
+    std::vector<std::unique_ptr<PageBuffer>> bounce;  // per output, for callers' tight buffers
+    std::vector<Slot> slots;                          // per pipelined slot, one buffer per output
 
-    ~Session() { unmap_all(); }
-    void unmap_all() {
+    ~Session() {
+        if (is_configured) configured.shutdown();
         for (auto &m : mapped) vdevice->dma_unmap(m.ptr, m.size, m.direction);
-        mapped.clear();
     }
 };
 
-struct MappingScope {
-    Session &session;
-    ~MappingScope() { session.unmap_all(); }
+struct Options {
+    std::string device_id, group_id, power_mode;
+    bool dma_map = false, hw_latency = false, has_batch = false;
+    uint16_t batch_size = 0;
 };
 
-std::map<std::string, std::string> parse_options(const char *text) {
+std::map<std::string, std::string> split_options(const char *text) {
     std::map<std::string, std::string> out;
     std::stringstream stream(text ? text : "");
     std::string item;
@@ -85,18 +160,79 @@ std::map<std::string, std::string> parse_options(const char *text) {
     return out;
 }
 
-Expected<std::unique_ptr<VDevice>> create_vdevice(const std::string &device_id) {
-    if (device_id.empty()) return VDevice::create();
-    return VDevice::create(std::vector<std::string>{device_id});
+bool parse_flag(const std::map<std::string, std::string> &raw, const char *key, bool &out) {
+    auto it = raw.find(key);
+    if (it == raw.end()) return true;
+    out = it->second == "1";
+    return it->second == "0" || it->second == "1";
+}
+
+bool parse_batch(const std::map<std::string, std::string> &raw, Options &o) {
+    auto it = raw.find("batch_size");
+    if (it == raw.end()) return true;
+    char *end = nullptr;
+    unsigned long value = std::strtoul(it->second.c_str(), &end, 10);
+    if (it->second.empty() || *end || value > (std::numeric_limits<uint16_t>::max)()) return false;
+    o.has_batch = true;
+    o.batch_size = static_cast<uint16_t>(value);
+    return true;
+}
+
+int parse_options(const char *text, Options &o) {
+    auto raw = split_options(text);
+    o.device_id = raw.count("device_id") ? raw["device_id"] : "";
+    o.group_id = raw.count("group_id") ? raw["group_id"] : "";
+    o.power_mode = raw.count("power_mode") ? raw["power_mode"] : "";
+    bool known_power = o.power_mode.empty() || o.power_mode == "performance" || o.power_mode == "ultra_performance";
+    if (!parse_flag(raw, "dma_map", o.dma_map) || !parse_flag(raw, "hw_latency", o.hw_latency) ||
+        !parse_batch(raw, o) || !known_power) {
+        return fail(LOOP_BAD_ARGUMENT, std::string("open: bad options '") + (text ? text : "") + "'");
+    }
+    return HAILO_SUCCESS;
+}
+
+// Hailo-10H shares a device between processes through the VDevice group_id (no service);
+// the default group "UNIQUE" makes a second open wait about 5 s and then fail.
+Expected<std::unique_ptr<VDevice>> create_vdevice(const Options &o) {
+    hailo_vdevice_params_t params{};
+    auto status = hailo_init_vdevice_params(&params);
+    if (status != HAILO_SUCCESS) return make_unexpected(status);
+    hailo_device_id_t id{};
+    if (!o.device_id.empty()) {
+        auto parsed = HailoRTCommon::to_device_id(o.device_id);
+        if (!parsed) return make_unexpected(parsed.status());
+        id = parsed.value();
+        params.device_ids = &id;
+        params.device_count = 1;
+    }
+    if (!o.group_id.empty()) params.group_id = o.group_id.c_str();
+    return VDevice::create(params);
 }
 
 std::string json_escape(const std::string &text) {
     std::string out;
     for (char c : text) {
-        if (c == '"' || c == '\\') out += '\\';
-        out += c;
+        auto u = static_cast<unsigned char>(c);
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += c;
+        } else if (u < 0x20) {  // a NUL or control byte would end or break the JSON text
+            char hex[8];
+            std::snprintf(hex, sizeof hex, "\\u%04x", u);
+            out += hex;
+        } else {
+            out += c;
+        }
     }
     return out;
+}
+
+// A fixed-size char field: Hailo-10H leaves *_length unset (hrpc_protocol/serializer.cpp,
+// IdentifyDeviceSerializer), so the text's own end bounds it, as hailortcli uses strnlen.
+std::string fixed_text(const char *text, size_t capacity, size_t stated_length) {
+    size_t length = strnlen(text, capacity);
+    if (stated_length) length = (std::min)(length, stated_length);
+    return std::string(text, length);
 }
 
 const char *dtype_name(hailo_format_type_t type) {
@@ -108,29 +244,131 @@ const char *dtype_name(hailo_format_type_t type) {
     }
 }
 
+bool is_integer(hailo_format_type_t type) {
+    return type == HAILO_FORMAT_TYPE_UINT8 || type == HAILO_FORMAT_TYPE_UINT16;
+}
+
+// get_quant_infos()[0] is INVALID_QUANT_INFO (scale 0) when a stream has several quantization
+// params (libhailort/src/hef/hef.cpp, output_scale_by_feature): it must not be used.
+bool quant_valid(const std::vector<hailo_quant_info_t> &quants) {
+    return quants.size() == 1 && quants[0].qp_scale > 0.0f;
+}
+
+void stream_fields(std::ostringstream &out, const std::string &name, const hailo_3d_image_shape_t &shape,
+                   size_t frame_size, hailo_format_type_t type, const std::vector<hailo_quant_info_t> &quants,
+                   bool nms) {
+    bool valid = quant_valid(quants);
+    out << "{\"name\": \"" << json_escape(name) << "\", \"shape\": [" << shape.height << ", " << shape.width
+        << ", " << shape.features << "], \"frame_bytes\": " << frame_size << ", \"dtype\": \"" << dtype_name(type)
+        << "\", \"quant_count\": " << quants.size() << ", \"quant_valid\": " << (valid ? "true" : "false")
+        << ", \"is_nms\": " << (nms ? "true" : "false");
+    if (valid && is_integer(type)) out << ", \"scale\": " << quants[0].qp_scale << ", \"zero_point\": " << quants[0].qp_zp;
+    out << "}";
+}
+
 std::string stream_json(const InferModel::InferStream &stream) {
-    auto shape = stream.shape();
-    auto quants = stream.get_quant_infos();
     std::ostringstream out;
     out.precision(9);
-    out << "{\"name\": \"" << json_escape(stream.name()) << "\", \"shape\": [" << shape.height << ", "
-        << shape.width << ", " << shape.features << "], \"frame_bytes\": " << stream.get_frame_size()
-        << ", \"dtype\": \"" << dtype_name(stream.format().type) << "\", \"quant_count\": " << quants.size()
-        << ", \"is_nms\": " << (stream.is_nms() ? "true" : "false");
-    if (!quants.empty()) {
-        out << ", \"scale\": " << quants[0].qp_scale << ", \"zero_point\": " << quants[0].qp_zp;
-    }
-    out << "}";
+    stream_fields(out, stream.name(), stream.shape(), stream.get_frame_size(), stream.format().type,
+                  stream.get_quant_infos(), stream.is_nms());
     return out.str();
 }
 
-int write_text(const std::string &text, char *buffer, size_t capacity, size_t *needed) {
+std::string vstream_json(const hailo_vstream_info_t &info) {
+    std::ostringstream out;
+    out.precision(9);
+    bool nms = HailoRTCommon::is_nms(info);
+    hailo_3d_image_shape_t shape = nms ? hailo_3d_image_shape_t{1, 1, 1} : info.shape;
+    stream_fields(out, fixed_text(info.name, sizeof info.name, 0), shape,
+                  HailoRTCommon::get_frame_size(info, info.format), info.format.type, {info.quant_info}, nms);
+    return out.str();
+}
+
+std::string notes_json(const std::vector<std::string> &notes) {
+    std::string out = "[";
+    for (size_t i = 0; i < notes.size(); i++) out += (i ? ", \"" : "\"") + json_escape(notes[i]) + "\"";
+    return out + "]";
+}
+
+int write_text(const std::string &text, char *buffer, size_t capacity, size_t *needed, const char *what) {
     if (needed) *needed = text.size() + 1;
-    if (!buffer || capacity < text.size() + 1) return TEXT_TOO_SMALL;
+    if (!buffer || capacity < text.size() + 1) return fail(LOOP_TEXT_TOO_SMALL, std::string(what) + ": text buffer too small");
     std::memcpy(buffer, text.c_str(), text.size() + 1);
     return HAILO_SUCCESS;
 }
 
+// An output whose quantization cannot be trusted is asked for as float32: HailoRT then
+// dequantizes it with the right per-feature params itself.
+void float_for_invalid_quant(Session &s) {
+    for (const auto &out : s.model->outputs()) {
+        if (quant_valid(out.get_quant_infos()) || !is_integer(out.format().type)) continue;
+        auto stream = s.model->output(out.name());
+        if (!stream) continue;
+        stream->set_format_type(HAILO_FORMAT_TYPE_FLOAT32);
+        s.notes.push_back("output '" + out.name() + "' has several quantization params (INVALID_QUANT_INFO): "
+                          "read as float32, dequantized by HailoRT");
+    }
+}
+
+// HailoRT refuses hardware latency for several physical inputs or on-chip NMS (configure fails
+// with HAILO_INVALID_OPERATION, libhailort/src/core_op/resource_manager/resource_manager.cpp).
+std::string latency_refusal(Session &s) {
+    if (s.model->inputs().size() > 1) return "the model has several inputs";
+    for (const auto &out : s.model->outputs()) {
+        if (out.is_nms()) return "the model has NMS outputs";
+    }
+    return "";
+}
+
+void ask_for_latency(Session &s, bool requested) {
+    if (!requested) return;
+    std::string refusal = latency_refusal(s);
+    if (!refusal.empty()) {
+        s.notes.push_back("hardware latency not measured: HailoRT refuses it when " + refusal);
+        return;
+    }
+    s.hw_latency = true;
+    // CLEAR_AFTER_GET: each read covers the frames since the last one, not everything since configure.
+    s.model->set_hw_latency_measurement_flags(
+        static_cast<hailo_latency_measurement_flags_t>(HAILO_LATENCY_MEASURE | HAILO_LATENCY_CLEAR_AFTER_GET));
+}
+
+Expected<ConfiguredInferModel> configure_model(Session &s) {
+    auto first = s.model->configure();
+    if (first || !s.hw_latency || first.status() != HAILO_INVALID_OPERATION) return first;
+    s.hw_latency = false;
+    s.notes.push_back("hardware latency not measured: configure refused it (status 6; several physical inputs "
+                      "or on-chip NMS), so the model was configured without it");
+    s.model->set_hw_latency_measurement_flags(HAILO_LATENCY_NONE);
+    return s.model->configure();
+}
+
+void apply_options(Session &s, const Options &o) {
+    s.dma_map = o.dma_map;
+    if (o.has_batch) s.model->set_batch_size(o.batch_size);  // else HAILO_DEFAULT_BATCH_SIZE, as hailortcli
+    if (o.power_mode == "ultra_performance") s.model->set_power_mode(HAILO_POWER_MODE_ULTRA_PERFORMANCE);
+    if (o.power_mode == "performance") s.model->set_power_mode(HAILO_POWER_MODE_PERFORMANCE);
+    float_for_invalid_quant(s);
+    ask_for_latency(s, o.hw_latency);
+}
+
+int configure(Session &s, const Options &o) {
+    apply_options(s, o);
+    auto configured = configure_model(s);
+    if (!configured) return fail(configured.status(), "configure failed");
+    s.configured = configured.release();
+    s.is_configured = true;
+    for (const auto &in : s.model->inputs()) s.inputs.push_back({in.name(), in.get_frame_size()});
+    for (const auto &out : s.model->outputs()) {
+        s.outputs.push_back({out.name(), out.get_frame_size()});
+        s.bounce.push_back(std::make_unique<PageBuffer>(out.get_frame_size()));
+    }
+    auto queue = s.configured.get_async_queue_size();
+    s.queue_size = queue ? (std::max)(static_cast<size_t>(1), queue.value()) : 1;
+    return HAILO_SUCCESS;
+}
+
+// A mapping lives until close: buffers passed with dma_map=1 must outlive the session (.sigs).
 hailo_status ensure_mapped(Session &s, void *ptr, size_t size, hailo_dma_buffer_direction_t direction) {
     if (!s.dma_map) return HAILO_SUCCESS;
     for (auto &m : s.mapped) {
@@ -141,18 +379,38 @@ hailo_status ensure_mapped(Session &s, void *ptr, size_t size, hailo_dma_buffer_
     return status;
 }
 
-// Refuses before anything runs: sizes come from the layout, never from the caller's claims.
-int check_buffers(const std::vector<size_t> &expected, void **buffers, const size_t *sizes, size_t n,
-                  bool exact, const char *what) {
-    if (n != expected.size() || (n && (!buffers || !sizes))) {
-        return fail(BAD_BUFFER, std::string(what) + ": expected " + std::to_string(expected.size()) + " buffers");
+// Sizes come from the layout, never from the caller's claims; refused before anything runs.
+int check_buffers(const std::vector<Stream> &streams, void **buffers, const size_t *sizes, size_t n, bool exact,
+                  const char *what) {
+    if (n != streams.size() || (n && (!buffers || !sizes))) {
+        return fail(LOOP_BAD_BUFFER, std::string(what) + ": expected " + std::to_string(streams.size()) + " buffers");
     }
     for (size_t i = 0; i < n; i++) {
-        bool bad = !buffers[i] || sizes[i] < expected[i] || (exact && sizes[i] != expected[i]);
-        if (bad) {
-            return fail(BAD_BUFFER, std::string(what) + " " + std::to_string(i) + ": " + std::to_string(sizes[i]) +
-                        " bytes given, frame is " + std::to_string(expected[i]));
+        size_t frame = streams[i].frame_size;
+        if (!buffers[i] || sizes[i] < frame || (exact && sizes[i] != frame)) {
+            return fail(LOOP_BAD_BUFFER, std::string(what) + " " + std::to_string(i) + ": " +
+                        std::to_string(sizes[i]) + " bytes given, frame is " + std::to_string(frame));
         }
+    }
+    return HAILO_SUCCESS;
+}
+
+hailo_status bind(Session &s, ConfiguredInferModel::Bindings &bindings, void **inputs, void **outputs) {
+    for (size_t i = 0; i < s.inputs.size(); i++) {
+        auto status = ensure_mapped(s, inputs[i], s.inputs[i].frame_size, HAILO_DMA_BUFFER_DIRECTION_H2D);
+        if (status != HAILO_SUCCESS) return status;
+        auto stream = bindings.input(s.inputs[i].name);
+        if (!stream) return stream.status();
+        status = stream->set_buffer(MemoryView(inputs[i], s.inputs[i].frame_size));
+        if (status != HAILO_SUCCESS) return status;
+    }
+    for (size_t i = 0; i < s.outputs.size(); i++) {
+        auto status = ensure_mapped(s, outputs[i], s.outputs[i].frame_size, HAILO_DMA_BUFFER_DIRECTION_D2H);
+        if (status != HAILO_SUCCESS) return status;
+        auto stream = bindings.output(s.outputs[i].name);
+        if (!stream) return stream.status();
+        status = stream->set_buffer(MemoryView(outputs[i], s.outputs[i].frame_size));
+        if (status != HAILO_SUCCESS) return status;
     }
     return HAILO_SUCCESS;
 }
@@ -160,51 +418,66 @@ int check_buffers(const std::vector<size_t> &expected, void **buffers, const siz
 Expected<ConfiguredInferModel::Bindings> make_bindings(Session &s, void **inputs, void **outputs) {
     auto bindings = s.configured.create_bindings();
     if (!bindings) return make_unexpected(bindings.status());
-    for (size_t i = 0; i < s.input_names.size(); i++) {
-        auto status = ensure_mapped(s, inputs[i], s.input_sizes[i], HAILO_DMA_BUFFER_DIRECTION_H2D);
-        if (status != HAILO_SUCCESS) return make_unexpected(status);
-        status = bindings->input(s.input_names[i])->set_buffer(MemoryView(inputs[i], s.input_sizes[i]));
-        if (status != HAILO_SUCCESS) return make_unexpected(status);
-    }
-    for (size_t i = 0; i < s.output_names.size(); i++) {
-        auto status = ensure_mapped(s, outputs[i], s.output_sizes[i], HAILO_DMA_BUFFER_DIRECTION_D2H);
-        if (status != HAILO_SUCCESS) return make_unexpected(status);
-        status = bindings->output(s.output_names[i])->set_buffer(MemoryView(outputs[i], s.output_sizes[i]));
-        if (status != HAILO_SUCCESS) return make_unexpected(status);
-    }
+    auto status = bind(s, bindings.value(), inputs, outputs);
+    if (status != HAILO_SUCCESS) return make_unexpected(status);
     return bindings;
 }
 
-int configure(Session &s, const std::map<std::string, std::string> &opts) {
-    auto get = [&](const char *key, const char *fallback) {
-        auto it = opts.find(key);
-        return it == opts.end() ? std::string(fallback) : it->second;
-    };
-    s.dma_map = get("dma_map", "0") == "1";
-    s.model->set_batch_size(static_cast<uint16_t>(std::stoi(get("batch_size", "1"))));
-    if (get("power_mode", "") == "ultra_performance") s.model->set_power_mode(HAILO_POWER_MODE_ULTRA_PERFORMANCE);
-    if (get("power_mode", "") == "performance") s.model->set_power_mode(HAILO_POWER_MODE_PERFORMANCE);
-    if (get("hw_latency", "1") == "1") s.model->set_hw_latency_measurement_flags(HAILO_LATENCY_MEASURE);
-    auto configured = s.model->configure();
-    if (!configured) return fail(configured.status(), "configure failed");
-    s.configured = configured.release();
-    for (const auto &in : s.model->inputs()) {
-        s.input_names.push_back(in.name());
-        s.input_sizes.push_back(in.get_frame_size());
+// A caller's output that does not end on a page is written through the session's own buffer.
+std::vector<void *> output_targets(Session &s, void **outputs, const size_t *capacities) {
+    std::vector<void *> targets;
+    for (size_t i = 0; i < s.outputs.size(); i++) {
+        bool rounded = capacities[i] >= page_round(s.outputs[i].frame_size);
+        targets.push_back(rounded ? outputs[i] : s.bounce[i]->data());
     }
-    for (const auto &out : s.model->outputs()) {
-        s.output_names.push_back(out.name());
-        s.output_sizes.push_back(out.get_frame_size());
-    }
-    auto queue = s.configured.get_async_queue_size();
-    s.queue_size = queue ? queue.value() : 1;
-    return HAILO_SUCCESS;
+    return targets;
 }
 
-double hw_latency(Session &s) {
+void ensure_slots(Session &s, size_t count) {
+    while (s.slots.size() < count) {
+        Slot slot;
+        for (const auto &out : s.outputs) slot.push_back(std::make_unique<PageBuffer>(out.frame_size));
+        s.slots.push_back(std::move(slot));
+    }
+}
+
+double read_hw_latency(Session &s) {
+    if (!s.hw_latency) return s.last_hw_latency_ms;
     auto latency = s.configured.get_hw_latency_measurement();
-    if (!latency) return std::numeric_limits<double>::quiet_NaN();
-    return std::chrono::duration<double, std::milli>(latency.value().avg_hw_latency).count();
+    if (latency) s.last_hw_latency_ms = std::chrono::duration<double, std::milli>(latency->avg_hw_latency).count();
+    return s.last_hw_latency_ms;
+}
+
+int run_pipelined(Session &s, void **inputs, uint64_t count, size_t slots, double *elapsed_s) {
+    ensure_slots(s, slots);
+    std::vector<ConfiguredInferModel::Bindings> bindings;
+    for (size_t k = 0; k < slots; k++) {
+        std::vector<void *> outs;
+        for (auto &buffer : s.slots[k]) outs.push_back(buffer->data());
+        auto made = make_bindings(s, inputs, outs.data());
+        if (!made) return fail(made.status(), "pipelined: binding buffers failed");
+        bindings.push_back(made.release());
+    }
+    // Slots are the session's own, so jobs still in flight after an early return write into live memory.
+    std::vector<AsyncInferJob> jobs(slots);
+    std::vector<bool> pending(slots, false);
+    auto start = std::chrono::steady_clock::now();
+    for (uint64_t i = 0; i < count; i++) {
+        size_t k = static_cast<size_t>(i % slots);
+        hailo_status status = HAILO_SUCCESS;
+        if (pending[k] && (status = jobs[k].wait(TIMEOUT)) != HAILO_SUCCESS) return fail(status, "pipelined: wait failed");
+        if ((status = s.configured.wait_for_async_ready(TIMEOUT, 1)) != HAILO_SUCCESS) return fail(status, "pipelined: device not ready");
+        auto job = s.configured.run_async(bindings[k]);
+        if (!job) return fail(job.status(), "pipelined: run_async failed");
+        jobs[k] = job.release();
+        pending[k] = true;
+    }
+    for (size_t k = 0; k < slots; k++) {
+        hailo_status status = HAILO_SUCCESS;
+        if (pending[k] && (status = jobs[k].wait(TIMEOUT)) != HAILO_SUCCESS) return fail(status, "pipelined: wait failed");
+    }
+    *elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return HAILO_SUCCESS;
 }
 
 // Anything the device cannot report is null: on Windows over USB only temperature is known.
@@ -217,8 +490,8 @@ std::string health_json(Device &device) {
     auto identity = device.identify();
     if (identity) {
         const auto &id = identity.value();
-        out << ", \"serial\": \"" << json_escape(std::string(id.serial_number, id.serial_number_length))
-            << "\", \"board\": \"" << json_escape(std::string(id.board_name, id.board_name_length))
+        out << ", \"serial\": \"" << json_escape(fixed_text(id.serial_number, sizeof id.serial_number, id.serial_number_length))
+            << "\", \"board\": \"" << json_escape(fixed_text(id.board_name, sizeof id.board_name, id.board_name_length))
             << "\", \"firmware\": \"" << id.fw_version.major << "." << id.fw_version.minor << "."
             << id.fw_version.revision << "\"";
     }
@@ -226,32 +499,24 @@ std::string health_json(Device &device) {
     return out.str();
 }
 
-}  // namespace
-
-LOOP_HRT_EXPORT int loop_hrt_open(const char *hef_path, const char *options, void **handle) {
-    if (!hef_path || !handle) return fail(HAILO_INVALID_ARGUMENT, "open: null argument");
-    *handle = nullptr;
-    auto opts = parse_options(options);
+int open_session(const char *hef_path, const char *options, void **handle) {
+    Options o;
+    int status = parse_options(options, o);
+    if (status != HAILO_SUCCESS) return status;
     auto session = std::make_unique<Session>();
-    auto vdevice = create_vdevice(opts.count("device_id") ? opts["device_id"] : "");
+    auto vdevice = create_vdevice(o);
     if (!vdevice) return fail(vdevice.status(), "cannot open a Hailo device");
     session->vdevice = vdevice.release();
     auto model = session->vdevice->create_infer_model(hef_path);
     if (!model) return fail(model.status(), std::string("cannot load HEF ") + hef_path);
     session->model = model.release();
-    try {
-        int status = configure(*session, opts);
-        if (status != HAILO_SUCCESS) return status;
-    } catch (const std::exception &exc) {  // std::stoi on a bad batch_size
-        return fail(HAILO_INVALID_ARGUMENT, std::string("bad option: ") + exc.what());
-    }
+    status = configure(*session, o);
+    if (status != HAILO_SUCCESS) return status;
     *handle = session.release();
     return HAILO_SUCCESS;
 }
 
-LOOP_HRT_EXPORT int loop_hrt_layout(void *handle, char *json, size_t capacity, size_t *needed) {
-    if (!handle) return fail(HAILO_INVALID_ARGUMENT, "layout: null handle");
-    auto &s = *static_cast<Session *>(handle);
+int layout_text(Session &s, char *json, size_t capacity, size_t *needed) {
     std::ostringstream out;
     const char *sep = "";
     out << "{\"inputs\": [";
@@ -259,75 +524,50 @@ LOOP_HRT_EXPORT int loop_hrt_layout(void *handle, char *json, size_t capacity, s
     sep = "";
     out << "], \"outputs\": [";
     for (const auto &o : s.model->outputs()) { out << sep << stream_json(o); sep = ", "; }
-    out << "], \"async_queue_size\": " << s.queue_size << "}";
-    int status = write_text(out.str(), json, capacity, needed);
-    return status == HAILO_SUCCESS ? status : fail(status, "layout: text buffer too small");
+    out << "], \"async_queue_size\": " << s.queue_size << ", \"hw_latency\": " << (s.hw_latency ? "true" : "false")
+        << ", \"notes\": " << notes_json(s.notes) << "}";
+    return write_text(out.str(), json, capacity, needed, "layout");
 }
 
-LOOP_HRT_EXPORT int loop_hrt_infer(void *handle, void **inputs, size_t *input_sizes, size_t n_inputs,
-                                   void **outputs, size_t *output_sizes, size_t n_outputs, unsigned timeout_ms) {
-    if (!handle) return fail(HAILO_INVALID_ARGUMENT, "infer: null handle");
-    auto &s = *static_cast<Session *>(handle);
-    int status = check_buffers(s.input_sizes, inputs, input_sizes, n_inputs, true, "input");
-    if (status == HAILO_SUCCESS) status = check_buffers(s.output_sizes, outputs, output_sizes, n_outputs, false, "output");
+int hef_layout_text(const char *hef_path, char *json, size_t capacity, size_t *needed) {
+    auto hef = Hef::create(hef_path);
+    if (!hef) return fail(hef.status(), std::string("cannot read HEF ") + hef_path);
+    auto inputs = hef->get_input_vstream_infos();
+    if (!inputs) return fail(inputs.status(), "hef_layout: no input stream infos");
+    auto outputs = hef->get_output_vstream_infos();
+    if (!outputs) return fail(outputs.status(), "hef_layout: no output stream infos");
+    std::ostringstream out;
+    const char *sep = "";
+    out << "{\"inputs\": [";
+    for (const auto &info : inputs.value()) { out << sep << vstream_json(info); sep = ", "; }
+    sep = "";
+    out << "], \"outputs\": [";
+    for (const auto &info : outputs.value()) { out << sep << vstream_json(info); sep = ", "; }
+    out << "]}";
+    return write_text(out.str(), json, capacity, needed, "hef_layout");
+}
+
+int infer(Session &s, void **inputs, size_t *input_sizes, size_t n_inputs, void **outputs, size_t *output_sizes,
+          size_t n_outputs, unsigned timeout_ms) {
+    int status = check_buffers(s.inputs, inputs, input_sizes, n_inputs, true, "input");
+    if (status == HAILO_SUCCESS) status = check_buffers(s.outputs, outputs, output_sizes, n_outputs, false, "output");
     if (status != HAILO_SUCCESS) return status;
-    MappingScope scope{s};
-    auto bindings = make_bindings(s, inputs, outputs);
+    auto targets = output_targets(s, outputs, output_sizes);
+    auto bindings = make_bindings(s, inputs, targets.data());
     if (!bindings) return fail(bindings.status(), "infer: binding buffers failed");
     auto run = s.configured.run(bindings.value(), std::chrono::milliseconds(timeout_ms ? timeout_ms : 10000));
-    return run == HAILO_SUCCESS ? run : fail(run, "infer: run failed");
-}
-
-LOOP_HRT_EXPORT int loop_hrt_pipelined(void *handle, void **inputs, size_t *input_sizes, size_t n_inputs,
-                                       uint64_t count, unsigned depth, double *elapsed_s, double *hw_latency_ms) {
-    if (!handle || !elapsed_s || !hw_latency_ms) return fail(HAILO_INVALID_ARGUMENT, "pipelined: null argument");
-    auto &s = *static_cast<Session *>(handle);
-    int status = check_buffers(s.input_sizes, inputs, input_sizes, n_inputs, true, "input");
-    if (status != HAILO_SUCCESS) return status;
-    size_t slots = std::max<size_t>(1, std::min<size_t>(depth, s.queue_size));
-    // Each slot in flight owns its outputs, so completions never overwrite each other.
-    std::vector<std::vector<std::vector<uint8_t>>> storage(slots);
-    std::vector<ConfiguredInferModel::Bindings> bindings;
-    MappingScope scope{s};  // declared after the storage so it unmaps before the storage is freed
-    for (auto &slot : storage) {
-        std::vector<void *> outs;
-        for (size_t size : s.output_sizes) { slot.emplace_back(size); outs.push_back(slot.back().data()); }
-        auto made = make_bindings(s, inputs, outs.data());
-        if (!made) return fail(made.status(), "pipelined: binding buffers failed");
-        bindings.push_back(made.release());
+    if (run != HAILO_SUCCESS) return fail(run, "infer: run failed");
+    for (size_t i = 0; i < n_outputs; i++) {
+        if (targets[i] != outputs[i]) std::memcpy(outputs[i], targets[i], s.outputs[i].frame_size);
     }
-    std::vector<AsyncInferJob> jobs(slots);
-    std::vector<bool> pending(slots, false);
-    auto start = std::chrono::steady_clock::now();
-    for (uint64_t i = 0; i < count; i++) {
-        size_t slot = static_cast<size_t>(i % slots);
-        if (pending[slot] && (status = jobs[slot].wait(TIMEOUT)) != HAILO_SUCCESS) return fail(status, "pipelined: wait failed");
-        status = s.configured.wait_for_async_ready(TIMEOUT, 1);
-        if (status != HAILO_SUCCESS) return fail(status, "pipelined: device not ready");
-        auto job = s.configured.run_async(bindings[slot]);
-        if (!job) return fail(job.status(), "pipelined: run_async failed");
-        jobs[slot] = job.release();
-        pending[slot] = true;
-    }
-    for (size_t slot = 0; slot < slots; slot++) {
-        if (pending[slot] && (status = jobs[slot].wait(TIMEOUT)) != HAILO_SUCCESS) return fail(status, "pipelined: wait failed");
-    }
-    *elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    *hw_latency_ms = hw_latency(s);
     return HAILO_SUCCESS;
 }
 
-LOOP_HRT_EXPORT int loop_hrt_hw_latency(void *handle, double *hw_latency_ms) {
-    if (!handle || !hw_latency_ms) return fail(HAILO_INVALID_ARGUMENT, "hw_latency: null argument");
-    *hw_latency_ms = hw_latency(*static_cast<Session *>(handle));
-    return HAILO_SUCCESS;
-}
-
-LOOP_HRT_EXPORT int loop_hrt_health(void *handle, char *json, size_t capacity, size_t *needed) {
+int health_text(Session *s, char *json, size_t capacity, size_t *needed) {
     std::unique_ptr<VDevice> own;
-    VDevice *vdevice = handle ? static_cast<Session *>(handle)->vdevice.get() : nullptr;
+    VDevice *vdevice = s ? s->vdevice.get() : nullptr;
     if (!vdevice) {
-        auto created = VDevice::create();
+        auto created = create_vdevice(Options{});
         if (!created) return fail(created.status(), "health: cannot open a Hailo device");
         own = created.release();
         vdevice = own.get();
@@ -335,24 +575,79 @@ LOOP_HRT_EXPORT int loop_hrt_health(void *handle, char *json, size_t capacity, s
     auto devices = vdevice->get_physical_devices();
     if (!devices) return fail(devices.status(), "health: cannot list physical devices");
     if (devices->empty()) return fail(HAILO_INVALID_OPERATION, "health: no physical device");
-    int status = write_text(health_json(devices->front().get()), json, capacity, needed);
-    return status == HAILO_SUCCESS ? status : fail(status, "health: text buffer too small");
+    return write_text(health_json(devices->front().get()), json, capacity, needed, "health");
+}
+
+}  // namespace
+
+LOOP_HRT_EXPORT int loop_hrt_abi_version(void) {
+    return ABI_VERSION;
+}
+
+LOOP_HRT_EXPORT int loop_hrt_open(const char *hef_path, const char *options, void **handle) {
+    if (!hef_path || !handle) return fail(LOOP_BAD_ARGUMENT, "open: null argument");
+    *handle = nullptr;
+    return guarded("open", [&] { return open_session(hef_path, options, handle); });
+}
+
+LOOP_HRT_EXPORT int loop_hrt_layout(void *handle, char *json, size_t capacity, size_t *needed) {
+    if (!handle) return fail(LOOP_BAD_ARGUMENT, "layout: null handle");
+    return guarded("layout", [&] { return layout_text(*static_cast<Session *>(handle), json, capacity, needed); });
+}
+
+LOOP_HRT_EXPORT int loop_hrt_hef_layout(const char *hef_path, char *json, size_t capacity, size_t *needed) {
+    if (!hef_path) return fail(LOOP_BAD_ARGUMENT, "hef_layout: null path");
+    return guarded("hef_layout", [&] { return hef_layout_text(hef_path, json, capacity, needed); });
+}
+
+LOOP_HRT_EXPORT int loop_hrt_infer(void *handle, void **inputs, size_t *input_sizes, size_t n_inputs,
+                                   void **outputs, size_t *output_sizes, size_t n_outputs, unsigned timeout_ms) {
+    if (!handle) return fail(LOOP_BAD_ARGUMENT, "infer: null handle");
+    return guarded("infer", [&] {
+        return infer(*static_cast<Session *>(handle), inputs, input_sizes, n_inputs, outputs, output_sizes,
+                     n_outputs, timeout_ms);
+    });
+}
+
+LOOP_HRT_EXPORT int loop_hrt_pipelined(void *handle, void **inputs, size_t *input_sizes, size_t n_inputs,
+                                       uint64_t count, unsigned depth, double *elapsed_s, double *hw_latency_ms) {
+    if (!handle || !elapsed_s || !hw_latency_ms) return fail(LOOP_BAD_ARGUMENT, "pipelined: null argument");
+    return guarded("pipelined", [&] {
+        auto &s = *static_cast<Session *>(handle);
+        int status = check_buffers(s.inputs, inputs, input_sizes, n_inputs, true, "input");
+        if (status != HAILO_SUCCESS) return status;
+        size_t slots = (std::max)(static_cast<size_t>(1), (std::min)(static_cast<size_t>(depth), s.queue_size));
+        status = run_pipelined(s, inputs, count, slots, elapsed_s);
+        if (status == HAILO_SUCCESS) *hw_latency_ms = read_hw_latency(s);
+        return status;
+    });
+}
+
+LOOP_HRT_EXPORT int loop_hrt_hw_latency(void *handle, double *hw_latency_ms) {
+    if (!handle || !hw_latency_ms) return fail(LOOP_BAD_ARGUMENT, "hw_latency: null argument");
+    return guarded("hw_latency", [&] {
+        *hw_latency_ms = read_hw_latency(*static_cast<Session *>(handle));
+        return HAILO_SUCCESS;
+    });
+}
+
+LOOP_HRT_EXPORT int loop_hrt_health(void *handle, char *json, size_t capacity, size_t *needed) {
+    return guarded("health", [&] { return health_text(static_cast<Session *>(handle), json, capacity, needed); });
 }
 
 LOOP_HRT_EXPORT size_t loop_hrt_last_error(char *text, size_t capacity) {
-    std::lock_guard<std::mutex> lock(g_error_mutex);
     if (text && capacity) {
-        size_t n = std::min(capacity - 1, g_last_error.size());
-        std::memcpy(text, g_last_error.data(), n);
+        size_t n = (std::min)(capacity - 1, t_last_error.size());
+        std::memcpy(text, t_last_error.data(), n);
         text[n] = '\0';
     }
-    return g_last_error.size();
+    return t_last_error.size();
 }
 
 LOOP_HRT_EXPORT int loop_hrt_close(void *handle) {
     if (!handle) return HAILO_SUCCESS;
-    auto *s = static_cast<Session *>(handle);
-    s->configured.shutdown();
-    delete s;
-    return HAILO_SUCCESS;
+    return guarded("close", [&] {
+        delete static_cast<Session *>(handle);
+        return HAILO_SUCCESS;
+    });
 }

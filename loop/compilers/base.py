@@ -243,6 +243,7 @@ def run_compile(compiler: Compiler, model: bytes, calibration: Frames,
             t0 = time.perf_counter()
             result.artifact = compiler.compile(quantized, options)
             result.stages["compile_s"] = time.perf_counter() - t0
+            result.info.update(quantized.info)  # compile may add what it found (where a layout came from)
             result.ok, stage = True, None
         except Exception as exc:  # noqa: BLE001 - a failed variant is a value, not a crash
             result.error = _error_line(exc)

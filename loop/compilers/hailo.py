@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -26,11 +27,18 @@ from loop.compilers.base import Artifact, CompileOptions, Compiler, LayerPrint, 
 from loop.errors import LoopError
 
 _SCALE_WORDS = ("scale", "zero_point", "zp", "factor")
+_IGNORED_DEFAULTS: tuple[tuple[str, Any], ...] = (("io", "uint8"), ("calibration_method", "minmax"),
+                                                  ("per_channel", False))
+_LEVEL_MENTION = re.compile(r"optimization[ _]level", re.IGNORECASE)
+# The DFC's wording when it lowers the level is UNCONFIRMED: any "reduce/lower/set ... level ... to N".
+_LEVEL_LOWERED = re.compile(r"(?:reduc|lower|decreas|chang|set)\w*\s+(?:the\s+)?optimization[ _]level"
+                            r"\D{0,40}?\bto\s+(\d)", re.IGNORECASE)
 _ERRORS: tuple[tuple[str, str], ...] = (
     (r"mapping failed", "the model does not fit the device (Dataflow Compiler: Mapping Failed); "
                         "make it smaller or let it use more contexts"),
-    (r"HAILO_INVALID_HEF|\(26\)", "the HEF was compiled for another architecture than the device "
-                                  "(HAILO_INVALID_HEF(26)); check hw_arch"),
+    (r"HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE|\(93\)", "the HEF was compiled for another architecture than the "
+                                                        "device (HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE(93)); check hw_arch"),
+    (r"HAILO_INVALID_HEF|\(26\)", "the file is not a HEF this HailoRT can read (HAILO_INVALID_HEF(26))"),
     (r"version.{0,40}(mismatch|does not match|not compatible|incompatible)|"
      r"(mismatch|incompatible).{0,40}version|HAILO_INVALID_DRIVER_VERSION",
      "Hailo software versions do not match (DFC, HailoRT, driver and firmware must match exactly)"),
@@ -62,7 +70,53 @@ def named_errors(stage: str) -> Iterator[None]:
 
 
 def _num(x: float) -> str:
-    return repr(float(x))
+    """Fixed-point, as public model scripts write them: ``repr`` gives ``1e-05``, which the
+    DFC's script parser is not known to accept."""
+    return np.format_float_positional(float(x), trim="0")
+
+
+def refuse_ignored_options(options: CompileOptions) -> None:
+    """Options the DFC has no verified model-script equivalent for are refused, not ignored."""
+    asked = [f"{k}={getattr(options, k)!r}" for k, default in _IGNORED_DEFAULTS if getattr(options, k) != default]
+    if asked:
+        raise HailoCompileError(f"the hailo backend would ignore {', '.join(asked)} (no verified Dataflow Compiler "
+                                "equivalent): leave them at their defaults, or write model_script lines")
+
+
+class _Lines(logging.Handler):
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(logging.NOTSET)
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@contextmanager
+def dfc_log() -> Iterator[list[str]]:
+    """The messages logged meanwhile by the root logger and every ``hailo*`` logger (the DFC's own
+    may not propagate): the DFC says there when it lowers the optimization level itself."""
+    lines: list[str] = []
+    handler = _Lines(lines)
+    names = [n for n in list(logging.root.manager.loggerDict) if n.startswith("hailo")]
+    loggers = [logging.getLogger()] + [logging.getLogger(n) for n in names]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield lines
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+
+
+def optimization_level(requested: int | None, lines: list[str]) -> dict[str, Any]:
+    """The level asked for, and the level the DFC says it used (it lowers it with little
+    calibration data or no GPU); the lines that mention it are kept as evidence."""
+    evidence = list(dict.fromkeys(line for line in lines if _LEVEL_MENTION.search(line)))[:5]
+    lowered = next((int(m[1]) for line in evidence if (m := _LEVEL_LOWERED.search(line))), None)
+    return {"requested": requested, "effective": requested if lowered is None else lowered,
+            "effective_from": "the DFC's log" if lowered is not None else "as requested (the DFC said nothing)",
+            "evidence": evidence}
 
 
 def model_script(options: CompileOptions, calibration_count: int, layer_names: dict[str, str]) -> str:
@@ -103,9 +157,51 @@ def layer_names_from_hn(hn: dict[str, Any]) -> dict[str, str]:
     return names
 
 
-def io_layouts(hn: dict[str, Any], params: dict[str, np.ndarray]) -> tuple[tuple[TensorLayout, ...], ...]:
+Layouts = tuple[tuple[TensorLayout, ...], tuple[TensorLayout, ...]]
+
+
+def platform_layouts(hef: Path) -> Layouts:
+    """A HEF's vstreams through Hailo's Python bindings (``hailo_platform.HEF``), no device."""
+    from hailo_platform import HEF
+
+    from loop.hailort_shim import as_float_when_unquantizable, layout_from_json
+
+    def entry(info: Any) -> dict[str, Any]:
+        dtype = str(info.format.type).split(".")[-1].lower()
+        shape = [int(d) for d in info.shape]
+        return {"name": info.name, "shape": shape, "dtype": dtype, "scale": float(info.quant_info.qp_scale),
+                "zero_point": float(info.quant_info.qp_zp), "quant_count": 1,
+                "frame_bytes": int(np.prod(shape)) * np.dtype(dtype).itemsize}
+
+    hef_file = HEF(str(hef))
+    inputs = tuple(layout_from_json(entry(i)) for i in hef_file.get_input_vstream_infos())
+    outputs = tuple(layout_from_json(as_float_when_unquantizable(entry(o))) for o in hef_file.get_output_vstream_infos())
+    return inputs, outputs
+
+
+def shim_layouts(hef: Path) -> Layouts:
+    """A HEF's vstreams through loop's shim (``Hef::create``), no device."""
+    from loop.hailort_shim import hef_layouts
+
+    return hef_layouts(hef)
+
+
+def hef_io(hef: Path, guess: Callable[[], Layouts]) -> tuple[Layouts, str]:
+    """The HEF's own layouts, read by the first reader that works; the HN's guess only when none
+    does, and then the record says so and why."""
+    reasons = []
+    for reader, source in ((platform_layouts, "hailo_platform"), (shim_layouts, "shim")):
+        try:
+            return reader(hef), source
+        except Exception as exc:  # noqa: BLE001 - an absent or failing reader: try the next
+            reasons.append(f"{source}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    return guess(), f"hn (guessed, the HEF could not be read: {'; '.join(reasons)})"
+
+
+def io_layouts(hn: dict[str, Any], params: dict[str, np.ndarray]) -> Layouts:
     """Inputs and outputs as the HN reports them: uint8 NHWC frames, with scale/zero point
-    when a parameter under that layer carries them (key names UNCONFIRMED)."""
+    when a parameter under that layer carries them (key names UNCONFIRMED). A guess: used only
+    when the HEF itself cannot be read."""
     found: dict[str, list[TensorLayout]] = {"input_layer": [], "output_layer": []}
     for name, body in hn.get("layers", {}).items():
         if body.get("type") in found:
@@ -128,6 +224,33 @@ def _layer_quant(layer: str, params: dict[str, np.ndarray]) -> tuple[float | Non
         if leaf and ("zero_point" in leaf or leaf.endswith("zp")) and np.size(value) == 1:
             zp = int(round(float(np.asarray(value).reshape(-1)[0])))
     return scale, zp
+
+
+def flat_params(params: Any) -> dict[str, np.ndarray]:
+    """``{key: array}`` whatever the view: ``get_params_translated()`` is indexed per layer
+    (Hailo-Application-Code-Examples, tools/basic_diagnostic_tool/inspectors/clipping_inspector.py)."""
+    out: dict[str, np.ndarray] = {}
+    for key, value in dict(params).items():
+        if isinstance(value, Mapping):
+            out.update({f"{key}/{leaf}": np.asarray(v) for leaf, v in value.items()})
+        else:
+            out[key] = np.asarray(value)
+    return out
+
+
+def saved_translated_params(runner: Any) -> tuple[str, dict[str, np.ndarray]]:
+    """``runner.save_params(path, ParamsKinds.TRANSLATED)`` read back with ``np.load``: flat keys
+    ``<net>/<layer>/kernel:0``; the per-layer view flattened when the DFC lacks ParamsKinds."""
+    try:
+        from hailo_sdk_client.hailo_archive.hailo_archive import ParamsKinds
+    except ImportError:
+        return "get_params_translated", flat_params(runner.get_params_translated())
+    with tempfile.TemporaryDirectory(prefix="loop-params-") as folder:
+        path = Path(folder) / "translated.npz"
+        runner.save_params(str(path), ParamsKinds.TRANSLATED)
+        # allow_pickle: the archive is the DFC's own output, written into loop's folder just now.
+        with np.load(path, allow_pickle=True) as saved:
+            return "save_params(TRANSLATED)", {k: np.asarray(saved[k]) for k in saved.files}
 
 
 def _split_key(key: str) -> tuple[str, str]:
@@ -236,6 +359,7 @@ class HailoCompiler(Compiler):
         return Path(tempfile.mkdtemp(prefix="loop-hailo-"))
 
     def optimize(self, model: bytes, calibration: np.ndarray, options: CompileOptions) -> Quantized:
+        refuse_ignored_options(options)
         from hailo_sdk_client import ClientRunner
 
         hw_arch = options.backend_option("hw_arch", "hailo10h")
@@ -252,15 +376,17 @@ class HailoCompiler(Compiler):
         hn = (hn_dict(parsed[0]) if isinstance(parsed, tuple) else {}) or hn_dict(self._hn(runner))
         script = model_script(options, len(calibration), layer_names_from_hn(hn))
         runner.load_model_script(script)
-        with named_errors("optimize"):
+        with named_errors("optimize"), dfc_log() as log:
             runner.optimize(nchw_to_nhwc(calibration))
         har = folder / f"{net}.har"
         runner.save_har(str(har))
         data = har.read_bytes()
         self._runners[hashlib.sha256(data).hexdigest()] = runner
         source, params = self._params(runner)
+        level = options.backend_option("optimization_level")
         info = {"model_script": script, "param_keys": list(params), "param_source": source,
-                "hw_arch": hw_arch, "net_name": net, "workdir": str(folder)}
+                "hw_arch": hw_arch, "net_name": net, "workdir": str(folder),
+                "optimization_level": optimization_level(None if level is None else int(level), log)}
         return Quantized(self.name, data, info=info, stages={"parse_s": parse_s})
 
     @staticmethod
@@ -279,11 +405,11 @@ class HailoCompiler(Compiler):
 
     @staticmethod
     def _params(runner: Any) -> tuple[str, dict[str, np.ndarray]]:
-        """The quantized view when it holds kernels, else the native parameters."""
-        translated = dict(runner.get_params_translated())
+        """The quantized parameters when they hold kernels, else the native ones."""
+        source, translated = saved_translated_params(runner)
         if any("kernel" in k for k in translated):
-            return "get_params_translated", translated
-        return "get_params", dict(runner.get_params())
+            return source, translated
+        return "get_params", flat_params(runner.get_params())
 
     def _runner(self, quantized: Quantized) -> Any:
         sha = hashlib.sha256(quantized.data).hexdigest()
@@ -304,9 +430,10 @@ class HailoCompiler(Compiler):
         with named_errors("compile"):
             hef = bytes(runner.compile())
         folder = Path(quantized.info.get("workdir") or self._dir())
-        (folder / f"{quantized.info.get('net_name', 'loop_net')}.hef").write_bytes(hef)
-        _, params = self._params(runner)
-        inputs, outputs = io_layouts(hn_dict(self._hn(runner)), params)
+        hef_path = folder / f"{quantized.info.get('net_name', 'loop_net')}.hef"
+        hef_path.write_bytes(hef)
+        guess = lambda: io_layouts(hn_dict(self._hn(runner)), self._params(runner)[1])  # noqa: E731
+        (inputs, outputs), quantized.info["layout_source"] = hef_io(hef_path, guess)
         self._runners.pop(hashlib.sha256(quantized.data).hexdigest(), None)
         if self.workdir is None:  # a scratch folder: the HEF and HAR travel by value from here
             shutil.rmtree(folder, ignore_errors=True)

@@ -36,7 +36,9 @@ class RuntimeOptions:
     threads: int = 0
     power_mode: str | None = None
     dma_map: bool = False
-    batch_size: int = 1
+    batch_size: int = 0  # 0: the runtime's own default (HailoRT's HAILO_DEFAULT_BATCH_SIZE, as hailortcli)
+    hw_latency: bool = False  # ask the device to measure its own latency (HailoRT refuses it for some models)
+    group_id: str | None = None  # HailoRT VDevice group: processes with the same one share a Hailo-10H
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class Session(ABC):
     inputs: tuple[TensorLayout, ...]
     outputs: tuple[TensorLayout, ...]
     max_depth: int | None = None  # the deepest queue the device takes (HailoRT's async queue size)
+    notes: tuple[str, ...] = ()  # what the session does other than asked, and why (recorded with the run)
 
     @abstractmethod
     def infer(self, frames: Sequence[np.ndarray],

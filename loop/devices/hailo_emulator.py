@@ -1,11 +1,12 @@
 """The Dataflow Compiler's emulator as a device: scores the optimized HAR, not silicon.
 
 ``context`` picks the emulation: ``quantized`` (``SDK_QUANTIZED``, the default) or
-``fp_optimized`` (``SDK_FP_OPTIMIZED``). Frames come in the artifact's device layout
-(uint8 with scale and zero point), are dequantized for the emulator, and its float32
-outputs are quantized back onto the artifact's output grid, so emulator and device
-outputs compare byte for byte. SDK_QUANTIZED is reported not to be bit-exact with
-silicon: their disagreement is something to measure. Nothing here is device time.
+``fp_optimized`` (``SDK_FP_OPTIMIZED``). The emulator takes float32 NHWC frames and returns
+float32 (``runner.infer``), so its session declares float32 NHWC layouts with no grid: frames
+reach it as the float values they are, never rounded onto a uint8 grid first (which would turn
+[0, 1) inputs into zeros when the artifact carries no scale). SDK_QUANTIZED is reported not to
+be bit-exact with silicon: the disagreement with a device is measured on dequantized outputs.
+Nothing here is device time.
 """
 from __future__ import annotations
 
@@ -17,12 +18,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from loop.compilers.base import Artifact
+from loop.compilers.base import Artifact, TensorLayout
 from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
 from loop.errors import LoopError
-from loop.frames import off_grid, onto_grid
 
 CONTEXTS = {"quantized": "SDK_QUANTIZED", "fp_optimized": "SDK_FP_OPTIMIZED"}
+
+
+def float_layout(layout: TensorLayout) -> TensorLayout:
+    """The same stream as the emulator sees it: float32, NHWC, no quantization grid."""
+    return TensorLayout(layout.name, layout.shape, "float32", None, None, channels_last=layout.channels_last)
 
 
 class HailoEmulatorSession(Session):
@@ -30,15 +35,15 @@ class HailoEmulatorSession(Session):
         self.runner = runner
         self.context = context
         self.stack = stack
-        self.inputs = artifact.inputs
-        self.outputs = artifact.outputs
+        self.inputs = tuple(float_layout(t) for t in artifact.inputs)
+        self.outputs = tuple(float_layout(t) for t in artifact.outputs)
 
     def infer(self, frames: Sequence[np.ndarray], out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
         check_frames(self.inputs, frames, "input")
         if out is not None:
             check_frames(self.outputs, out, "output", exact=False)
-        batch = [off_grid(f, t) for f, t in zip(frames, self.inputs, strict=True)]
-        # The emulator takes a batch, NHWC float32, as HailoRT frames are laid out.
+        batch = [np.ascontiguousarray(f, np.float32).reshape(t.shape) for f, t in zip(frames, self.inputs, strict=True)]
+        # A batch of float32 NHWC frames, exactly as given.
         result = self.runner.infer(self.context, batch[0] if len(batch) == 1 else batch)
         if isinstance(result, dict):
             results = [result[t.name] for t in self.outputs]
@@ -46,7 +51,7 @@ class HailoEmulatorSession(Session):
             results = list(result) if isinstance(result, (list, tuple)) else [result]
         if len(results) != len(self.outputs):
             raise LoopError(f"the emulator returned {len(results)} outputs, the artifact declares {len(self.outputs)}")
-        arrays = [onto_grid(np.asarray(r, np.float32), t) for r, t in zip(results, self.outputs, strict=True)]
+        arrays = [np.asarray(r, np.float32).reshape(t.shape) for r, t in zip(results, self.outputs, strict=True)]
         if out is None:
             return arrays
         for target, array in zip(out, arrays, strict=True):

@@ -1,84 +1,45 @@
 """HailoRT device: HEF artifacts run on Hailo silicon through the C shim in ``shim/``.
 
-The shim (``shim/hailort_shim.cpp``) wraps HailoRT's C++ InferModel API in the flat
-functions declared in ``hailort_shim.sigs``, bound here through :mod:`loop.devices.sigs`.
-Where the library is looked for, in order: the ``library`` argument, ``$LOOP_HAILORT_SHIM``,
-then ``shim/build/`` of a checkout and of the current directory. The ``.sigs`` file is
-looked for beside the library (CMake copies it there), then in ``shim/``.
+The shim (``shim/hailort_shim.cpp``) wraps HailoRT's C++ InferModel API in the flat functions
+declared in ``hailort_shim.sigs``; :mod:`loop.hailort_shim` finds and binds it. HailoRT's own log
+lines (its ``hailort.log`` and stderr) are captured per call and handed out by
+:meth:`HailoRTDevice.health`; a USB power-limit warning marks a run power-limited.
 
-HailoRT's own log lines (its ``hailort.log`` and stderr) are captured per call and handed
-out by :meth:`HailoRTDevice.health`; a USB power-limit warning marks a run power-limited.
-Nothing here has run on a Hailo device yet: it is exercised against a loopback library
-that implements the same ABI (``tests/devices/loopback``). Hailo's Python bindings
-(``hailo_platform``) are not used yet: the shim is the one path, on Linux and Windows.
+Each session owns page-aligned, page-rounded buffers for every input and output, as
+``hailo/infer_model.hpp`` asks, so the shim can keep DMA mappings for the session's life.
+Hardware latency is measured only when asked (``RuntimeOptions.hw_latency``): HailoRT refuses it
+for some models and hailortcli measures rates without it; ``Session.notes`` says why it is off.
+Nothing here has run on a Hailo device yet: it is exercised against a loopback library of the
+same ABI and against the real shim built over a fake HailoRT (``tests/devices``).
 """
 from __future__ import annotations
 
 import ctypes
 import json
 import math
+import mmap
 import os
 import re
-import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from loop.compilers.base import Artifact, TensorLayout, captured_stderr
 from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
-from loop.devices.sigs import Binding, SigsError, bind
 from loop.errors import BufferSizeError, LoopError
+from loop.hailort_shim import (ENV_LIBRARY, HailoRTError, ShimCaller, candidate_paths, layout_from_json,
+                               load_shim, locate, status_line)
+from loop.sigs import SigsError
 
-ENV_LIBRARY = "LOOP_HAILORT_SHIM"
-SIGS_NAME = "hailort_shim.sigs"
-BAD_BUFFER = 2
-TEXT_TOO_SMALL = 5
-STATUS_HINTS: dict[int, str] = {
-    7: "HAILO_NOT_IMPLEMENTED: this device needs the InferModel path",
-    13: "HAILO_OPEN_FILE_FAILURE: a file or device node could not be opened",
-    26: "HAILO_INVALID_HEF: the HEF was compiled for another architecture than this device "
-        "(check hw_arch), or for another HailoRT version",
-    74: "HAILO_OUT_OF_PHYSICAL_DEVICES: the device is in use by another process "
-        "(one process per device unless HailoRT's multi-process service is used)",
-}
+__all__ = ["ENV_LIBRARY", "HailoLog", "HailoRTDevice", "HailoRTError", "HailoRTSession", "candidate_paths",
+           "options_text", "page_buffer", "power_limited", "runtime_warnings", "status_line"]
+
+LATENCY_OFF_NOTE = ("hardware latency not measured: off unless measure.hw_latency is true (hailortcli measures "
+                    "rates with it off; HailoRT refuses it for several physical inputs or on-chip NMS)")
 _POWER_LIMIT = re.compile(r"USB-C source electrical current advertised", re.IGNORECASE)
 _LOG_LEVEL = re.compile(r"\[(warning|error|critical)\]\s*(?:\[[^\]]*\]\s*)*(.*)", re.IGNORECASE)
-
-
-class HailoRTError(LoopError):
-    """A HailoRT call failed; the message names the status and HailoRT's own text."""
-
-
-def library_names() -> tuple[str, ...]:
-    if sys.platform == "win32":
-        return ("libhailort_shim.dll", "hailort_shim.dll")
-    return ("libhailort_shim.dylib",) if sys.platform == "darwin" else ("libhailort_shim.so",)
-
-
-def candidate_paths(library: str | None = None) -> list[Path]:
-    """Every path the library is looked for at, in order."""
-    if library:
-        return [Path(library)]
-    if os.environ.get(ENV_LIBRARY):
-        return [Path(os.environ[ENV_LIBRARY])]
-    roots = [Path(__file__).resolve().parents[2] / "shim" / "build", Path.cwd() / "shim" / "build"]
-    return [root / sub / name for root in dict.fromkeys(roots) for sub in ("", "Release")
-            for name in library_names()]
-
-
-def find_sigs(library: Path) -> Path | None:
-    for path in (library.parent / SIGS_NAME, Path(__file__).resolve().parents[2] / "shim" / SIGS_NAME):
-        if path.is_file():
-            return path
-    return None
-
-
-def status_line(status: int, text: str) -> str:
-    """One clear line for a failed shim call."""
-    hint = STATUS_HINTS.get(status)
-    return f"HailoRT status {status}" + (f" ({hint})" if hint else "") + (f": {text}" if text else "")
 
 
 def power_limited(warnings: Sequence[str]) -> bool:
@@ -96,35 +57,45 @@ def runtime_warnings(text: str) -> list[str]:
     return out
 
 
-def options_text(options: RuntimeOptions, measure_hw_latency: bool, device_id: str | None) -> str:
-    parts: dict[str, object] = {"dma_map": int(options.dma_map), "batch_size": options.batch_size,
-             "hw_latency": int(measure_hw_latency)}
+def options_text(options: RuntimeOptions, device_id: str | None) -> str:
+    """The shim's option string; a batch size of 0 is left out so HailoRT picks its default."""
+    parts: dict[str, object] = {"dma_map": int(options.dma_map), "hw_latency": int(options.hw_latency)}
+    if options.batch_size:
+        parts["batch_size"] = options.batch_size
     if options.power_mode:
         parts["power_mode"] = options.power_mode
     if device_id:
         parts["device_id"] = device_id
+    if options.group_id:
+        parts["group_id"] = options.group_id
     return ";".join(f"{k}={v}" for k, v in parts.items())
 
 
-def layout_from_json(entry: dict[str, Any]) -> TensorLayout:
-    """HailoRT frames are NHWC per frame; streams whose size is not H*W*C (NMS) stay flat."""
-    dtype = entry["dtype"]
-    if dtype == "auto":
-        raise HailoRTError(f"stream '{entry['name']}' reports no concrete format type")
-    itemsize = np.dtype(dtype).itemsize
-    shape = (1, *entry["shape"])
-    nhwc = math.prod(entry["shape"]) * itemsize == entry["frame_bytes"] and len(entry["shape"]) == 3
-    if math.prod(entry["shape"]) * itemsize != entry["frame_bytes"]:
-        shape = (1, entry["frame_bytes"] // itemsize)
-    zero_point = entry.get("zero_point")
-    return TensorLayout(entry["name"], tuple(int(s) for s in shape), dtype, entry.get("scale"),
-                        None if zero_point is None else int(round(zero_point)), channels_last=nhwc)
+def page_buffer(nbytes: int) -> np.ndarray:
+    """uint8 bytes that start on a page and end on one (``hailo/infer_model.hpp``, set_buffer: an
+    output whose allocation ends mid-page may be written past by the device)."""
+    page = mmap.PAGESIZE
+    size = -(-max(nbytes, 1) // page) * page
+    raw = np.empty(size + page, np.uint8)
+    start = (-raw.ctypes.data) % page
+    return raw[start:start + size]
 
 
-def _pointers(arrays: Sequence[np.ndarray]) -> tuple[Any, Any]:
-    ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
-    sizes = (ctypes.c_size_t * len(arrays))(*[a.nbytes for a in arrays])
-    return ptrs, sizes
+class Staging:
+    """A session's own buffer for one stream: ``view`` is the frame, ``capacity`` the rounded size."""
+
+    def __init__(self, layout: TensorLayout) -> None:
+        self.raw = page_buffer(layout.frame_bytes)
+        self.nbytes = layout.frame_bytes
+        self.view = self.raw[:self.nbytes].view(layout.dtype).reshape(layout.shape)
+
+    def load(self, frame: np.ndarray) -> None:
+        self.raw[:self.nbytes] = np.ascontiguousarray(frame).reshape(-1).view(np.uint8)
+
+
+def _pointers(stages: Sequence[Staging], sizes: Sequence[int]) -> tuple[Any, Any]:
+    ptrs = (ctypes.c_void_p * len(stages))(*[s.raw.ctypes.data for s in stages])
+    return ptrs, (ctypes.c_size_t * len(sizes))(*sizes)
 
 
 class HailoLog:
@@ -153,77 +124,64 @@ class HailoLog:
         return lines
 
 
-class ShimCaller:
-    """A bound shim plus the error text that goes with each status."""
-
-    def __init__(self, binding: Binding, log: HailoLog) -> None:
-        self.binding = binding
-        self.log = log
-
-    def last_error(self) -> str:
-        buf = ctypes.create_string_buffer(512)
-        self.binding.loop_hrt_last_error(buf, len(buf))
-        return buf.value.decode("utf-8", "replace")
-
-    def check(self, status: int) -> None:
-        if status == BAD_BUFFER:
-            raise BufferSizeError(f"refused by the device: {self.last_error()}")
-        if status:
-            raise HailoRTError(status_line(status, self.last_error()))
-
-    def text(self, func: str, handle: Any) -> str:
-        """Call a ``(handle, char*, capacity, needed*)`` function, growing the buffer once."""
-        needed = ctypes.c_size_t(0)
-        buf = ctypes.create_string_buffer(4096)
-        status = getattr(self.binding, func)(handle, buf, len(buf), ctypes.byref(needed))
-        if status == TEXT_TOO_SMALL:
-            buf = ctypes.create_string_buffer(needed.value)
-            status = getattr(self.binding, func)(handle, buf, len(buf), ctypes.byref(needed))
-        self.check(status)
-        return buf.value.decode("utf-8")
-
-    def noisy(self, func: str, *args: Any) -> None:
-        """A call during which HailoRT may print to fd 2: capture it for health()."""
-        with captured_stderr() as err:
-            status = getattr(self.binding, func)(*args)
-        self.log.add_stderr(err.getvalue())
-        self.check(status)
+def noisy(shim: ShimCaller, log: HailoLog, func: str, *args: Any) -> None:
+    """A call during which HailoRT may print to fd 2: capture it for health()."""
+    with captured_stderr() as err:
+        status = getattr(shim.binding, func)(*args)
+    log.add_stderr(err.getvalue())
+    shim.check(status)
 
 
 class HailoRTSession(Session):
-    def __init__(self, shim: ShimCaller, handle: ctypes.c_void_p, hef_dir: tempfile.TemporaryDirectory[str]) -> None:
-        self.shim = shim
-        self.handle = handle
-        self.hef_dir = hef_dir
+    def __init__(self, shim: ShimCaller, handle: ctypes.c_void_p, log: HailoLog, hw_latency_asked: bool,
+                 hef_dir: tempfile.TemporaryDirectory[str]) -> None:
+        self.shim, self.handle, self.log, self.hef_dir = shim, handle, log, hef_dir
         layout = json.loads(shim.text("loop_hrt_layout", handle))
         self.inputs = tuple(layout_from_json(e) for e in layout["inputs"])
         self.outputs = tuple(layout_from_json(e) for e in layout["outputs"])
         self.async_queue_size = int(layout["async_queue_size"])
         self.max_depth = self.async_queue_size
+        self.notes = tuple(layout.get("notes", ())) + (() if hw_latency_asked else (LATENCY_OFF_NOTE,))
         self.timeout_ms = 10000
+        self._ins = [Staging(t) for t in self.inputs]
+        self._outs = [Staging(t) for t in self.outputs]
+        self._in_ptrs, self._in_sizes = _pointers(self._ins, [s.nbytes for s in self._ins])
+        self._out_ptrs, self._out_sizes = _pointers(self._outs, [s.raw.nbytes for s in self._outs])
+
+    def _load(self, frames: Sequence[np.ndarray]) -> None:
+        check_frames(self.inputs, frames, "input")
+        for stage, frame in zip(self._ins, frames):
+            stage.load(frame)
+
+    def _run(self) -> int:
+        return self.shim.binding.loop_hrt_infer(self.handle, self._in_ptrs, self._in_sizes, len(self._ins),
+                                                self._out_ptrs, self._out_sizes, len(self._outs), self.timeout_ms)
 
     def infer(self, frames: Sequence[np.ndarray], out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
-        check_frames(self.inputs, frames, "input")
-        frames = [np.ascontiguousarray(f) for f in frames]
+        self._load(frames)
+        if out is not None:
+            check_frames(self.outputs, out, "output", exact=False)
+            if not all(o.flags.c_contiguous and o.flags.writeable for o in out):
+                raise BufferSizeError("output buffers must be writeable and C-contiguous")
+        self.shim.check(self._run())
         if out is None:
-            out = [np.empty(t.shape, t.dtype) for t in self.outputs]
-        check_frames(self.outputs, out, "output", exact=False)
-        if not all(o.flags.c_contiguous and o.flags.writeable for o in out):
-            raise BufferSizeError("output buffers must be writeable and C-contiguous")
-        (ins, in_sizes), (outs, out_sizes) = _pointers(frames), _pointers(out)
-        self.shim.check(self.shim.binding.loop_hrt_infer(self.handle, ins, in_sizes, len(frames),
-                                                         outs, out_sizes, len(out), self.timeout_ms))
+            return [stage.view.copy() for stage in self._outs]
+        for target, stage in zip(out, self._outs):
+            target.reshape(-1).view(np.uint8)[:stage.nbytes] = stage.raw[:stage.nbytes]
         return list(out)
+
+    def bound(self, frames: Sequence[np.ndarray]) -> Callable[[], object]:
+        """The frames are copied in once; each call is then the shim's run alone."""
+        self._load(frames)
+        return lambda: self.shim.check(self._run())
 
     def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
         """Run ``count`` frames keeping ``depth`` in flight (capped at the async queue size)."""
-        check_frames(self.inputs, frames, "input")
-        frames = [np.ascontiguousarray(f) for f in frames]
-        ins, sizes = _pointers(frames)
+        self._load(frames)
         elapsed, hw = ctypes.c_double(), ctypes.c_double()
         depth = max(1, min(depth, self.async_queue_size))
-        self.shim.noisy("loop_hrt_pipelined", self.handle, ins, sizes, len(frames), count, depth,
-                        ctypes.byref(elapsed), ctypes.byref(hw))
+        noisy(self.shim, self.log, "loop_hrt_pipelined", self.handle, self._in_ptrs, self._in_sizes, len(self._ins),
+              count, depth, ctypes.byref(elapsed), ctypes.byref(hw))
         return elapsed.value
 
     def hw_latency_ms(self) -> float | None:
@@ -233,21 +191,18 @@ class HailoRTSession(Session):
 
     def close(self) -> None:
         if self.handle:
-            self.shim.check(self.shim.binding.loop_hrt_close(self.handle))
-            self.handle = ctypes.c_void_p()
+            handle, self.handle = self.handle, ctypes.c_void_p()
             self.hef_dir.cleanup()
+            self.shim.check(self.shim.binding.loop_hrt_close(handle))
 
 
 class HailoRTDevice(Device):
-    """Hailo silicon through HailoRT (via ``shim/``). ``measure_hw_latency`` asks HailoRT
-    for its hardware latency (its effect on throughput is UNCONFIRMED)."""
+    """Hailo silicon through HailoRT (via ``shim/``); ``device_id`` picks one of several devices."""
 
     name = "hailort"
 
-    def __init__(self, library: str | None = None, measure_hw_latency: bool = True,
-                 device_id: str | None = None) -> None:
+    def __init__(self, library: str | None = None, device_id: str | None = None) -> None:
         self.library = library
-        self.measure_hw_latency = measure_hw_latency
         self.device_id = device_id
         self.log = HailoLog()
         self._shim: ShimCaller | None = None
@@ -255,61 +210,48 @@ class HailoRTDevice(Device):
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
-        paths = candidate_paths()
-        found = [p for p in paths if p.is_file()]
-        if not found:
-            return False, (f"no HailoRT shim library found at {', '.join(map(str, paths))} "
-                           f"(build shim/ with CMake, or set ${ENV_LIBRARY})")
-        sigs = find_sigs(found[0])
-        if sigs is None:
-            return False, f"{SIGS_NAME} not found beside {found[0]} nor in shim/"
         try:
-            bind(found[0], sigs)
-        except SigsError as exc:
+            library, sigs = locate()
+            load_shim(library, sigs)
+        except (HailoRTError, SigsError) as exc:
             return False, str(exc)
-        return True, f"shim {found[0]}"
+        return True, f"shim {library}"
 
     def shim(self) -> ShimCaller:
         if self._shim is None:
-            paths = candidate_paths(self.library)
-            found = next((p for p in paths if p.is_file()), None)
-            if found is None:
-                raise HailoRTError(f"no HailoRT shim library found at {', '.join(map(str, paths))}")
-            sigs = find_sigs(found)
-            if sigs is None:
-                raise HailoRTError(f"{SIGS_NAME} not found beside {found} nor in shim/")
-            self._shim = ShimCaller(bind(found, sigs), self.log)
+            self._shim = ShimCaller(load_shim(*locate(self.library)))
         return self._shim
 
     def open(self, artifact: Artifact, options: RuntimeOptions) -> HailoRTSession:
         if artifact.backend != "hailo":
             raise HailoRTError(f"hailort runs HEF artifacts, not '{artifact.backend}' ones")
         shim = self.shim()
+        # Kept until close: HailoRT may read the HEF file after create_infer_model.
         hef_dir = tempfile.TemporaryDirectory(prefix="loop-hef-")
         hef = Path(hef_dir.name) / f"model{artifact.suffix}"
         hef.write_bytes(artifact.data)
         handle = ctypes.c_void_p()
-        opts = options_text(options, self.measure_hw_latency, self.device_id).encode()
         try:
-            shim.noisy("loop_hrt_open", str(hef).encode(), opts, ctypes.byref(handle))
-        except Exception:
+            noisy(shim, self.log, "loop_hrt_open", str(hef).encode(),
+                  options_text(options, self.device_id).encode(), ctypes.byref(handle))
+            self._session = HailoRTSession(shim, handle, self.log, options.hw_latency, hef_dir)
+        except BaseException:
+            if handle:  # a handle left open makes every later open fail with 74
+                shim.binding.loop_hrt_close(handle)
             hef_dir.cleanup()
             raise
-        self._session = HailoRTSession(shim, handle, hef_dir)
         return self._session
 
     def health(self) -> Health:
         warnings = self.log.take()
         try:
-            shim = self.shim()
             handle = self._session.handle if self._session and self._session.handle else None
-            facts = json.loads(shim.text("loop_hrt_health", handle))
-        except (LoopError, OSError):
-            return Health(warnings=warnings)
+            facts = json.loads(self.shim().text("loop_hrt_health", handle))
+        except (LoopError, OSError, ValueError) as exc:
+            return Health(warnings=warnings + (f"[loop] health unreadable: {exc}",))
         return Health(temperature_c=facts.get("temperature_c"),
                       device_id=facts.get("serial") or facts.get("device_path"),
                       device_path=facts.get("device_path"), warnings=warnings)
 
     def describe(self) -> dict[str, str]:
         return {"device": self.name, "shim": str(self._shim.binding.path) if self._shim else "not loaded"}
-

@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,8 @@ class CliFigures:
     overall_latency_ms: float | None = None
     power_w: Stat | None = None
     temperature_c: Stat | None = None
+    version: str | None = None  # hailortcli's own, from --version
+    ignored: tuple[str, ...] = ()  # flags passed that this version parses and then ignores
 
     @property
     def rate(self) -> float | None:
@@ -152,12 +154,34 @@ def _run(args: list[str], timeout_s: float) -> str:
     return done.stdout + done.stderr
 
 
+def parse_version(text: str) -> str | None:
+    """``HailoRT-CLI version 5.2.0`` -> ``5.2.0``."""
+    match = re.search(r"version\s+(\d+\.\d+\.\d+)", text)
+    return match[1] if match else None
+
+
+def cli_version() -> str | None:
+    try:
+        return parse_version(_run(["--version"], timeout_s=30))
+    except (RuntimeError, OSError, subprocess.SubprocessError):
+        return None
+
+
+def ignored_benchmark_flags(version: str | None, args: list[str]) -> tuple[str, ...]:
+    """Flags ``benchmark`` parses and then ignores: from 5.x on it runs ``run2_benchmark(hef, time)``
+    alone (hailortcli/benchmark_command.cpp, v5.2.0). An unknown version is assumed to be 5.x."""
+    major = int(version.split(".")[0]) if version else 5
+    return tuple(a for a in args if a in ("--batch-size", "--power-mode")) if major >= 5 else ()
+
+
 def run_benchmark(hef: Path, seconds: int = 15, batch_size: int | None = None,
                   power_mode: str | None = None) -> CliFigures:
     args = ["benchmark", str(hef), "-t", str(seconds)]
     args += ["--batch-size", str(batch_size)] if batch_size else []
     args += ["--power-mode", power_mode] if power_mode else []
-    return parse_benchmark(_run(args, timeout_s=seconds * 4 + 60))
+    figures = parse_benchmark(_run(args, timeout_s=seconds * 4 + 60))
+    version = cli_version()
+    return replace(figures, version=version, ignored=ignored_benchmark_flags(version, args))
 
 
 def run_run2(hef: Path, seconds: int = 15) -> CliFigures:

@@ -25,5 +25,6 @@ def load_hailo_fakes() -> ModuleType:
 def fake_hailo_sdk_client(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     """A fresh FakeHailoSdkClient installed as ``hailo_sdk_client`` for one test."""
     fake = load_hailo_fakes().FakeHailoSdkClient()
-    monkeypatch.setitem(sys.modules, "hailo_sdk_client", fake)
+    for name, module in fake.modules().items():
+        monkeypatch.setitem(sys.modules, name, module)
     return fake

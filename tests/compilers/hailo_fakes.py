@@ -1,10 +1,16 @@
 """A FAKE ``hailo_sdk_client`` for driving loop's Hailo compiler without Hailo's software.
 
-It records every call in order and returns values shaped as HAILO.md describes. It
-compiles nothing and runs no emulation: it only lets the driver's plumbing be checked.
+It records every call in order and returns values shaped as public callers of the DFC show
+them: ``get_params_translated()`` indexed per layer (as Hailo's clipping inspector reads it),
+``save_params(path, ParamsKinds.TRANSLATED)`` writing flat ``<net>/<layer>/kernel:0`` keys to
+an ``.npz``. It compiles nothing and runs no emulation: it only lets the driver's plumbing be
+checked. Install it with :meth:`FakeHailoSdkClient.modules` (it brings the ``hailo_archive``
+submodule that holds ``ParamsKinds``).
 """
 from __future__ import annotations
 
+import enum
+import logging
 import types
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +27,18 @@ FAKE_HN = {
     },
 }
 FAKE_HEF = b"FAKE-HEF-BYTES"
+FAKE_PARAMS = {"loop_net/conv1": {"kernel:0": np.ones((1, 1, 3, 2), np.int8),
+                                  "kernel_scale:0": np.float32([0.5, 0.25]),
+                                  "bias:0": np.int32([4, -2]),
+                                  "bias_scale:0": np.float32([0.01, 0.02])},
+               "loop_net/output_layer1": {"output_scale:0": np.float32([0.125]),
+                                          "output_zero_point:0": np.float32([3])}}
+RECOMMENDED_CALIBRATION = 1024  # the fake lowers its level below this many frames, in its own words
+
+
+class ParamsKinds(enum.Enum):
+    NATIVE = "native"
+    TRANSLATED = "translated"
 
 
 class FakeHailoSdkClient(types.ModuleType):
@@ -53,18 +71,22 @@ class FakeHailoSdkClient(types.ModuleType):
 
             def optimize(self, calib: np.ndarray) -> None:
                 fake.calls.append(("optimize", calib))
+                if len(calib) < RECOMMENDED_CALIBRATION and "optimization_level=0" not in self.script:
+                    logging.getLogger("hailo_sdk_client.fake").warning(
+                        "FAKE DFC: reducing optimization level to 0 because the calibration set has %d frames",
+                        len(calib))
 
             def save_har(self, path: str) -> None:
                 fake.calls.append(("save_har", path))
                 Path(path).write_bytes(f"FAKE-HAR {self.hw_arch}\n{self.script}".encode())
 
-            def get_params_translated(self) -> dict[str, np.ndarray]:
-                return {"loop_net/conv1/kernel:0": np.ones((1, 1, 3, 2), np.int8),
-                        "loop_net/conv1/kernel_scale:0": np.float32([0.5, 0.25]),
-                        "loop_net/conv1/bias:0": np.int32([4, -2]),
-                        "loop_net/conv1/bias_scale:0": np.float32([0.01, 0.02]),
-                        "loop_net/output_layer1/output_scale:0": np.float32([0.125]),
-                        "loop_net/output_layer1/output_zero_point:0": np.float32([3])}
+            def get_params_translated(self) -> dict[str, dict[str, np.ndarray]]:
+                return FAKE_PARAMS  # indexed per layer, not by flat key
+
+            def save_params(self, path: str, kind: ParamsKinds) -> None:
+                fake.calls.append(("save_params", kind))
+                flat = {f"{layer}/{leaf}": v for layer, leaves in FAKE_PARAMS.items() for leaf, v in leaves.items()}
+                np.savez(path, **flat)
 
             def get_params(self) -> dict[str, np.ndarray]:
                 return {}
@@ -84,7 +106,7 @@ class FakeHailoSdkClient(types.ModuleType):
                 yield context
 
             def infer(self, context: str, x: np.ndarray) -> np.ndarray:
-                fake.calls.append(("infer", x.shape))
+                fake.calls.append(("infer", np.array(x)))
                 return np.full((1, 4, 4, 2), float(x.sum()) % 7, np.float32)
 
         self.ClientRunner = ClientRunner
@@ -92,3 +114,10 @@ class FakeHailoSdkClient(types.ModuleType):
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
+
+    def modules(self) -> dict[str, types.ModuleType]:
+        """``sys.modules`` entries: this module and the submodule holding ``ParamsKinds``."""
+        archive = types.ModuleType("hailo_sdk_client.hailo_archive.hailo_archive")
+        archive.ParamsKinds = ParamsKinds  # type: ignore[attr-defined]
+        return {"hailo_sdk_client": self, "hailo_sdk_client.hailo_archive": types.ModuleType("hailo_sdk_client.hailo_archive"),
+                "hailo_sdk_client.hailo_archive.hailo_archive": archive}

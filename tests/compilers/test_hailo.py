@@ -13,8 +13,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from loop.compilers.base import CompileOptions, RangeOverride, run_compile
-from loop.compilers.hailo import (HailoCompileError, HailoCompiler, clear_error, discover_prints,
-                                  layer_names_from_hn, model_script, nchw_to_nhwc)
+from loop.compilers.hailo import (HailoCompileError, HailoCompiler, clear_error, discover_prints, flat_params,
+                                  layer_names_from_hn, model_script, nchw_to_nhwc, optimization_level)
 from loop.devices.base import RuntimeOptions
 from loop.devices.hailo_emulator import HailoEmulatorDevice
 
@@ -137,7 +137,10 @@ def test_no_kernel_is_refused_listing_the_keys() -> None:
 
 def test_clear_error_lines() -> None:
     assert "does not fit" in (clear_error("Compilation failed: Mapping Failed (allocator)") or "")
-    assert "another architecture" in (clear_error("Failed to configure: HAILO_INVALID_HEF(26)") or "")
+    # 93, not 26, is HailoRT's status for a HEF of another architecture (4.23 and 5.2 hailort.h)
+    assert "another architecture" in (clear_error("Failed to configure: HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE(93)") or "")
+    assert "not a HEF" in (clear_error("Failed to configure: HAILO_INVALID_HEF(26)") or "")
+    assert "another architecture" not in (clear_error("HAILO_INVALID_HEF(26)") or "")
     assert "versions do not match" in (clear_error("Driver version mismatch: 4.23.0 != 5.2.0") or "")
     assert clear_error("KeyError: 'conv9'") is None
 
@@ -150,9 +153,10 @@ def test_driver_call_order_layout_and_files(fake_hailo_sdk_client: Any, tmp_path
                           backend_options=(("hw_arch", "hailo8"),))
     result = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), calibration, opts)
     assert result.ok, result.error
-    assert [n for n in fake_hailo_sdk_client.names() if n != "ClientRunner"] == [
+    assert [n for n in fake_hailo_sdk_client.names() if n not in ("ClientRunner", "save_params")] == [
         "translate_onnx_model", "load_model_script", "optimize", "save_har", "compile"]
     calls = dict(fake_hailo_sdk_client.calls)
+    assert calls["save_params"].name == "TRANSLATED"
     assert calls["ClientRunner"]["hw_arch"] == "hailo8"
     assert calls["translate_onnx_model"]["net_input_shapes"] == {"x": [1, 3, 4, 4]}
     assert calls["optimize"].shape == (5, 4, 4, 3) and calls["optimize"].dtype == np.float32
@@ -166,9 +170,10 @@ def test_driver_call_order_layout_and_files(fake_hailo_sdk_client: Any, tmp_path
     assert (tmp_path / "loop_net.hef").read_bytes() == FAKE_HEF
     assert artifact.extras["har"] == (tmp_path / "loop_net.har").read_bytes()
     assert calls["save_har"] == str(tmp_path / "loop_net.har")
-    (inp,), (out,) = artifact.inputs, artifact.outputs
+    (inp,), (out,) = artifact.inputs, artifact.outputs  # no hailo_platform nor shim here: the HN's guess
     assert (inp.shape, inp.dtype, inp.scale) == ((1, 4, 4, 3), "uint8", None)
     assert (out.shape, out.scale, out.zero_point) == ((1, 4, 4, 2), 0.125, 3)
+    assert result.info["layout_source"].startswith("hn (guessed, the HEF could not be read: hailo_platform: ")
     assert [p.name for p in result.layers] == ["conv1"]
 
 
@@ -194,10 +199,135 @@ def test_emulator_scores_the_har(fake_hailo_sdk_client: Any, tmp_path: Path) -> 
                            CompileOptions())
     assert compiled.artifact is not None
     with HailoEmulatorDevice().open(compiled.artifact, RuntimeOptions()) as session:
-        frame = np.full((1, 4, 4, 3), 2, np.uint8)
-        (out,) = session.infer([frame])
+        assert [(t.dtype, t.scale) for t in session.inputs + session.outputs] == [("float32", None)] * 2
+        (out,) = session.infer([np.full((1, 4, 4, 3), 2.0, np.float32)])
     calls = dict(fake_hailo_sdk_client.calls)
     assert calls["infer_context"] == "SDK_QUANTIZED"
     assert calls["ClientRunner"]["har"] is not None  # the last runner was opened from the HAR
-    # input unquantized as float (no scale known): sum 96 -> 96 % 7 = 5.0, then onto the output grid
-    assert out.dtype == np.uint8 and out.shape == (1, 4, 4, 2) and np.all(out == round(5.0 / 0.125 + 3))
+    # the emulator's float32 answer (sum 96 -> 96 % 7 = 5.0) comes back as it is, not re-gridded
+    assert out.dtype == np.float32 and out.shape == (1, 4, 4, 2) and np.all(out == 5.0)
+
+
+def test_emulator_gets_the_float_frames_not_a_uint8_grid(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
+    """Item 5: [0, 1) inputs reached the emulator as zeros when wrapped in the artifact's uint8 grid."""
+    from loop.evaluate_run import run_inputs
+
+    compiled = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32),
+                           CompileOptions())
+    assert compiled.artifact is not None and compiled.artifact.inputs[0].scale is None  # nothing to grid with
+    inputs = np.random.default_rng(1).random((2, 3, 4, 4), dtype=np.float32)
+    run_inputs(HailoEmulatorDevice(), compiled.artifact, inputs)
+    seen = [x for name, x in fake_hailo_sdk_client.calls if name == "infer"]
+    assert seen[0].dtype == np.float32
+    assert np.array_equal(seen[0], inputs[:1].transpose(0, 2, 3, 1))  # float NHWC, exactly
+
+
+# -- issue 12: what the review against HailoRT 5.2.0 and public DFC callers found ---------------
+
+def test_model_script_numbers_are_fixed_point() -> None:
+    """Item 10: repr() wrote 1e-05, which the DFC's script parser is not known to accept."""
+    opts = CompileOptions(overrides=(RangeOverride("Conv_0", "out", "y", 1e-05, 2.5e-07),))
+    assert model_script(opts, 4, {}).splitlines()[0] == \
+        "quantization_param(Conv_0, force_range_out=[0.00001, 0.00000025])"
+
+
+def test_translated_parameters_come_from_save_params(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
+    """Item 4: get_params_translated() is indexed per layer, so dict() of it held no kernel key."""
+    result = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32),
+                         CompileOptions())
+    assert result.ok, result.error
+    assert result.info["param_source"] == "save_params(TRANSLATED)"
+    assert "loop_net/conv1/kernel:0" in result.info["param_keys"]
+    assert result.layers[0].weight_scale == (0.5, 0.25)
+
+
+def test_per_layer_params_flatten_to_keys() -> None:
+    view = {"net/conv1": {"kernel:0": np.ones(2), "stats/output_0/stats_limvals:0": np.float32([0, 6])}}
+    assert sorted(flat_params(view)) == ["net/conv1/kernel:0", "net/conv1/stats/output_0/stats_limvals:0"]
+    assert list(flat_params({"net/conv1/kernel:0": np.ones(2)})) == ["net/conv1/kernel:0"]
+
+
+def test_options_the_dfc_would_ignore_are_refused(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
+    """Item 10: io, calibration_method and per_channel were silently ignored by the hailo backend."""
+    for opts in (CompileOptions(io="float32"), CompileOptions(calibration_method="entropy"),
+                 CompileOptions(per_channel=True)):
+        result = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32),
+                             opts)
+        assert not result.ok and result.stage == "optimize" and "would ignore" in (result.error or "")
+    assert "optimize" not in fake_hailo_sdk_client.names()
+
+
+@pytest.mark.parametrize("key, value", [("io", "float32"), ("calibration_method", "entropy"), ("per_channel", "true")])
+def test_sweep_file_refuses_ignored_keys_for_hailo(write_sweep: Any, key: str, value: str) -> None:
+    """Item 10, at parse time: exit 2 with file, line and field, before anything is written."""
+    from loop.errors import LoopError
+    from loop.spec import parse
+
+    path = write_sweep(f"sweep: s\nbase: tiny.yaml\nbackend: hailo\ncompile:\n  {key}: {value}\nvariants:\n  - name: base\n")
+    with pytest.raises(LoopError) as err:
+        parse(path)
+    text = str(err.value)
+    assert f"compile.{key}" in text and "sweep.yaml:5" in text and "hailo backend" in text
+
+
+def test_lowered_optimization_level_is_recorded(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
+    """Item 10: the DFC lowers the level itself with little calibration data (or no GPU)."""
+    result = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((4, 3, 4, 4), np.float32),
+                         CompileOptions(backend_options=(("optimization_level", 2),)))
+    level = result.info["optimization_level"]
+    assert (level["requested"], level["effective"], level["effective_from"]) == (2, 0, "the DFC's log")
+    assert "reducing optimization level to 0" in level["evidence"][0]
+    quiet = optimization_level(1, ["Starting Model Optimization"])
+    assert quiet == {"requested": 1, "effective": 1, "effective_from": "as requested (the DFC said nothing)",
+                     "evidence": []}
+
+
+class _Enum:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"FormatType.{self.name}"
+
+
+def _fake_platform(infos_in: list[Any], infos_out: list[Any]) -> ModuleType:
+    """A FAKE ``hailo_platform`` whose HEF answers with the given vstream infos (not Hailo's)."""
+    module = ModuleType("hailo_platform")
+
+    class HEF:
+        def __init__(self, path: str) -> None:
+            self.path = path
+
+        def get_input_vstream_infos(self) -> list[Any]:
+            return infos_in
+
+        def get_output_vstream_infos(self) -> list[Any]:
+            return infos_out
+
+    module.HEF = HEF  # type: ignore[attr-defined]
+    return module
+
+
+def _info(name: str, shape: tuple[int, ...], kind: str, scale: float, zp: float) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name=name, shape=shape, format=SimpleNamespace(type=_Enum(kind)),
+                           quant_info=SimpleNamespace(qp_scale=scale, qp_zp=zp))
+
+
+def test_layouts_are_read_from_the_hef(fake_hailo_sdk_client: Any, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 4: uint8 was hard-coded and names came from the HN; an a16_w16 output is uint16, and an
+    output with several quantization params is read as float32 (what the device session reports)."""
+    platform = _fake_platform([_info("loop_net/input_layer1", (4, 4, 3), "UINT8", 1 / 128, 128)],
+                              [_info("loop_net/conv2", (4, 4, 2), "UINT16", 0.001, 7),
+                               _info("loop_net/conv3", (4, 4, 2), "UINT8", 0.0, 0)])
+    monkeypatch.setitem(sys.modules, "hailo_platform", platform)
+    result = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32),
+                         CompileOptions())
+    assert result.ok and result.artifact is not None, result.error
+    assert result.info["layout_source"] == "hailo_platform"
+    (inp,), (wide, multi) = result.artifact.inputs, result.artifact.outputs
+    assert (inp.dtype, inp.scale, inp.zero_point) == ("uint8", 1 / 128, 128)
+    assert (wide.name, wide.dtype, wide.frame_bytes, wide.zero_point) == ("loop_net/conv2", "uint16", 64, 7)
+    assert (multi.dtype, multi.scale, multi.frame_bytes) == ("float32", None, 128)

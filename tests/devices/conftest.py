@@ -1,6 +1,8 @@
-"""Fixtures for device tests: the loopback shim, built once per session with the system C compiler.
+"""Fixtures for device tests, built once per session with the system compilers:
 
-The loopback is a test double implementing shim/hailort_shim.sigs; it is not HailoRT.
+* the loopback: a C test double implementing shim/hailort_shim.sigs (not HailoRT);
+* the real shim (shim/hailort_shim.cpp) built over a FAKE HailoRT (tests/devices/fake_hailort):
+  the shim's own C++ runs, against a test double of libhailort (not HailoRT either).
 """
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from pathlib import Path
 import pytest
 
 LOOPBACK_SOURCE = Path(__file__).parent / "loopback" / "loopback_shim.c"
-SHIM_SIGS = Path(__file__).resolve().parents[2] / "shim" / "hailort_shim.sigs"
+FAKE_HAILORT = Path(__file__).parent / "fake_hailort"
+SHIM_DIR = Path(__file__).resolve().parents[2] / "shim"
+SHIM_SIGS = SHIM_DIR / "hailort_shim.sigs"
 
 
 def _compile(out_dir: Path, name: str, *defines: str) -> Path:
@@ -41,3 +45,22 @@ def loopback_shim_lib_missing_symbol(tmp_path_factory: pytest.TempPathFactory) -
 @pytest.fixture(scope="session")
 def shim_sigs_path() -> Path:
     return SHIM_SIGS
+
+
+def _compile_shim_over_fake(out_dir: Path) -> Path:
+    compiler = shutil.which("g++") or shutil.which("clang++")
+    if compiler is None or sys.platform != "linux":
+        pytest.skip("the real shim over the fake HailoRT needs g++ or clang++ on Linux")
+    out = out_dir / "libhailort_shim.so"
+    cmd = [compiler, "-std=c++17", "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", f"-I{FAKE_HAILORT / 'include'}",
+           "-o", str(out), str(SHIM_DIR / "hailort_shim.cpp"), str(FAKE_HAILORT / "fake_hailort.cpp"), "-pthread"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-4000:]
+    shutil.copy(SHIM_SIGS, out_dir / SHIM_SIGS.name)
+    return out
+
+
+@pytest.fixture(scope="session")
+def shim_over_fake_hailort(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real shim linked with the FAKE HailoRT, its .sigs beside it (one library)."""
+    return _compile_shim_over_fake(tmp_path_factory.mktemp("shim_fake_hailort"))

@@ -23,13 +23,17 @@ FAKE_SDK = Path(__file__).resolve().parents[1] / "fake_sdk"
 LOOPBACK_HEF = "LOOPBACK 4 4 3 4 4 2\n"  # the loopback's "HEF": input 4x4x3, output 4x4x2, as the fake HN says
 
 
-def fake_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
+def fake_sdk(monkeypatch: pytest.MonkeyPatch, hef: str = LOOPBACK_HEF) -> None:
     """Put the FAKE hailo_sdk_client on the import path of this process and of the isolated
-    compile children it starts."""
-    monkeypatch.setenv("LOOP_FAKE_HEF", LOOPBACK_HEF)
+    compile children it starts; ``hef`` is what its compile returns."""
+    from joblib.externals.loky import get_reusable_executor
+
+    get_reusable_executor().shutdown(wait=True)  # compile workers outlive a test: give them this environment
+    monkeypatch.setenv("LOOP_FAKE_HEF", hef)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FAKE_SDK), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.syspath_prepend(str(FAKE_SDK))
-    monkeypatch.delitem(sys.modules, "hailo_sdk_client", raising=False)
+    for name in ("hailo_sdk_client", "hailo_sdk_client.hailo_archive", "hailo_sdk_client.hailo_archive.hailo_archive"):
+        monkeypatch.delitem(sys.modules, name, raising=False)  # restored to absent afterwards
 
 
 def conv_model(path: Path) -> None:
@@ -82,3 +86,39 @@ def test_hailo_sweep_through_fake_compiler_and_loopback(tmp_path, monkeypatch, l
     hef = Path(base["artifact"])
     assert hef.suffix == ".hef" and len(list(hef.parent.glob(f"{hef.stem}.*.har"))) == 2  # one HEF, two HARs
     assert Path(base["artifact"]).read_text() == LOOPBACK_HEF
+    assert record["info"]["layout_source"] == "shim"  # the loopback read its "HEF" (loop_hrt_hef_layout)
+
+
+def test_hailo_sweep_on_a_multi_input_model_opens_without_latency(tmp_path, monkeypatch, shim_over_fake_hailort):
+    """Issue 12: with devices: [hailort], a model with several physical inputs opens without the latency
+    flag and the record says why. The device is the REAL shim over a FAKE HailoRT
+    (tests/devices/fake_hailort), which refuses latency for such a model as HailoRT's configure does."""
+    fake_sdk(monkeypatch, "FAKEHEF in=4x4x3 out=4x4x2 planes=2\n")
+    monkeypatch.setenv("LOOP_HAILORT_SHIM", str(shim_over_fake_hailort))
+    monkeypatch.setenv("HAILORT_LOGGER_PATH", str(tmp_path))
+    conv_model(tmp_path / "net.onnx")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(textwrap.dedent("""\
+        sweep: hailo-latency
+        base: net.onnx
+        backend: hailo
+        devices: [hailort]
+        calibration: {count: 4}
+        inputs: {count: 2}
+        compile: {hw_arch: hailo10h, optimization_level: 0}
+        measure: {warmup: 1, frames: 8, repeats: 1, depth: [1, 4], ttfo_repeats: 1, latency_frames: 2}
+        variants:
+          - name: base
+          - name: asked
+            measure: {hw_latency: true}
+        """))
+    result = run_sweep(parse(sweep), tmp_path / "runs", SweepOptions(jobs=1, progress=False))
+    ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
+    runs = {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
+    base, asked = runs["base"], runs["asked"]
+    assert base["status"] == "ok" and asked["status"] == "ok", (base["error"], asked["error"])
+    assert base["measure"]["hw_latency_ms"] is None and asked["measure"]["hw_latency_ms"] is None
+    assert any("off unless measure.hw_latency is true" in n for n in base["measure"]["notes"])
+    assert any("configure refused it (status 6" in n for n in asked["measure"]["notes"])
+    record = json.loads(ledger.get(base["id"])["record"])
+    assert record["info"]["layout_source"] == "shim"  # read from the HEF, not guessed from the HN

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ctypes
 import math
+import mmap
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,8 @@ import pytest
 
 from loop.compilers.base import Artifact
 from loop.devices.base import RuntimeOptions
-from loop.devices.hailort import (HailoLog, HailoRTDevice, HailoRTError, options_text, power_limited,
-                                  runtime_warnings, status_line)
+from loop.devices.hailort import (LATENCY_OFF_NOTE, HailoLog, HailoRTDevice, HailoRTError, options_text,
+                                  page_buffer, power_limited, runtime_warnings, status_line)
 from loop.errors import BufferSizeError
 
 POWER_WARNING = "[HailoRT] [warning] USB-C source electrical current advertised: 1.5A."
@@ -84,7 +86,7 @@ def test_undersized_buffers_are_refused_in_python(loopback_device: HailoRTDevice
 
 
 def test_undersized_buffers_are_refused_by_the_shim_itself(loopback_device: HailoRTDevice) -> None:
-    """Bypassing Python's checks: the library answers status 2 and writes nothing."""
+    """Bypassing Python's checks: the library answers its own status 1000 and writes nothing."""
     frame = np.zeros(48, np.uint8)
     out = np.full(12, 0xAB, np.uint8)
     with loopback_device.open(loopback_artifact(), RuntimeOptions()) as session:
@@ -93,7 +95,7 @@ def test_undersized_buffers_are_refused_by_the_shim_itself(loopback_device: Hail
         outs = (ctypes.c_void_p * 1)(out.ctypes.data)
         status = binding.loop_hrt_infer(session.handle, ins, (ctypes.c_size_t * 1)(48), 1,
                                         outs, (ctypes.c_size_t * 1)(11), 1, 1000)
-        assert status == 2
+        assert status == 1000
         assert "output" in session.shim.last_error()
         assert np.all(out == 0xAB)
         with pytest.raises(BufferSizeError, match="refused by the device"):
@@ -102,7 +104,7 @@ def test_undersized_buffers_are_refused_by_the_shim_itself(loopback_device: Hail
 
 def test_pipelined_measures_and_caps_depth(loopback_device: HailoRTDevice) -> None:
     frame = np.arange(48, dtype=np.uint8).reshape(1, 4, 4, 3)
-    with loopback_device.open(loopback_artifact(), RuntimeOptions()) as session:
+    with loopback_device.open(loopback_artifact(), RuntimeOptions(hw_latency=True)) as session:
         assert session.hw_latency_ms() is None  # nothing measured yet: never invented
         calls: list[tuple[Any, ...]] = []
         real = session.shim.binding.functions["loop_hrt_pipelined"]
@@ -117,10 +119,15 @@ def test_pipelined_measures_and_caps_depth(loopback_device: HailoRTDevice) -> No
 
 
 def test_wrong_architecture_hef_is_one_clear_line(loopback_device: HailoRTDevice) -> None:
+    """Item 8: HailoRT 4.23 and 5.2 answer 93 for another architecture; 26 is a file that is no HEF."""
     with pytest.raises(HailoRTError) as err:
-        loopback_device.open(loopback_artifact("HEF for another chip"), RuntimeOptions())
+        loopback_device.open(loopback_artifact("LOOPBACK-ARCH hailo8"), RuntimeOptions())
     message = str(err.value)
-    assert "status 26" in message and "HAILO_INVALID_HEF" in message and "\n" not in message
+    assert err.value.status == 93 and "\n" not in message
+    assert "HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE" in message and "another architecture" in message
+    with pytest.raises(HailoRTError) as err:
+        loopback_device.open(loopback_artifact("not a HEF at all"), RuntimeOptions())
+    assert err.value.status == 26 and "another architecture" not in str(err.value)
 
 
 def test_non_hailo_artifacts_are_refused(loopback_device: HailoRTDevice) -> None:
@@ -165,5 +172,119 @@ def test_pure_helpers() -> None:
     assert runtime_warnings("[HailoRT] [info] fine\n[HailoRT] [error] boom\n") == ["[HailoRT] [error] boom"]
     assert status_line(74, "x").startswith("HailoRT status 74 (HAILO_OUT_OF_PHYSICAL_DEVICES")
     assert status_line(99, "") == "HailoRT status 99"
-    text = options_text(RuntimeOptions(power_mode="ultra_performance", dma_map=True, batch_size=2), False, "usb/1")
-    assert text == "dma_map=1;batch_size=2;hw_latency=0;power_mode=ultra_performance;device_id=usb/1"
+    text = options_text(RuntimeOptions(power_mode="ultra_performance", dma_map=True, batch_size=2), "usb/1")
+    assert text == "dma_map=1;hw_latency=0;batch_size=2;power_mode=ultra_performance;device_id=usb/1"
+
+
+# -- issue 12, through the LOOPBACK (the Python side of each fix) --------------------------------
+
+def open_handles(library: Path) -> int:
+    return ctypes.CDLL(str(library)).loopback_open_handles()
+
+
+def test_defaults_leave_latency_off_and_batch_to_hailort() -> None:
+    """Item 2: hw latency was on and batch 1 by default; hailortcli runs with neither."""
+    assert options_text(RuntimeOptions(), None) == "dma_map=0;hw_latency=0"
+    assert options_text(RuntimeOptions(hw_latency=True, group_id="loop"), None) == "dma_map=0;hw_latency=1;group_id=loop"
+
+
+def test_latency_off_by_default_is_recorded_with_why(loopback_device: HailoRTDevice) -> None:
+    frame = np.zeros((1, 4, 4, 3), np.uint8)
+    with loopback_device.open(loopback_artifact(), RuntimeOptions()) as session:
+        session.pipelined([frame], 10, 2)
+        assert session.hw_latency_ms() is None
+        assert session.notes == (LATENCY_OFF_NOTE,)
+
+
+def test_multi_planar_model_opens_without_latency_and_says_why(loopback_device: HailoRTDevice) -> None:
+    with loopback_device.open(loopback_artifact("LOOPBACK 4 4 3 2 2 3 planes=2"), RuntimeOptions(hw_latency=True)) as s:
+        assert any("configured without it" in note for note in s.notes)
+        s.pipelined([np.zeros((1, 4, 4, 3), np.uint8)], 5, 1)
+        assert s.hw_latency_ms() is None
+
+
+def test_invalid_quantization_is_refused_not_dequantized_to_zeros(loopback_device: HailoRTDevice,
+                                                                  loopback_shim_lib: Path) -> None:
+    """Item 3: scale 0 (INVALID_QUANT_INFO) was used silently; item 7: the handle is closed."""
+    with pytest.raises(HailoRTError, match="without one usable quantization scale"):
+        loopback_device.open(loopback_artifact("LOOPBACK 4 4 3 2 2 3 badquant"), RuntimeOptions())
+    assert open_handles(loopback_shim_lib) == 0
+
+
+def test_a_failed_session_never_blocks_the_next_open(loopback_device: HailoRTDevice) -> None:
+    """Item 7: a handle leaked by a failing HailoRTSession.__init__ made every later open fail with 74."""
+    with pytest.raises(HailoRTError):
+        loopback_device.open(loopback_artifact("LOOPBACK 4 4 3 2 2 3 badquant"), RuntimeOptions())
+    with loopback_device.open(loopback_artifact(), RuntimeOptions()) as session:
+        assert session.inputs[0].frame_bytes == 48
+
+
+def test_time_to_first_output_closes_when_the_first_call_fails(loopback_device: HailoRTDevice,
+                                                               loopback_shim_lib: Path) -> None:
+    """Item 7: time_to_first_output had no try/finally around its session."""
+    from loop.measure import time_to_first_output
+
+    with pytest.raises(BufferSizeError):
+        time_to_first_output(loopback_device, loopback_artifact(), [np.zeros((1, 4, 4, 2), np.uint8)],
+                             RuntimeOptions(), 1)
+    assert open_handles(loopback_shim_lib) == 0
+    parts, ttfo = time_to_first_output(loopback_device, loopback_artifact(), [np.zeros((1, 4, 4, 3), np.uint8)],
+                                       RuntimeOptions(), 1)
+    assert ttfo > 0
+
+
+def test_group_id_shares_a_device_and_unique_is_refused_with_a_hint(loopback_shim_lib: Path) -> None:
+    """Item 6: on Hailo-10H sharing goes by group_id; a UNIQUE second open ends in 74."""
+    first, second = HailoRTDevice(library=str(loopback_shim_lib)), HailoRTDevice(library=str(loopback_shim_lib))
+    with first.open(loopback_artifact(), RuntimeOptions()):
+        with pytest.raises(HailoRTError) as err:
+            second.open(loopback_artifact(), RuntimeOptions())
+    assert err.value.status == 74 and "group_id" in str(err.value) and "UNIQUE" in str(err.value)
+    shared = RuntimeOptions(group_id="loop")
+    with first.open(loopback_artifact(), shared), second.open(loopback_artifact(), shared) as session:
+        assert session.infer([np.zeros((1, 4, 4, 3), np.uint8)])[0].shape == (1, 2, 2, 3)
+
+
+def test_an_unknown_device_id_is_hailort_status_2_not_a_buffer_error(loopback_shim_lib: Path) -> None:
+    """Item 9: the shim's own 2 collided with HAILO_INVALID_ARGUMENT, so this became a BufferSizeError."""
+    device = HailoRTDevice(library=str(loopback_shim_lib), device_id="usb/9")
+    with pytest.raises(HailoRTError) as err:
+        device.open(loopback_artifact(), RuntimeOptions())
+    assert err.value.status == 2 and "HAILO_INVALID_ARGUMENT" in str(err.value)
+
+
+def test_health_survives_a_nul_in_the_text(loopback_device: HailoRTDevice, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 9: a NUL cut the JSON short and health() raised instead of answering."""
+    monkeypatch.setenv("LOOPBACK_HEALTH_NUL", "1")
+    health = loopback_device.health()
+    assert health.temperature_c is None and any("health unreadable" in w for w in health.warnings)
+
+
+def test_session_buffers_start_and_end_on_a_page(loopback_device: HailoRTDevice) -> None:
+    """Item 9: outputs handed to HailoRT must end on a page (hailo/infer_model.hpp)."""
+    with loopback_device.open(loopback_artifact(), RuntimeOptions()) as session:
+        for stage in session._ins + session._outs:
+            assert stage.raw.ctypes.data % mmap.PAGESIZE == 0 and stage.raw.nbytes % mmap.PAGESIZE == 0
+        assert list(session._out_sizes) == [mmap.PAGESIZE]  # the capacity, not the 12-byte frame
+    block = page_buffer(1)
+    assert block.nbytes == mmap.PAGESIZE and block.ctypes.data % mmap.PAGESIZE == 0
+
+
+def test_windows_adds_dll_folders_before_loading(loopback_shim_lib: Path, shim_sigs_path: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 1: Python 3.8+ on Windows ignores PATH for a ctypes DLL's dependencies."""
+    import loop.hailort_shim as shim_module
+
+    hailort_bin = tmp_path / "HailoRT" / "bin"
+    hailort_bin.mkdir(parents=True)
+    (hailort_bin / "hailort.dll").write_bytes(b"")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{hailort_bin}")
+    events: list[str] = []
+    monkeypatch.setattr(shim_module.sys, "platform", "win32")
+    monkeypatch.setattr(shim_module.os, "add_dll_directory", lambda p: events.append(f"add {p}"), raising=False)
+    real_bind = shim_module.bind
+    monkeypatch.setattr(shim_module, "bind", lambda lib, sigs: events.append("load") or real_bind(lib, sigs))
+    shim_module.load_shim(loopback_shim_lib, shim_sigs_path)
+    assert events == [f"add {loopback_shim_lib.parent}", f"add {hailort_bin}", "load"]
+    assert shim_module.dll_directories(loopback_shim_lib, {"LOOP_HAILORT_DLL_DIR": str(tmp_path)}) == \
+        [loopback_shim_lib.parent, tmp_path]

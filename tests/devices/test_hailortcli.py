@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from loop.devices.hailortcli import (Stat, agreement, parse_benchmark, parse_run2, parse_run2_json,
-                                     run_benchmark)
+                                     ignored_benchmark_flags, parse_version, run_benchmark)
 
 BENCHMARK_5X = """\
 Starting Measurements...
@@ -93,12 +93,45 @@ def test_agreement_flags_beyond_two_percent() -> None:
 @pytest.mark.skipif(sys.platform == "win32", reason="the stand-in hailortcli is a POSIX shell script")
 def test_run_benchmark_through_a_stand_in_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A shell script named hailortcli (a stand-in, not Hailo's tool) checks the argv plumbing."""
-    (tmp_path / "out.txt").write_text(BENCHMARK_5X)
-    tool = tmp_path / "hailortcli"
-    tool.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/argv\ncat {tmp_path}/out.txt\n')
-    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    stand_in_hailortcli(tmp_path, monkeypatch, "5.2.0")
     figures = run_benchmark(Path("m.hef"), seconds=3, power_mode="ultra_performance")
     assert figures.rate == 1168.0
     assert (tmp_path / "argv").read_text().split() == ["benchmark", "m.hef", "-t", "3",
                                                       "--power-mode", "ultra_performance"]
+    # Item 10: benchmark 5.x parses --power-mode and --batch-size, then runs run2_benchmark(hef, time) alone
+    assert (figures.version, figures.ignored) == ("5.2.0", ("--power-mode",))
+
+
+def stand_in_hailortcli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str) -> None:
+    """A shell script named hailortcli (a stand-in, not Hailo's tool): prints a canned benchmark."""
+    (tmp_path / "out.txt").write_text(BENCHMARK_5X)
+    tool = tmp_path / "hailortcli"
+    tool.write_text(f'#!/bin/sh\nif [ "$1" = "--version" ]; then echo "HailoRT-CLI version {version}"; exit 0; fi\n'
+                    f'echo "$@" > {tmp_path}/argv\ncat {tmp_path}/out.txt\n')
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_ignored_flags_follow_the_version() -> None:
+    args = ["benchmark", "m.hef", "--batch-size", "8", "--power-mode", "performance"]
+    assert ignored_benchmark_flags("5.2.0", args) == ("--batch-size", "--power-mode")
+    assert ignored_benchmark_flags("4.23.0", args) == ()
+    assert ignored_benchmark_flags(None, args) == ("--batch-size", "--power-mode")
+    assert parse_version("HailoRT-CLI version 4.23.0\n") == "4.23.0" and parse_version("?") is None
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the stand-in hailortcli is a POSIX shell script")
+def test_measuring_stick_compares_only_like_with_like(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 2: loop measured with hw latency and batch 1 while hailortcli did not, so the check
+    flagged its own settings; settings the tool ignores are now recorded and not compared."""
+    from loop.measure import measuring_stick
+    from loop.spec import MeasureSpec
+
+    stand_in_hailortcli(tmp_path, monkeypatch, "5.2.0")
+    m = {"rate_fps": {"median": 1100.0}}
+    plain = measuring_stick("hailort", Path("m.hef"), m, MeasureSpec())
+    assert plain is not None and plain["comparable"] and not plain["agree"] and plain["fps"] == 1168.0
+    assert (tmp_path / "argv").read_text().split() == ["benchmark", "m.hef", "-t", "15"]
+    tuned = measuring_stick("hailort", Path("m.hef"), m, MeasureSpec(batch_size=8, hw_latency=True))
+    assert tuned is not None and not tuned["comparable"]
+    assert tuned["ignored_by_hailortcli"] == ["--batch-size"] and tuned["settings_differ"] == ["--batch-size", "hw_latency"]

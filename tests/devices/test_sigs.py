@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loop.devices.sigs import SigsError, bind, parse_line, parse_sigs
+from loop.sigs import SigsError, bind, parse_line, parse_sigs
 
 
 def test_parse_line_maps_types_to_ctypes() -> None:
@@ -49,8 +49,9 @@ def test_duplicate_and_malformed_declarations_are_refused() -> None:
 
 def test_shim_sigs_declares_the_expected_abi(shim_sigs_path: Path) -> None:
     names = [s.name for s in parse_sigs(shim_sigs_path.read_text(), str(shim_sigs_path))]
-    assert names == ["loop_hrt_open", "loop_hrt_layout", "loop_hrt_infer", "loop_hrt_pipelined",
-                     "loop_hrt_hw_latency", "loop_hrt_health", "loop_hrt_last_error", "loop_hrt_close"]
+    assert names == ["loop_hrt_abi_version", "loop_hrt_open", "loop_hrt_layout", "loop_hrt_hef_layout",
+                     "loop_hrt_infer", "loop_hrt_pipelined", "loop_hrt_hw_latency", "loop_hrt_health",
+                     "loop_hrt_last_error", "loop_hrt_close"]
 
 
 def test_bind_resolves_every_symbol_of_the_loopback(loopback_shim_lib: Path, shim_sigs_path: Path) -> None:

@@ -1,21 +1,30 @@
 /*
  * LOOPBACK TEST DOUBLE. This is not HailoRT and runs on no Hailo hardware.
  *
- * It implements the ABI declared in shim/hailort_shim.sigs so that the Python binding
- * (loop/devices/sigs.py) and the device (loop/devices/hailort.py) can be exercised for
- * real, through ctypes, without a Hailo device. The tests compile it with the system C
- * compiler into a temporary directory.
+ * It implements the ABI declared in shim/hailort_shim.sigs (version 2) so that the Python
+ * binding (loop/sigs.py, loop/hailort_shim.py) and the device (loop/devices/hailort.py) can be
+ * exercised for real, through ctypes, without a Hailo device. The tests compile it with the
+ * system C compiler into a temporary directory. (The real shim's C++ is exercised separately,
+ * built over a fake HailoRT: tests/devices/fake_hailort.)
  *
- * Its "HEF" is a text file: "LOOPBACK <in_h> <in_w> <in_c> <out_h> <out_w> <out_c>".
- * Anything else is refused with 26, the status HailoRT gives a HEF for another
- * architecture. One uint8 input, one uint8 output; each output byte is a deterministic
- * function of every input byte, so different inputs give different outputs.
- * Timings are measured with a real clock around a real (tiny) computation; they say
- * nothing about any accelerator.
+ * Its "HEF" is a text file: "LOOPBACK <in_h> <in_w> <in_c> <out_h> <out_w> <out_c> [planes=N]
+ * [badquant]". "LOOPBACK-ARCH <name>" is refused with 93, the status HailoRT gives a HEF compiled
+ * for another architecture; anything else with 26 (not a HEF). One uint8 input, one uint8 output;
+ * each output byte is a deterministic function of every input byte. planes=N (N > 1) declares a
+ * multi-planar input: asked for hw_latency=1 it opens without it and says why in the layout's
+ * notes, as the shim does. badquant reports the output as uint8 with scale 0 (HailoRT's
+ * INVALID_QUANT_INFO), which a correct shim never does: it checks that Python refuses it.
+ * Options understood: hw_latency, device_id (only "loopback/0" exists: others give 2, as
+ * HailoRT's VDevice does), group_id (a second open while one is held gives 74 unless both name
+ * the same group other than "UNIQUE", as on Hailo-10H).
+ * Timings are measured with a real clock around a real (tiny) computation; they say nothing
+ * about any accelerator.
  *
  * Build with -DLOOPBACK_OMIT_HW_LATENCY to drop one symbol (to test the missing-symbol
- * error). Set LOOPBACK_EMIT_WARNING=1 to make open() print HailoRT's USB power warning
- * text to stderr, to test log capture.
+ * error). Set LOOPBACK_EMIT_WARNING=1 to make open() print HailoRT's USB power warning text to
+ * stderr, to test log capture; LOOPBACK_HEALTH_NUL=1 to put a NUL inside the health text, as
+ * the first shim did with a board name. loopback_open_handles() (not in the .sigs) counts the
+ * handles not yet closed.
  */
 #include <math.h>
 #include <stdint.h>
@@ -30,18 +39,26 @@
 #define EXPORT __attribute__((visibility("default")))
 #endif
 
-#define BAD_BUFFER 2
-#define TEXT_TOO_SMALL 5
+#define BAD_BUFFER 1000
+#define TEXT_TOO_SMALL 1001
+#define BAD_ARGUMENT 1002
+#define INVALID_ARGUMENT 2
 #define INVALID_HEF 26
+#define OUT_OF_PHYSICAL_DEVICES 74
+#define HEF_NOT_COMPATIBLE 93
 #define QUEUE_SIZE 4
 
 typedef struct {
     unsigned in_shape[3], out_shape[3];
     size_t in_bytes, out_bytes;
     double hw_latency_ms;
+    int hw_latency, bad_quant;
+    char note[200];
 } Loopback;
 
-static char last_error[256];
+static _Thread_local char last_error[256];
+static int open_handles;
+static char active_group[64];
 
 static int fail(int status, const char *what) {
     snprintf(last_error, sizeof last_error, "loopback: %s (status %d)", what, status);
@@ -75,14 +92,64 @@ static int check(size_t expected, void **bufs, const size_t *sizes, size_t n, in
     return 0;
 }
 
-EXPORT int loop_hrt_open(const char *hef_path, const char *options, void **handle) {
-    (void)options;
-    unsigned s[6];
+/* "key=value;..." -> value of key, or "" */
+static void option(const char *options, const char *key, char *out, size_t size) {
+    out[0] = '\0';
+    size_t klen = strlen(key);
+    for (const char *p = options ? options : ""; *p; ) {
+        const char *end = strchr(p, ';');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > klen && strncmp(p, key, klen) == 0 && p[klen] == '=') {
+            size_t n = len - klen - 1 < size - 1 ? len - klen - 1 : size - 1;
+            memcpy(out, p + klen + 1, n);
+            out[n] = '\0';
+        }
+        p += len + (end ? 1 : 0);
+    }
+}
+
+static int read_hef(const char *hef_path, unsigned s[6], int *planes, int *bad_quant) {
+    char head[32] = "", tail[128] = "";
     FILE *f = fopen(hef_path, "rb");
     if (!f) return fail(13, "cannot open HEF file");
-    int got = fscanf(f, "LOOPBACK %u %u %u %u %u %u", &s[0], &s[1], &s[2], &s[3], &s[4], &s[5]);
+    int got = fscanf(f, "%31s", head);
+    if (got == 1 && strcmp(head, "LOOPBACK-ARCH") == 0) {
+        fclose(f);
+        return fail(HEF_NOT_COMPATIBLE, "HEF compiled for another architecture");
+    }
+    got = got == 1 && strcmp(head, "LOOPBACK") == 0 ?
+          fscanf(f, "%u %u %u %u %u %u", &s[0], &s[1], &s[2], &s[3], &s[4], &s[5]) : 0;
+    size_t n = fread(tail, 1, sizeof tail - 1, f);
+    tail[n] = '\0';
     fclose(f);
     if (got != 6) return fail(INVALID_HEF, "not a loopback HEF");
+    const char *p = strstr(tail, "planes=");
+    *planes = p ? atoi(p + 7) : 1;
+    *bad_quant = strstr(tail, "badquant") != NULL;
+    return 0;
+}
+
+static int claim_device(const char *options) {
+    char device[64], group[64];
+    option(options, "device_id", device, sizeof device);
+    option(options, "group_id", group, sizeof group);
+    if (device[0] && strcmp(device, "loopback/0") != 0) return fail(INVALID_ARGUMENT, "device_id not found");
+    if (!group[0]) strcpy(group, "UNIQUE");
+    int shared = strcmp(group, "UNIQUE") != 0 && strcmp(group, active_group) == 0;
+    if (open_handles > 0 && !shared) return fail(OUT_OF_PHYSICAL_DEVICES, "device in use by another VDevice");
+    strcpy(active_group, group);
+    return 0;
+}
+
+EXPORT int loop_hrt_abi_version(void) { return 2; }
+
+EXPORT int loop_hrt_open(const char *hef_path, const char *options, void **handle) {
+    unsigned s[6];
+    int planes = 1, bad_quant = 0, status;
+    char latency[8];
+    if (!hef_path || !handle) return fail(BAD_ARGUMENT, "open: null argument");
+    if ((status = claim_device(options))) return status;
+    if ((status = read_hef(hef_path, s, &planes, &bad_quant))) return status;
     if (getenv("LOOPBACK_EMIT_WARNING")) {
         fprintf(stderr, "[HailoRT] [warning] USB-C source electrical current advertised: 1.5A.\n");
         fflush(stderr);
@@ -93,22 +160,55 @@ EXPORT int loop_hrt_open(const char *hef_path, const char *options, void **handl
     lb->in_bytes = (size_t)s[0] * s[1] * s[2];
     lb->out_bytes = (size_t)s[3] * s[4] * s[5];
     lb->hw_latency_ms = NAN;
+    lb->bad_quant = bad_quant;
+    option(options, "hw_latency", latency, sizeof latency);
+    lb->hw_latency = strcmp(latency, "1") == 0 && planes <= 1;
+    if (strcmp(latency, "1") == 0 && planes > 1) {
+        snprintf(lb->note, sizeof lb->note, "hardware latency not measured: configure refused it (status 6; "
+                 "%d physical inputs), so the model was configured without it", planes);
+    }
+    open_handles++;
     *handle = lb;
     return 0;
 }
 
-EXPORT int loop_hrt_layout(void *handle, char *json, size_t capacity, size_t *needed) {
-    Loopback *lb = handle;
-    char text[512];
-    snprintf(text, sizeof text,
-             "{\"inputs\": [{\"name\": \"loopback/input0\", \"shape\": [%u, %u, %u], \"frame_bytes\": %zu, "
-             "\"dtype\": \"uint8\", \"quant_count\": 1, \"is_nms\": false, \"scale\": 0.0078125, \"zero_point\": 128}], "
-             "\"outputs\": [{\"name\": \"loopback/output0\", \"shape\": [%u, %u, %u], \"frame_bytes\": %zu, "
-             "\"dtype\": \"uint8\", \"quant_count\": 1, \"is_nms\": false, \"scale\": 0.5, \"zero_point\": 3}], "
-             "\"async_queue_size\": %d}",
-             lb->in_shape[0], lb->in_shape[1], lb->in_shape[2], lb->in_bytes,
-             lb->out_shape[0], lb->out_shape[1], lb->out_shape[2], lb->out_bytes, QUEUE_SIZE);
+static void stream_json(char *out, size_t size, const char *name, const unsigned shape[3], size_t bytes,
+                        double scale, int zero_point, int valid) {
+    snprintf(out, size, "{\"name\": \"%s\", \"shape\": [%u, %u, %u], \"frame_bytes\": %zu, \"dtype\": \"uint8\", "
+             "\"quant_count\": 1, \"quant_valid\": %s, \"is_nms\": false, \"scale\": %g, \"zero_point\": %d}",
+             name, shape[0], shape[1], shape[2], bytes, valid ? "true" : "false", scale, zero_point);
+}
+
+static int layout_json(const Loopback *lb, int with_session, char *json, size_t capacity, size_t *needed) {
+    char in[256], out[256], text[1024];
+    stream_json(in, sizeof in, "loopback/input0", lb->in_shape, lb->in_bytes, 0.0078125, 128, 1);
+    stream_json(out, sizeof out, "loopback/output0", lb->out_shape, lb->out_bytes, lb->bad_quant ? 0.0 : 0.5, 3,
+                !lb->bad_quant);
+    if (!with_session) {
+        snprintf(text, sizeof text, "{\"inputs\": [%s], \"outputs\": [%s]}", in, out);
+    } else {
+        snprintf(text, sizeof text, "{\"inputs\": [%s], \"outputs\": [%s], \"async_queue_size\": %d, "
+                 "\"hw_latency\": %s, \"notes\": [%s%s%s]}", in, out, QUEUE_SIZE, lb->hw_latency ? "true" : "false",
+                 lb->note[0] ? "\"" : "", lb->note, lb->note[0] ? "\"" : "");
+    }
     return write_text(text, json, capacity, needed);
+}
+
+EXPORT int loop_hrt_layout(void *handle, char *json, size_t capacity, size_t *needed) {
+    if (!handle) return fail(BAD_ARGUMENT, "layout: null handle");
+    return layout_json(handle, 1, json, capacity, needed);
+}
+
+EXPORT int loop_hrt_hef_layout(const char *hef_path, char *json, size_t capacity, size_t *needed) {
+    Loopback lb = {0};
+    unsigned s[6];
+    int planes = 1, status;
+    if ((status = read_hef(hef_path, s, &planes, &lb.bad_quant))) return status;
+    memcpy(lb.in_shape, s, sizeof lb.in_shape);
+    memcpy(lb.out_shape, s + 3, sizeof lb.out_shape);
+    lb.in_bytes = (size_t)s[0] * s[1] * s[2];
+    lb.out_bytes = (size_t)s[3] * s[4] * s[5];
+    return layout_json(&lb, 0, json, capacity, needed);
 }
 
 EXPORT int loop_hrt_infer(void *handle, void **inputs, size_t *input_sizes, size_t n_inputs,
@@ -131,7 +231,7 @@ EXPORT int loop_hrt_pipelined(void *handle, void **inputs, size_t *input_sizes, 
     for (uint64_t i = 0; i < count; i++) compute(lb, inputs[0], out);
     *elapsed_s = now_s() - start;
     free(out);
-    lb->hw_latency_ms = count ? *elapsed_s * 1000.0 / (double)count : NAN;
+    lb->hw_latency_ms = count && lb->hw_latency ? *elapsed_s * 1000.0 / (double)count : NAN;
     *hw_latency_ms = lb->hw_latency_ms;
     return 0;
 }
@@ -145,7 +245,14 @@ EXPORT int loop_hrt_hw_latency(void *handle, double *hw_latency_ms) {
 
 /* No chip, so no temperature: null, never invented. */
 EXPORT int loop_hrt_health(void *handle, char *json, size_t capacity, size_t *needed) {
+    static const char with_nul[] = "{\"device_path\": \"loopback/0\", \"board\": \"Hailo\0-10H\"}";
     (void)handle;
+    if (getenv("LOOPBACK_HEALTH_NUL")) {
+        if (needed) *needed = sizeof with_nul;
+        if (capacity < sizeof with_nul) return fail(TEXT_TOO_SMALL, "text buffer too small");
+        memcpy(json, with_nul, sizeof with_nul);
+        return 0;
+    }
     return write_text("{\"device_path\": \"loopback/0\", \"temperature_c\": null, \"serial\": \"LOOPBACK\"}",
                       json, capacity, needed);
 }
@@ -161,6 +268,11 @@ EXPORT size_t loop_hrt_last_error(char *text, size_t capacity) {
 }
 
 EXPORT int loop_hrt_close(void *handle) {
-    free(handle);
+    if (handle) {
+        free(handle);
+        open_handles--;
+    }
     return 0;
 }
+
+EXPORT int loopback_open_handles(void) { return open_handles; }

@@ -16,4 +16,4 @@ _spec.loader.exec_module(_fakes)
 _fake = _fakes.FakeHailoSdkClient()
 if os.environ.get("LOOP_FAKE_HEF"):
     _fake.ClientRunner.compile = lambda self: os.environ["LOOP_FAKE_HEF"].encode()
-sys.modules[__name__] = _fake
+sys.modules.update(_fake.modules())

@@ -91,7 +91,7 @@ CASES: dict[str, tuple[bytes | str, str]] = {
     "depth_empty": (HEAD + "measure: {depth: []}\n" + OK, "measure.depth"),
     "depth_huge": (HEAD + "measure: {depth: 1000000000}\n" + OK, "measure.depth"),
     "warmup_neg": (HEAD + "measure: {warmup: -1}\n" + OK, "measure.warmup"),
-    "batch_0": (HEAD + "measure: {batch_size: 0}\n" + OK, "measure.batch_size"),
+    "batch_negative": (HEAD + "measure: {batch_size: -1}\n" + OK, "measure.batch_size"),  # 0 is the device default
     "measure_scalar": (HEAD + "measure: 5\n" + OK, "measure"),
     "compile_list": (HEAD + "compile: [a]\n" + OK, "compile"),
     "io_int16": (HEAD + "compile: {io: int16}\n" + OK, "compile.io"),

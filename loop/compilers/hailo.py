@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from loop.compilers.base import Artifact, CompileOptions, Compiler, LayerPrint, Quantized, TensorLayout
+from loop.compilers.base import Artifact, CompileOptions, Compiler, Frames, LayerPrint, Quantized, TensorLayout
 from loop.errors import LoopError
 
 _SCALE_WORDS = ("scale", "zero_point", "zp", "factor")
@@ -358,8 +358,13 @@ class HailoCompiler(Compiler):
             return self.workdir
         return Path(tempfile.mkdtemp(prefix="loop-hailo-"))
 
-    def optimize(self, model: bytes, calibration: np.ndarray, options: CompileOptions) -> Quantized:
+    def optimize(self, model: bytes, calibration: Frames, options: CompileOptions) -> Quantized:
         refuse_ignored_options(options)
+        if isinstance(calibration, dict):
+            # The DFC keys calibration by its parsed input layer names, which are not the ONNX
+            # input names; until that mapping is read from the HN, say so instead of guessing.
+            raise ValueError("the hailo backend takes single-input models for now "
+                             f"(this one has {len(calibration)} inputs: {', '.join(calibration)})")
         from hailo_sdk_client import ClientRunner
 
         hw_arch = options.backend_option("hw_arch", "hailo10h")

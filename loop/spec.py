@@ -49,7 +49,7 @@ class DataSpec:
 class MeasureSpec:
     warmup: int = 10
     frames: int = 200
-    repeats: int = 3
+    repeats: int = 5
     depth: tuple[int, ...] = (1,)
     duration_s: float | None = None
     ttfo_repeats: int = 3
@@ -58,6 +58,10 @@ class MeasureSpec:
     power_mode: str | None = None
     dma_map: bool = False
     batch_size: int = 1
+    min_duration_s: float = 1.0  # each repeat lasts at least this long, and at least `frames` frames
+    target_ci_pct: float | None = None  # repeat until the median's 95% CI is within +-this %
+    max_duration_s: float = 60.0  # ...or until this much steady-state time has passed
+    host_busy_pct: float = 10.0  # other processes' CPU, in % of one core, past which a run is host-busy
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,13 @@ def _measure(node: LineDict, inherit: MeasureSpec) -> MeasureSpec:
         if isinstance(d, bool) or not isinstance(d, (int, float)) or d <= 0:
             raise _fail(f"'duration_s' must be a positive number, got {d!r}", node, "duration_s", "measure.duration_s")
         values["duration_s"] = float(d)
+    for k, lo, hi in (("min_duration_s", 0.0, 3600.0), ("target_ci_pct", 0.01, 100.0),
+                      ("max_duration_s", 0.01, 86400.0), ("host_busy_pct", 0.0, 10000.0)):
+        v = node.get(k)
+        if k in node and (isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi):
+            raise _fail(f"'{k}' must be a number from {lo:g} to {hi:g}, got {v!r}", node, k, f"measure.{k}")
+        if k in node:
+            values[k] = float(v)
     if "power_mode" in node:
         values["power_mode"] = str(node["power_mode"])
     if "dma_map" in node:

@@ -6,7 +6,8 @@ Two bases, always named in the result:
   re-measured in one process, A B A' ... for ``rounds`` rounds, with a second session of A
   (A') as a control. B is called faster or slower only when the 95% interval of the paired
   ratio B/A lies wholly beyond the noise floor, which is the outer edge of the control's own
-  interval A'/A: an effect has to exceed what this very call measures between A and itself.
+  interval A'/A (at least ``MIN_FLOOR_PCT``): an effect has to exceed what this very call
+  measures between A and itself.
 * ``ledger`` (``from_ledger``, or an artifact is gone): the recorded figures only. Each side
   needs at least ``MIN_REPEATS`` repeats; non-overlapping 95% intervals of the medians call it,
   overlapping ones are noise, anything less is ``undecided`` with the reason.
@@ -29,6 +30,9 @@ ROUNDS = 5
 # short chunk to the next (benchmarks/harness_overhead.py), which buries a 10% effect. Devices
 # that run off the host ignore it.
 COMPARE_SPEC = MeasureSpec(threads=1)
+# Never call an effect under 1.5%: the seed's power-mode and DMA knobs (within 1.5%) are noise,
+# and one A/A control cannot show a session-to-session difference of that order.
+MIN_FLOOR_PCT = 1.5
 
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -54,7 +58,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 def decide(b_over_a: tuple[float, float, float], control: tuple[float, float, float]) -> tuple[str, float]:
     """The verdict from the paired ratio (ratio, lo, hi) and the A/A control's; also the floor in %."""
     _, clo, chi = control
-    floor = max(chi, 1 / clo) - 1
+    floor = max(chi, 1 / clo, 1 + MIN_FLOOR_PCT / 100) - 1
     _, lo, hi = b_over_a
     if lo > 1 + floor:
         return FASTER, 100 * floor

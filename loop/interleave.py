@@ -3,15 +3,18 @@
 Separate processes, or the same process minutes apart, differ by tens of percent on a busy
 machine, and background load comes in bursts. So both artifacts are opened in ONE process,
 with a second session of A as a control, and measured in short chunks, A B A' B A' A ...,
-for ``rounds`` rounds of equal length. A round's figure is each side's median chunk rate (the
-median drops the chunks a burst hit hardest); the paired ratios B/A and A'/A per round give
-the effect and the noise floor of this very call."""
+for ``rounds`` rounds of equal length. A round's figure is each side's best chunk: load from
+other processes only ever slows a chunk down, so the fastest one is the least disturbed, and a
+steady difference between artifacts moves it as much as any other. (On this 2-core host with
+1.4 cores busy elsewhere, the A/A floor fell from 4-19% with the median chunk to 0.3-1.7% with
+the best; benchmarks/README.md.) The paired ratios B/A and A'/A per round give the effect and
+the noise floor of this very call."""
 from __future__ import annotations
 
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -26,15 +29,16 @@ CHUNK_S = 0.1  # one timed chunk: short enough that A and B see the same bursts
 Rate = Callable[[], float]
 
 
-def one_round(sides: Sequence[Rate], chunks: int, shift: int) -> list[float]:
-    """``chunks`` short measurements of every side, interleaved; the median fps of each side.
+def one_round(sides: Sequence[Rate], chunks: int, shift: int,
+              pick: Callable[[Iterable[float]], float] = statistics.median) -> list[float]:
+    """``chunks`` short measurements of every side, interleaved; ``pick`` of each side's fps.
     The order rotates every chunk so no side always goes first (or always follows a burst)."""
     rates: list[list[float]] = [[] for _ in sides]
     for j in range(chunks):
         k = (j + shift) % len(sides)
         for i in list(range(k, len(sides))) + list(range(k)):
             rates[i].append(sides[i]())
-    return [statistics.median(r) for r in rates]
+    return [pick(r) for r in rates]
 
 
 @dataclass
@@ -80,7 +84,7 @@ def interleave(device: Device, artifacts: Sequence[Artifact], spec: MeasureSpec,
         out = Interleaved(frames_per_chunk=[n for _, n in sides],
                           chunks=max(1, round(spec.min_duration_s / CHUNK_S)))
         probe, t0 = LoadProbe.start(), time.perf_counter()
-        out.rounds = [one_round([r for r, _ in sides], out.chunks, shift=i) for i in range(rounds)]
+        out.rounds = [one_round([r for r, _ in sides], out.chunks, i, max) for i in range(rounds)]
         out.host, out.wall_s = probe.stop(), time.perf_counter() - t0
         out.flags = busy_flags(out.host, spec.host_busy_pct)
         return out

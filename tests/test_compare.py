@@ -58,6 +58,8 @@ def test_decide_needs_the_interval_past_the_floor():
     assert decide((1.10, 1.05, 1.15), control) == (FASTER, pytest.approx(3.0))
     assert decide((1.04, 1.02, 1.06), control)[0] == NOISE  # apart from 1, not from the floor
     assert decide((0.80, 0.78, 0.82), control)[0] == SLOWER
+    tight = (1.0, 0.999, 1.001)  # a floor under the seed's 1.5% is raised to it
+    assert decide((1.012, 1.011, 1.013), tight) == (NOISE, pytest.approx(1.5))
 
 
 def interleaved(ms_a: float, ms_b: float, seed: int, noise: float = 0.03) -> dict:

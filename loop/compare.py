@@ -9,8 +9,8 @@ Two bases, always named in the result:
   interval A'/A (at least ``MIN_FLOOR_PCT``): an effect has to exceed what this very call
   measures between A and itself.
 * ``ledger`` (``from_ledger``, or an artifact is gone): the recorded figures only. Each side
-  needs at least ``MIN_REPEATS`` repeats; non-overlapping 95% intervals of the medians call it,
-  overlapping ones are noise, anything less is ``undecided`` with the reason.
+  needs at least ``MIN_REPEATS`` repeats and no ``host-busy`` flag; non-overlapping 95% intervals
+  of the medians call it, overlapping ones are noise, anything less is ``undecided`` with the reason.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
+from loop.hostload import HOST_BUSY
 from loop.interleave import Interleaved, interleave
 from loop.spec import MeasureSpec
 from loop.stats import ratio_ci95
@@ -46,6 +47,9 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         which = ", ".join(f"run {r['id']} has {_rate(r).get('repeats') or 'no recorded'} repeats" for r in short)
         return {**out, "verdict": UNDECIDED, "reason": f"{which}; the ledger basis needs {MIN_REPEATS} or more "
                 f"with a 95% interval on each side (re-measure: loop compare without --from-ledger)"}
+    busy = [r for r in (a, b) if HOST_BUSY in set(r.get("flags") or []) | set(r["measure"].get("flags") or [])]
+    if busy:
+        return {**out, "verdict": UNDECIDED, "reason": "; ".join(_busy_reason(r) for r in busy)}
     (alo, ahi), (blo, bhi) = ra["ci95"], rb["ci95"]
     out["ci95"] = [blo / ahi, bhi / alo] if alo > 0 else None  # the ratio's widest reading of both intervals
     if blo > ahi:
@@ -116,6 +120,13 @@ def a_a(run: dict[str, Any], pairs: int = 10, spec: MeasureSpec | None = None,
             "verdicts": [r["verdict"] for r in results], "ratios": [r["ratio"] for r in results],
             "ci95": [r["ci95"] for r in results], "wall_s": sum(r["wall_s"] for r in results),
             "host_busy": sum("host-busy" in r["flags"] for r in results)}
+
+
+def _busy_reason(run: dict[str, Any]) -> str:
+    """Another process's load can move a rate several-fold: such a figure decides nothing."""
+    pct = (run["measure"].get("host") or {}).get("others_core_pct")
+    return (f"run {run['id']} was measured host-busy (other processes used "
+            f"{'?' if pct is None else f'{pct:.0f}'}% of a core); re-measure: loop compare without --from-ledger")
 
 
 def _measurable(run: dict[str, Any]) -> bool:

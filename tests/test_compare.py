@@ -47,6 +47,14 @@ def test_ledger_needs_three_repeats_a_side():
     assert compare(legacy, three)["verdict"] == UNDECIDED
 
 
+def test_ledger_refuses_a_host_busy_run():
+    # measured on this host: the same artifact at 203 fps under a busy neighbour and 937 fps after
+    busy = run(1, [169.7, 190.0, 203.5, 220.0, 241.7])
+    busy = {**busy, "flags": ["host-busy"], "measure": {**busy["measure"], "host": {"others_core_pct": 106.0}}}
+    out = compare(busy, run(2, [830.4, 900.0, 937.1, 960.0, 993.2]))
+    assert out["verdict"] == UNDECIDED and "run 1 was measured host-busy" in out["reason"] and "106%" in out["reason"]
+
+
 def test_a_missing_artifact_falls_back_to_the_ledger(tmp_path):
     a = {**run(1, [100.0, 101.0, 99.0]), "artifact": str(tmp_path / "gone.onnx"), "device": "onnxruntime"}
     out = compare_runs(a, a)

@@ -38,6 +38,7 @@ from loop.devices.base import RuntimeOptions, Session
 from loop.devices.onnxruntime import OnnxRuntimeDevice
 from loop.frames import quantize, seeded
 from loop.graphs import build_recipe
+from loop.interleave import one_round
 from loop.measure import steady_rate
 from loop.spec import MeasureSpec
 
@@ -139,20 +140,6 @@ def probe_ms(sess: ort.InferenceSession, feed: dict[str, np.ndarray]) -> float:
     return (time.perf_counter() - t0) / n * 1e3
 
 
-def one_round(sides: list[Rate], pairs: int, shift: int) -> list[float]:
-    """``pairs`` short measurements of every side, interleaved; the median fps of each side.
-
-    Background load on a shared 2-core host comes in bursts that can halve a rate; short
-    interleaved chunks let every side sample the same bursts, and the medians drop the
-    chunks a burst hit hardest. The order rotates every pair so no side always goes first."""
-    rates: list[list[float]] = [[] for _ in sides]
-    for j in range(pairs):
-        k = (j + shift) % len(sides)
-        for i in list(range(k, len(sides))) + list(range(k)):
-            rates[i].append(sides[i]())
-    return [statistics.median(r) for r in rates]
-
-
 def bench_model(name: str, artifact: Artifact, threads: int, chunk_s: float, pairs: int,
                 control: bool) -> Result:
     layout = artifact.inputs[0]
@@ -163,7 +150,7 @@ def bench_model(name: str, artifact: Artifact, threads: int, chunk_s: float, pai
     frames = max(5, int(chunk_s * 1e3 / ms))
     # One repeat per chunk: the repeats steady_rate would take back to back are instead
     # spread over the interleaved pairs, where the load falls on both sides alike.
-    spec = MeasureSpec(warmup=max(5, frames // 20), frames=frames, repeats=1, threads=threads)
+    spec = MeasureSpec(warmup=max(5, frames // 20), frames=frames, repeats=1, threads=threads, min_duration_s=0.0)
     session: Session = OnnxRuntimeDevice().open(artifact, RuntimeOptions(threads=threads))
     sides: list[Rate] = [lambda: steady_rate(session, [frame], spec, depth=1).rate_fps["median"],
                          lambda: bare_rate(bare, feed, spec)]

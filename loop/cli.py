@@ -163,17 +163,35 @@ def check_cmd(artifact: Path, device: str | None) -> None:
 
 @main.command("compare")
 @click.argument("run_a", type=int)
-@click.argument("run_b", type=int)
+@click.argument("run_b", type=int, required=False)
 @RUNS
 @JSON
-def compare_cmd(run_a: int, run_b: int, runs: Path, as_json: bool) -> None:
-    """Whether run B's rate differs from run A's beyond run-to-run noise."""
+@click.option("--from-ledger", is_flag=True, help="Decide from recorded figures only; no re-measuring.")
+@click.option("--rounds", type=click.IntRange(min=2), default=5, show_default=True, help="Interleaved rounds.")
+@click.option("--a-a", "a_a", is_flag=True, help="Measure RUN_A against itself; report the false-call rate.")
+@click.option("--pairs", type=click.IntRange(min=1), default=10, show_default=True, help="A/A pairs (with --a-a).")
+@click.option("--round-s", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
+              help="Seconds each side is timed in a round.")
+def compare_cmd(run_a: int, run_b: int | None, runs: Path, as_json: bool, from_ledger: bool, rounds: int,
+                a_a: bool, pairs: int, round_s: float) -> None:
+    """Whether run B's rate differs from run A's beyond noise: re-measured interleaved with an
+    A/A control (default), or from the ledger's figures (--from-ledger)."""
     def go() -> None:
-        from loop import ledger
-        from loop.compare import compare, describe
+        from dataclasses import replace
+        from loop import compare as cmp, ledger
+        from loop.errors import LoopError
+        if (run_b is None) != a_a:
+            raise LoopError("give two runs, or one run with --a-a")
         with ledger.Ledger.open_existing(runs / "ledger.sqlite") as book:
-            result = compare(ledger.run_json(book.get(run_a)), ledger.run_json(book.get(run_b)))
-        click.echo(json.dumps(result, indent=2) if as_json else describe(result))
+            a = ledger.run_json(book.get(run_a))
+            b = None if run_b is None else ledger.run_json(book.get(run_b))
+        spec = replace(cmp.COMPARE_SPEC, min_duration_s=round_s)
+        if b is None:
+            result = cmp.a_a(a, pairs, spec, rounds)
+            click.echo(json.dumps(result, indent=2) if as_json else cmp.describe_a_a(result))
+            return
+        result = cmp.compare_runs(a, b, from_ledger, spec, rounds)
+        click.echo(json.dumps(result, indent=2) if as_json else cmp.describe(result))
     _guard(go)
 
 

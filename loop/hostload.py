@@ -1,4 +1,5 @@
-"""What the host was doing during a measurement: CPU busy (all of it, and ours)."""
+"""What the host was doing during a measurement: CPU busy (all of it, and ours), and whether
+other processes used enough of it that the measurement is flagged ``host-busy``."""
 from __future__ import annotations
 
 import os
@@ -48,6 +49,18 @@ class LoadProbe:
         if self.stat and end_stat and end_stat[0] > self.stat[0]:
             total, idle = end_stat[0] - self.stat[0], end_stat[1] - self.stat[1]
             busy = 100.0 * (total - idle) / total
-        return {"cpu_busy_pct": busy, "own_cpu_pct": own,
-                "others_cpu_pct": None if busy is None else max(busy - own, 0.0),
+        others = None if busy is None else max(busy - own, 0.0)
+        # others_core_pct: the same share in % of ONE core, the unit a busy neighbour comes in
+        return {"cpu_busy_pct": busy, "own_cpu_pct": own, "others_cpu_pct": others,
+                "others_core_pct": None if others is None else others * cores,
                 "loadavg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
+
+
+HOST_BUSY = "host-busy"
+
+
+def busy_flags(host: dict[str, float | None], limit_core_pct: float) -> list[str]:
+    """``host-busy`` when other processes used more than ``limit_core_pct`` % of one core;
+    nothing where the OS does not say (no /proc/stat), since unknown is not busy."""
+    others = host.get("others_core_pct")
+    return [HOST_BUSY] if others is not None and others > limit_core_pct else []

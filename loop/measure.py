@@ -20,8 +20,9 @@ import numpy as np
 
 from loop.compilers.base import Artifact, captured_stderr
 from loop.devices.base import Device, RuntimeOptions, Session
-from loop.hostload import LoadProbe
+from loop.hostload import LoadProbe, busy_flags
 from loop.spec import MeasureSpec
+from loop.stats import ci_pct, median_ci95
 
 POWER_WARNING = "USB-C source electrical current advertised"
 DRIFT_MIN_S = 60.0
@@ -30,7 +31,7 @@ DRIFT_MIN_S = 60.0
 @dataclass
 class DepthRate:
     depth: int
-    rate_fps: dict[str, float]
+    rate_fps: dict[str, Any]
     spread_pct: float
     chunks: list[float] = field(default_factory=list)
 
@@ -40,7 +41,7 @@ class Measurement:
     ttfo_ms: float
     ttfo_parts: dict[str, float | None]
     first_infer_ms: float
-    rate_fps: dict[str, float]
+    rate_fps: dict[str, Any]
     spread_pct: float
     depth: int
     by_depth: list[dict[str, Any]]
@@ -68,8 +69,12 @@ def spread(values: Sequence[float]) -> float:
     return 100.0 * (max(values) - min(values)) / med if med else 0.0
 
 
-def summary(values: Sequence[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+def summary(values: Sequence[float]) -> dict[str, Any]:
+    """min/median/max of the repeats, the median's 95% interval (absolute, and its half-width
+    in % of the median: what a ``target_ci_pct`` is held to) and how many repeats there were."""
+    lo, hi = median_ci95(values)
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "ci95": [lo, hi],
+            "ci95_pct": ci_pct(values), "repeats": len(values)}
 
 
 def time_to_first_output(device: Device, artifact: Artifact, frames: Sequence[np.ndarray],
@@ -90,17 +95,49 @@ def time_to_first_output(device: Device, artifact: Artifact, frames: Sequence[np
 
 
 def steady_rate(session: Session, frames: Sequence[np.ndarray], spec: MeasureSpec, depth: int) -> DepthRate:
-    """Frames/s over repeats of ``spec.frames`` each, or over ``spec.duration_s`` in chunks."""
+    """Frames/s over repeats (each at least ``spec.frames`` frames and ``spec.min_duration_s``),
+    or over ``spec.duration_s`` in chunks; ``rate_fps.frames`` is how many frames were timed."""
     if spec.warmup:
         session.pipelined(frames, spec.warmup, depth)
     if spec.duration_s is None:
-        rates = [spec.frames / session.pipelined(frames, spec.frames, depth) for _ in range(spec.repeats)]
+        rates, counted = _repeats(session, frames, spec, depth)
     else:
-        rates = _rates_for_duration(session, frames, spec.duration_s, depth)
-    return DepthRate(depth, summary(rates), spread(rates), rates)
+        rates, counted = _rates_for_duration(session, frames, spec.duration_s, depth)
+    return DepthRate(depth, {**summary(rates), "frames": counted}, spread(rates), rates)
 
 
-def _rates_for_duration(session: Session, frames: Sequence[np.ndarray], duration_s: float, depth: int) -> list[float]:
+def one_repeat(session: Session, frames: Sequence[np.ndarray], count: int, min_s: float,
+               depth: int) -> tuple[float, int]:
+    """At least ``count`` frames and ``min_s`` seconds: a rate over a few milliseconds is a
+    rate of whatever else the host did in those milliseconds. Returns (fps, frames)."""
+    elapsed = session.pipelined(frames, count, depth)
+    while elapsed < min_s:
+        # sized from the rate so far, so a repeat overshoots min_s by about one frame
+        more = max(depth, int((min_s - elapsed) * count / max(elapsed, 1e-9)) + 1)
+        elapsed += session.pipelined(frames, more, depth)
+        count += more
+    return count / elapsed, count
+
+
+def _repeats(session: Session, frames: Sequence[np.ndarray], spec: MeasureSpec,
+             depth: int) -> tuple[list[float], int]:
+    """``spec.repeats`` repeats, then more while a ``target_ci_pct`` is unmet and time is left."""
+    rates: list[float] = []
+    counted, started = 0, time.perf_counter()
+    while len(rates) < spec.repeats or _wants_more(rates, spec, time.perf_counter() - started):
+        rate, n = one_repeat(session, frames, spec.frames, spec.min_duration_s, depth)
+        rates.append(rate)
+        counted += n
+    return rates, counted
+
+
+def _wants_more(rates: Sequence[float], spec: MeasureSpec, elapsed_s: float) -> bool:
+    return (spec.target_ci_pct is not None and elapsed_s < spec.max_duration_s
+            and ci_pct(rates) > spec.target_ci_pct)
+
+
+def _rates_for_duration(session: Session, frames: Sequence[np.ndarray], duration_s: float,
+                        depth: int) -> tuple[list[float], int]:
     """Chunks of about a twentieth of the duration each, until the duration has passed."""
     probe = max(depth, 4)
     per_frame = session.pipelined(frames, probe, depth) / probe
@@ -109,7 +146,7 @@ def _rates_for_duration(session: Session, frames: Sequence[np.ndarray], duration
     end = time.perf_counter() + duration_s
     while time.perf_counter() < end or len(rates) < 3:
         rates.append(chunk / session.pipelined(frames, chunk, depth))
-    return rates
+    return rates, chunk * len(rates)
 
 
 def latencies(session: Session, frames: Sequence[np.ndarray], count: int) -> dict[str, float]:
@@ -184,6 +221,7 @@ def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], sp
     warnings = list(before.warnings) + printed + list(after.warnings)
     drifted = drift(best, t.elapsed_s)
     flags = flags_for(warnings) + (["thermal-drift"] if drifted and drifted["drifted"] else [])
+    flags += busy_flags(host, spec.host_busy_pct)
     rate = best.rate_fps["median"]
     return Measurement(
         ttfo_ms=ttfo, ttfo_parts=parts, first_infer_ms=t.first_ms, rate_fps=best.rate_fps,

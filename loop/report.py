@@ -62,12 +62,20 @@ def sweep_summary(runs: Sequence[dict[str, Any]]) -> str:
             text += "\n" + _why(r)
     notes = [f"  {r['variant']}: {w}" for r in runs for w in r.get("warnings", [])]
     notes += [f"  {r['variant']}: {f}: {NOTED_FLAGS[f]}" for r in runs for f in r["flags"] if f in NOTED_FLAGS]
+    notes += [host_busy_line(r) for r in runs if "host-busy" in r["flags"]]
     if notes:
         text += "\n\nWarnings:\n" + "\n".join(notes)
     return text
 
 
 NOTED_FLAGS = {"calibration-worse": "scored far below the sweep's own calibration method"}
+
+
+def host_busy_line(run: dict[str, Any]) -> str:
+    """One line per host-busy run, with the figure: the rate is of a shared machine."""
+    pct = ((run.get("measure") or {}).get("host") or {}).get("others_core_pct")
+    return (f"  {run['variant']}: flagged host-busy: other processes used {_fmt(pct, '.0f')}% of a core "
+            "while it was measured; compare it interleaved (loop compare) before trusting its rate")
 
 
 def _why(run: dict[str, Any]) -> str:

@@ -55,7 +55,7 @@ class Measure(Strict):
 
     warmup: int = Field(10, ge=0, le=MAX_FRAMES, description="frames run before timing")
     frames: int = Field(200, ge=1, le=MAX_FRAMES, description="frames per timed repeat")
-    repeats: int = Field(3, ge=1, le=1000, description="timed repeats")
+    repeats: int = Field(5, ge=1, le=1000, description="timed repeats")
     depth: Depth | Annotated[list[Depth], Field(min_length=1, max_length=64)] = Field(
         1, description="frames in flight; a list measures each")
     duration_s: float | None = Field(None, gt=0, le=86_400, description="time each repeat instead of counting frames")
@@ -68,6 +68,11 @@ class Measure(Strict):
     hw_latency: bool = Field(False, description="HailoRT: the device's own latency figure (off, as hailortcli)")
     group_id: Annotated[str, Field(pattern=r"^[^;]{1,64}$")] | None = Field(
         None, description="HailoRT: processes with the same group share a Hailo-10H")
+    min_duration_s: float = Field(1.0, ge=0, le=3600, description="each repeat lasts at least this long")
+    target_ci_pct: float | None = Field(None, ge=0.01, le=100,
+                                        description="repeat until the median's 95% CI is within +-this %")
+    max_duration_s: float = Field(60.0, ge=0.01, le=86_400, description="the most steady-state time target_ci_pct takes")
+    host_busy_pct: float = Field(10.0, ge=0, le=10_000, description="others' CPU (% of one core) past which a run is host-busy")
 
 
 class Compile(Strict):

@@ -40,7 +40,7 @@ class DataSpec:
 class MeasureSpec:
     warmup: int = 10
     frames: int = 200
-    repeats: int = 3
+    repeats: int = 5
     depth: tuple[int, ...] = (1,)
     duration_s: float | None = None
     ttfo_repeats: int = 3
@@ -51,6 +51,10 @@ class MeasureSpec:
     batch_size: int = 0  # 0: the device's own default (HailoRT's HAILO_DEFAULT_BATCH_SIZE, as hailortcli)
     hw_latency: bool = False  # the device's own latency figure (off, as hailortcli measures rates)
     group_id: str | None = None  # HailoRT VDevice group: processes with the same one share a Hailo-10H
+    min_duration_s: float = 1.0  # each repeat lasts at least this long, and at least `frames` frames
+    target_ci_pct: float | None = None  # repeat until the median's 95% CI is within +-this %
+    max_duration_s: float = 60.0  # ...or until this much steady-state time has passed
+    host_busy_pct: float = 10.0  # other processes' CPU, in % of one core, past which a run is host-busy
 
 
 @dataclass(frozen=True)

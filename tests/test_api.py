@@ -9,7 +9,7 @@ import loop
 from loop.errors import LoopError
 from authored import exported_classifier
 
-FAST = {"measure": {"warmup": 1, "frames": 10, "repeats": 2, "ttfo_repeats": 1, "latency_frames": 2},
+FAST = {"measure": {"warmup": 1, "frames": 10, "repeats": 2, "ttfo_repeats": 1, "latency_frames": 2, "min_duration_s": 0},
         "calibration": {"count": 8}, "inputs": {"count": 2}}
 
 

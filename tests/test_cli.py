@@ -45,7 +45,7 @@ def test_runs_json_keys(swept: Path):
     assert set(runs[0]["stages"]) >= {"optimize_s", "compile_s"}
     assert set(runs[0]["layers"][0]) == {"name", "kernel_sha", "bias_sha", "in_scale", "out_scale"}
     assert set(runs[0]["measure"]) >= {"ttfo_ms", "rate_fps", "spread_pct", "bytes_in", "bytes_out"}
-    assert set(runs[0]["measure"]["rate_fps"]) == {"median", "min", "max"}
+    assert set(runs[0]["measure"]["rate_fps"]) >= {"median", "min", "max", "ci95", "frames", "repeats"}
     assert set(runs[0]["scores"]) >= {"output_mean", "deterministic", "sensitive", "snr_db"}
 
 
@@ -241,3 +241,16 @@ def test_a_full_ledger_disk_stops_the_sweep_in_one_line_and_a_resume_completes_i
         assert again.exit_code == 0, again.output
         assert {v: s[-1] for v, s in _statuses(runs).items()} == {"base": "ok", "scale": "ok"}
         _no_leftovers(runs)
+
+
+def test_compare_json_carries_basis_and_interval(swept: Path):
+    fast = ("--rounds", "3", "--round-s", "0.05", "--runs", str(swept), "--json")
+    out = json.loads(invoke("compare", "1", "1", *fast).output)
+    assert out["basis"] == "interleaved" and out["rounds"] == 3 and out["verdict"] in ("noise", "faster", "slower")
+    assert len(out["ci95"]) == 2 and out["noise_floor_pct"] >= 0 and out["ratio"] > 0
+    ledger_only = json.loads(invoke("compare", "1", "1", "--from-ledger", *fast).output)
+    assert ledger_only["basis"] == "ledger" and ledger_only["verdict"] == "undecided"  # 2 repeats a side
+    assert "needs 3 or more" in ledger_only["reason"]
+    a_a = json.loads(invoke("compare", "--a-a", "1", "--pairs", "2", *fast).output)
+    assert a_a["pairs"] == 2 and 0 <= a_a["false_call_rate"] <= 1 and len(a_a["verdicts"]) == 2
+    assert invoke("compare", "1", "--runs", str(swept)).exit_code == 2

@@ -7,7 +7,9 @@ from loop.devices.onnxruntime import OnnxRuntimeDevice
 from loop.measure import DepthRate, drift, flags_for, measure, spread
 from loop.spec import MeasureSpec
 
-SPEC = MeasureSpec(warmup=2, frames=20, repeats=3, ttfo_repeats=2, latency_frames=10)
+# host_busy_pct: this test host is shared; host-busy has tests of its own
+SPEC = MeasureSpec(warmup=2, frames=20, repeats=3, ttfo_repeats=2, latency_frames=10, min_duration_s=0.0,
+                   host_busy_pct=1e4)
 POWER = "[HailoRT] [warning] USB-C source electrical current advertised: 1.5A."
 
 
@@ -66,3 +68,44 @@ def test_power_warning_flags_the_run(artifact):
     m = measure(PowerLimitedDeviceDouble(), artifact, frames(artifact), SPEC)
     assert "power-limited" in m.flags and POWER in m.warnings
     assert flags_for(["something else"]) == []
+
+
+def test_each_repeat_lasts_min_duration_and_frames():
+    from fake_timing import VirtualDevice, virtual
+    from loop.measure import steady_rate
+    session = VirtualDevice(0.0).open(virtual(2.0), None)
+    r = steady_rate(session, [], MeasureSpec(warmup=0, frames=10, repeats=5, min_duration_s=0.5), 1)
+    assert r.rate_fps["repeats"] == 5 and r.rate_fps["frames"] >= 5 * 250  # 0.5 s / 2 ms a repeat
+    assert session.seconds >= 5 * 0.5
+    long_frames = steady_rate(session, [], MeasureSpec(warmup=0, frames=400, repeats=3, min_duration_s=0.1), 1)
+    assert long_frames.rate_fps["frames"] == 3 * 400  # frames the longer of the two
+    assert set(r.rate_fps) >= {"median", "min", "max", "ci95", "ci95_pct", "frames", "repeats"}
+    lo, hi = r.rate_fps["ci95"]
+    assert lo <= r.rate_fps["median"] <= hi
+
+
+def test_target_ci_repeats_until_reached():
+    from fake_timing import VirtualDevice, virtual
+    from loop.measure import steady_rate
+    session = VirtualDevice(0.05, seed=3).open(virtual(1.0), None)
+    spec = MeasureSpec(warmup=0, frames=10, repeats=5, min_duration_s=0.0, target_ci_pct=2.0)
+    r = steady_rate(session, [], spec, 1)
+    assert r.rate_fps["repeats"] > 5 and r.rate_fps["ci95_pct"] <= 2.0
+    fixed = steady_rate(session, [], replace(spec, target_ci_pct=None), 1)
+    assert fixed.rate_fps["repeats"] == 5
+
+
+def test_busy_neighbour_flags_host_busy(artifact):
+    import subprocess
+    import sys
+    from loop.hostload import busy_flags
+    assert busy_flags({"others_core_pct": 50.0}, 10.0) == ["host-busy"]
+    assert busy_flags({"others_core_pct": 5.0}, 10.0) == [] and busy_flags({"others_core_pct": None}, 10.0) == []
+    neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        m = measure(OnnxRuntimeDevice(), artifact, frames(artifact),
+                    replace(SPEC, repeats=2, min_duration_s=0.3, host_busy_pct=10.0))
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+    assert "host-busy" in m.flags and m.host["others_core_pct"] > 10.0

@@ -19,7 +19,7 @@ sweep: NAME
 base: tiny.yaml
 calibration: {count: 8}
 inputs: {count: 2}
-measure: {warmup: 2, frames: 300, repeats: 3, ttfo_repeats: 2, latency_frames: 50}
+measure: {warmup: 2, frames: 300, repeats: 3, ttfo_repeats: 2, latency_frames: 50, min_duration_s: 0}
 variants:
   - name: base
 """ + VARIANTS

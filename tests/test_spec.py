@@ -116,3 +116,17 @@ def test_duplicate_node_names_are_refused(write_sweep, tmp_path: Path):
 
 def test_devices_may_be_one_name(write_sweep):
     assert parse(write_sweep(GOOD.replace("variants:", "devices: onnxruntime\nvariants:"))).devices == ("onnxruntime",)
+
+
+def test_measure_noise_settings(write_sweep):
+    from loop import spec as spec_mod
+    parsed = spec_mod.parse(write_sweep(GOOD.replace(
+        "variants:", "measure: {min_duration_s: 0.5, target_ci_pct: 2, max_duration_s: 30, host_busy_pct: 25}\nvariants:")))
+    m = parsed.measure
+    assert (m.min_duration_s, m.target_ci_pct, m.max_duration_s, m.host_busy_pct) == (0.5, 2.0, 30.0, 25.0)
+    default = spec_mod.MeasureSpec()
+    assert (default.min_duration_s, default.repeats, default.target_ci_pct, default.host_busy_pct) == (1.0, 5, None, 10.0)
+    with pytest.raises(LoopError, match="target_ci_pct"):
+        spec_mod.parse(write_sweep(GOOD.replace("variants:", "measure: {target_ci_pct: 0}\nvariants:")))
+    with pytest.raises(LoopError, match="min_duration_s"):
+        spec_mod.parse(write_sweep(GOOD.replace("variants:", "measure: {min_duration_s: fast}\nvariants:")))

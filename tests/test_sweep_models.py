@@ -189,3 +189,12 @@ def test_stored_frames_for_two_inputs_must_name_both(tmp_path):
         (tmp_path / "s.yaml").write_text(f"sweep: s\nbase: two.onnx\ncalibration: {{path: {path}}}\nvariants: [{{name: base}}]\n")
         with pytest.raises(LoopError, match=words):
             parse(tmp_path / "s.yaml")
+
+
+def test_sweep_prints_one_line_per_host_busy_run():
+    from loop.report import host_busy_line, sweep_summary
+    run = {"variant": "w", "status": "ok", "verdict": "clean", "kernel_sha": "k", "layers": [], "stages": {},
+           "scores": {}, "flags": ["host-busy"], "perturb": [], "warnings": [],
+           "measure": {"rate_fps": {"median": 1.0}, "host": {"others_core_pct": 48.0}}}
+    text = sweep_summary([run, {**run, "variant": "quiet", "flags": []}])
+    assert text.count("host-busy") == 1 and "48% of a core" in host_busy_line(run)

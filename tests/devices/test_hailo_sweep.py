@@ -61,7 +61,7 @@ def test_hailo_sweep_through_fake_compiler_and_loopback(tmp_path, monkeypatch, l
         calibration: {count: 4}
         inputs: {count: 2}
         compile: {hw_arch: hailo10h, optimization_level: 0, model_script: ["performance_param(compiler_optimization_level=max)"]}
-        measure: {warmup: 2, frames: 20, repeats: 2, depth: [1, 64], ttfo_repeats: 1, latency_frames: 3}
+        measure: {warmup: 2, frames: 20, repeats: 2, depth: [1, 64], ttfo_repeats: 1, latency_frames: 3, min_duration_s: 0}
         variants:
           - name: base
           - name: scale

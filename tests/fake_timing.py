@@ -1,0 +1,52 @@
+"""A device whose sessions report virtual time: the statistics of measuring are tested without
+timing anything (no absolute time, no dependence on how busy the test host is)."""
+from __future__ import annotations
+
+from typing import ClassVar, Sequence
+
+import numpy as np
+
+from loop.compilers.base import Artifact
+from loop.devices.base import Device, Health, RuntimeOptions, Session
+
+
+class VirtualSession(Session):
+    """``pipelined`` returns count x the artifact's ms per frame, times seeded noise."""
+
+    def __init__(self, ms_per_frame: float, noise: float, rng: np.random.Generator) -> None:
+        self.inputs, self.outputs = (), ()
+        self.ms, self.noise, self.rng = ms_per_frame, noise, rng
+        self.frames_timed, self.seconds = 0, 0.0
+
+    def infer(self, frames: Sequence[np.ndarray], out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
+        return []
+
+    def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
+        s = count * self.ms / 1e3 * float(np.exp(self.rng.normal(0.0, self.noise)))
+        self.frames_timed, self.seconds = self.frames_timed + count, self.seconds + s
+        return s
+
+
+class VirtualDevice(Device):
+    """An artifact's bytes are its ms per frame as text, e.g. ``b"1.27"``."""
+
+    name: ClassVar[str] = "virtual"
+
+    def __init__(self, noise: float = 0.02, seed: int = 0) -> None:
+        self.noise, self.rng, self.opened = noise, np.random.default_rng(seed), []
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        return True, ""
+
+    def open(self, artifact: Artifact, options: RuntimeOptions) -> VirtualSession:
+        session = VirtualSession(float(artifact.data), self.noise, self.rng)
+        self.opened.append(session)
+        return session
+
+    def health(self) -> Health:
+        return Health()
+
+
+def virtual(ms_per_frame: float) -> Artifact:
+    return Artifact("virtual", str(ms_per_frame).encode(), ".onnx", (), ())

@@ -7,6 +7,7 @@ the same calibration frames (loop's seeded ones), so a noisy host moves both ali
 figure is the median ratio of correction time to quantize time. It also prints the SNR of
 the quantized model against the float one on other frames, with and without correction.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,12 +19,13 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from loop import frames, score
 from loop.compilers import bias_correction
-from loop.compilers.base import CompileOptions
 from loop.compilers.onnxruntime import _quantize, calibration_feeds
-from loop.graphs import load
-from loop.onnx_session import session
+from loop.core.sessions import session
+from loop.core.vocab import CompileOptions
+from loop.judge import score
+from loop.spec import frames
+from loop.spec.graphs import load
 
 
 def snr(float_model: bytes, quantized: onnx.ModelProto, test: np.ndarray, name: str) -> float:
@@ -56,17 +58,23 @@ def main(argv: list[str] | None = None) -> int:
         t2 = time.perf_counter()
         quantize_s.append(t1 - t0)
         correct_s.append(t2 - t1)
-    ratios = [c / q for c, q in zip(correct_s, quantize_s)]
+    ratios = [c / q for c, q in zip(correct_s, quantize_s, strict=True)]
     test = frames.seeded(base.shape, 16, 1)
     name = base.structure.inputs[0]
     print(f"model {args.model.name}, input {base.shape}, {args.frames} calibration frames, {args.threads} thread(s)")
     print(f"quantize_static s: {', '.join(f'{t:.2f}' for t in quantize_s)}")
-    print(f"bias correction s: {', '.join(f'{t:.2f}' for t in correct_s)} "
-          f"({len(done.corrected)} layers in {done.depths} depths, {len(done.skipped)} skipped)")
-    print(f"correction / quantize_static: median {statistics.median(ratios):.2f}x "
-          f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
-    print(f"SNR on 16 other frames: {snr(base.data, plain, test, name):.1f} dB without, "
-          f"{snr(base.data, quantized, test, name):.1f} dB with bias correction")
+    print(
+        f"bias correction s: {', '.join(f'{t:.2f}' for t in correct_s)} "
+        f"({len(done.corrected)} layers in {done.depths} depths, {len(done.skipped)} skipped)"
+    )
+    print(
+        f"correction / quantize_static: median {statistics.median(ratios):.2f}x "
+        f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})"
+    )
+    print(
+        f"SNR on 16 other frames: {snr(base.data, plain, test, name):.1f} dB without, "
+        f"{snr(base.data, quantized, test, name):.1f} dB with bias correction"
+    )
     return 0
 
 

@@ -5,6 +5,7 @@
 Bias correction is off, so the figure is the calibration's own. ONNX Runtime's defaults made
 ``entropy`` equal to ``minmax`` byte for byte; loop passes its bin counts through.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,11 +14,12 @@ from pathlib import Path
 
 import onnx
 
-from loop import frames, score
-from loop.compilers.base import CompileOptions
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
-from loop.graphs import load
-from loop.onnx_session import session
+from loop.core.sessions import session
+from loop.core.vocab import CompileOptions
+from loop.judge import score
+from loop.spec import frames
+from loop.spec.graphs import load
 
 METHODS = ("minmax", "entropy", "percentile", "distribution")
 
@@ -30,8 +32,9 @@ def snr_by_method(path: Path, count: int) -> dict[str, float]:
     expected = score.flat([ref.run(None, {name: f[None]}) for f in test])
     out = {}
     for method in METHODS:
-        q = OnnxRuntimeCompiler().optimize(base.data, calib, CompileOptions(bias_correction=False,
-                                                                          calibration_method=method))
+        q = OnnxRuntimeCompiler().optimize(
+            base.data, calib, CompileOptions(bias_correction=False, calibration_method=method)
+        )
         got = session(onnx.load_from_string(q.data), optimize=True)
         out[method] = score.snr_db(expected, score.flat([got.run(None, {name: f[None]}) for f in test]))
     return out

@@ -10,6 +10,7 @@ larger input, so one compile takes seconds, then times ``compile_all`` over all 
 Also times one compile in-process against one isolated in a child process (the price of
 per-variant timeouts and crash isolation). Run: ``python benchmarks/compile_jobs.py``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,12 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from loop.cache import Cache
-from loop.compile_pool import Item, compile_all, compile_job
-from loop.compilers.base import CompileOptions
-from loop.graphs import build_recipe
-from loop.perturb import AddWeightNoise
-from loop.structure import analyse
+from loop.core.vocab import CompileOptions
+from loop.flow.compile_pool import Item, compile_all, compile_job
+from loop.judge.structure import analyse
+from loop.spec.graphs import build_recipe
+from loop.spec.perturb import AddWeightNoise
+from loop.store.cache import Cache
 
 RECIPE = Path(__file__).resolve().parent.parent / "graphs" / "stack_131k.yaml"
 
@@ -58,8 +59,11 @@ def isolation_overhead(items: list[Item], pooled_s: float) -> dict[str, float]:
     for model, calibration, options in items:
         compile_job("onnxruntime", model, calibration, replace(options, threads=1))
     in_process = time.perf_counter() - t0
-    return {"in_process_s": in_process / len(items), "pooled_s": pooled_s / len(items),
-            "overhead_s": (pooled_s - in_process) / len(items)}
+    return {
+        "in_process_s": in_process / len(items),
+        "pooled_s": pooled_s / len(items),
+        "overhead_s": (pooled_s - in_process) / len(items),
+    }
 
 
 def main() -> None:
@@ -75,11 +79,20 @@ def main() -> None:
         cache = Cache.for_runs(Path(runs))
         parallel, compiles = timed(items, 2, 1, cache)
         rerun, recompiles = timed(items, 2, 1, cache)
-    report = {"variants": len(items), "size": args.size, "frames": args.frames,
-              "jobs1_threads1_s": serial[1], "jobs1_threads2_s": serial[2], "jobs2_threads1_s": parallel,
-              "first_compiles": compiles, "rerun_s": rerun, "rerun_compiles": recompiles,
-              "speedup_jobs2": min(serial.values()) / parallel, "rerun_share": rerun / parallel,
-              "isolation": isolation_overhead(items, serial[1])}
+    report = {
+        "variants": len(items),
+        "size": args.size,
+        "frames": args.frames,
+        "jobs1_threads1_s": serial[1],
+        "jobs1_threads2_s": serial[2],
+        "jobs2_threads1_s": parallel,
+        "first_compiles": compiles,
+        "rerun_s": rerun,
+        "rerun_compiles": recompiles,
+        "speedup_jobs2": min(serial.values()) / parallel,
+        "rerun_share": rerun / parallel,
+        "isolation": isolation_overhead(items, serial[1]),
+    }
     print(json.dumps(report, indent=2))
 
 

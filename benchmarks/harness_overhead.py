@@ -4,7 +4,7 @@ For three models (the two-conv recipe, the 131k stack, and a larger stack author
 compile once with loop's embedded compiler, open one artifact twice, and in ONE process
 alternate five rounds of:
 
-  (a) loop's steady-state rate: ``loop.measure.steady_rate`` on an ``OnnxRuntimeDevice`` session;
+  (a) loop's steady-state rate: ``loop.measure.protocol.steady_rate`` on an ``OnnxRuntimeDevice`` session;
   (b) a bare ONNX Runtime loop: ``InferenceSession.run`` in a plain ``for`` loop.
 
 Both see the same artifact, thread count, graph-optimization level, uint8 frame, warm-up and
@@ -15,6 +15,7 @@ comes in bursts, so only a same-process, finely interleaved ratio is stable enou
 
     python benchmarks/harness_overhead.py [--quick] [--json] [--threads N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,22 +26,24 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
 
-from loop.compilers.base import Artifact, CompileOptions, run_compile
+from loop.compilers.base import run_compile
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
+from loop.core.vocab import Artifact, CompileOptions
 from loop.devices.base import RuntimeOptions, Session
 from loop.devices.onnxruntime import OnnxRuntimeDevice
-from loop.frames import quantize, seeded
-from loop.graphs import build_recipe
-from loop.interleave import one_round
-from loop.measure import steady_rate
-from loop.spec import MeasureSpec
+from loop.measure.interleave import one_round
+from loop.measure.protocol import steady_rate
+from loop.spec.frames import quantize, seeded
+from loop.spec.graphs import build_recipe
+from loop.spec.sweepfile import MeasureSpec
 
 REPO = Path(__file__).resolve().parent.parent
 ROUNDS = 5
@@ -86,15 +89,28 @@ class Result:
     control: list[float] = field(default_factory=list)  # bare/bare on a second session (A/A)
 
     def summary(self) -> dict[str, Any]:
-        out = {"model": self.model, "ms_per_frame": self.ms_per_frame, "frames": self.frames,
-               "warmup": self.warmup, "pairs": self.pairs,
-               "ratio_median": statistics.median(self.ratios), "ratio_min": min(self.ratios),
-               "ratio_max": max(self.ratios), "loop_fps_median": statistics.median(self.loop_fps),
-               "bare_fps_median": statistics.median(self.bare_fps), "ratios": self.ratios,
-               "loop_fps": self.loop_fps, "bare_fps": self.bare_fps}
+        out = {
+            "model": self.model,
+            "ms_per_frame": self.ms_per_frame,
+            "frames": self.frames,
+            "warmup": self.warmup,
+            "pairs": self.pairs,
+            "ratio_median": statistics.median(self.ratios),
+            "ratio_min": min(self.ratios),
+            "ratio_max": max(self.ratios),
+            "loop_fps_median": statistics.median(self.loop_fps),
+            "bare_fps_median": statistics.median(self.bare_fps),
+            "ratios": self.ratios,
+            "loop_fps": self.loop_fps,
+            "bare_fps": self.bare_fps,
+        }
         if self.control:
-            out.update(control_median=statistics.median(self.control), control_min=min(self.control),
-                       control_max=max(self.control), control=self.control)
+            out.update(
+                control_median=statistics.median(self.control),
+                control_min=min(self.control),
+                control_max=max(self.control),
+                control=self.control,
+            )
         return out
 
 
@@ -140,8 +156,7 @@ def probe_ms(sess: ort.InferenceSession, feed: dict[str, np.ndarray]) -> float:
     return (time.perf_counter() - t0) / n * 1e3
 
 
-def bench_model(name: str, artifact: Artifact, threads: int, chunk_s: float, pairs: int,
-                control: bool) -> Result:
+def bench_model(name: str, artifact: Artifact, threads: int, chunk_s: float, pairs: int, control: bool) -> Result:
     layout = artifact.inputs[0]
     frame = quantize(seeded(layout.shape, 1, 1), layout)  # uint8, as loop feeds the device
     feed = {layout.name: frame}
@@ -152,8 +167,10 @@ def bench_model(name: str, artifact: Artifact, threads: int, chunk_s: float, pai
     # spread over the interleaved pairs, where the load falls on both sides alike.
     spec = MeasureSpec(warmup=max(5, frames // 20), frames=frames, repeats=1, threads=threads, min_duration_s=0.0)
     session: Session = OnnxRuntimeDevice().open(artifact, RuntimeOptions(threads=threads))
-    sides: list[Rate] = [lambda: steady_rate(session, [frame], spec, depth=1).rate_fps["median"],
-                         lambda: bare_rate(bare, feed, spec)]
+    sides: list[Rate] = [
+        lambda: steady_rate(session, [frame], spec, depth=1).rate_fps["median"],
+        lambda: bare_rate(bare, feed, spec),
+    ]
     if control:
         other = bare_session(artifact, threads)
         sides.append(lambda: bare_rate(other, feed, spec))
@@ -176,9 +193,16 @@ def machine(threads: int) -> dict[str, Any]:
             cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
     except OSError:
         pass
-    return {"date": time.strftime("%Y-%m-%d"), "cpu": cpu, "cores": os.cpu_count(), "threads": threads,
-            "loadavg_1m": round(os.getloadavg()[0], 2),
-            "onnxruntime": ort.__version__, "numpy": np.__version__, "python": platform.python_version()}
+    return {
+        "date": time.strftime("%Y-%m-%d"),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "threads": threads,
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+        "onnxruntime": ort.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
 
 
 def verdict(results: list[Result]) -> dict[str, Any]:
@@ -186,29 +210,44 @@ def verdict(results: list[Result]) -> dict[str, Any]:
     large = statistics.median(results[-1].ratios)
     floor = min(statistics.median(r.ratios) for r in results)
     lowest = min(min(r.ratios) for r in results)
-    return {"large_median": large, "large_ok": large >= TARGET_LARGE, "min_model_median": floor,
-            "floor_ok": floor >= TARGET_FLOOR, "lowest_single_ratio": lowest}
+    return {
+        "large_median": large,
+        "large_ok": large >= TARGET_LARGE,
+        "min_model_median": floor,
+        "floor_ok": floor >= TARGET_FLOOR,
+        "lowest_single_ratio": lowest,
+    }
 
 
 def table(results: list[Result], info: dict[str, Any], check: dict[str, Any]) -> str:
-    head = (f"{info['date']}  {info['cpu']}  {info['cores']} cores  threads={info['threads']}  "
-            f"onnxruntime {info['onnxruntime']}  load(1m)={info['loadavg_1m']}")
+    head = (
+        f"{info['date']}  {info['cpu']}  {info['cores']} cores  threads={info['threads']}  "
+        f"onnxruntime {info['onnxruntime']}  load(1m)={info['loadavg_1m']}"
+    )
     control = bool(results[0].control)
-    rows = [head, "",
-            f"{'model':<12} {'ms/frame':>8} {'frames':>6} {'loop fps':>9} {'bare fps':>9} "
-            f"{'loop/bare':>9} {'min..max':>13}" + (f" {'A/A bare':>9} {'min..max':>13}" if control else "")]
+    rows = [
+        head,
+        "",
+        f"{'model':<12} {'ms/frame':>8} {'frames':>6} {'loop fps':>9} {'bare fps':>9} "
+        f"{'loop/bare':>9} {'min..max':>13}" + (f" {'A/A bare':>9} {'min..max':>13}" if control else ""),
+    ]
     for r in results:
         s = r.summary()
-        row = (f"{r.model:<12} {1e3 / s['bare_fps_median']:>8.3f} {r.frames:>6} {s['loop_fps_median']:>9.1f} "
-               f"{s['bare_fps_median']:>9.1f} {s['ratio_median']:>9.3f} "
-               f"{s['ratio_min']:>6.3f}..{s['ratio_max']:.3f}")
+        row = (
+            f"{r.model:<12} {1e3 / s['bare_fps_median']:>8.3f} {r.frames:>6} {s['loop_fps_median']:>9.1f} "
+            f"{s['bare_fps_median']:>9.1f} {s['ratio_median']:>9.3f} "
+            f"{s['ratio_min']:>6.3f}..{s['ratio_max']:.3f}"
+        )
         if control:
             row += f" {s['control_median']:>9.3f} {s['control_min']:>6.3f}..{s['control_max']:.3f}"
         rows.append(row)
-    rows += ["", f"target: large >= {TARGET_LARGE}: {'met' if check['large_ok'] else 'MISSED'} "
-                 f"({check['large_median']:.3f}); every model >= {TARGET_FLOOR}: "
-                 f"{'met' if check['floor_ok'] else 'MISSED'} ({check['min_model_median']:.3f}); "
-                 f"lowest single ratio {check['lowest_single_ratio']:.3f}"]
+    rows += [
+        "",
+        f"target: large >= {TARGET_LARGE}: {'met' if check['large_ok'] else 'MISSED'} "
+        f"({check['large_median']:.3f}); every model >= {TARGET_FLOOR}: "
+        f"{'met' if check['floor_ok'] else 'MISSED'} ({check['min_model_median']:.3f}); "
+        f"lowest single ratio {check['lowest_single_ratio']:.3f}",
+    ]
     return "\n".join(rows)
 
 
@@ -219,23 +258,37 @@ def main(argv: list[str] | None = None) -> int:
     # One thread by default: on a 2-core VM a 2-thread ONNX Runtime pool swings 2-3x from one
     # 0.1 s chunk to the next for either side (see --control), which buries a 1 % effect.
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads for both sides (default 1)")
-    parser.add_argument("--control", action="store_true",
-                        help="also time a second bare session (A/A): the noise floor of the ratio")
+    parser.add_argument(
+        "--control", action="store_true", help="also time a second bare session (A/A): the noise floor of the ratio"
+    )
     args = parser.parse_args(argv)
     chunk_s, pairs = QUICK if args.quick else FULL
     with tempfile.TemporaryDirectory(prefix="loop-bench-") as tmp:
         large = Path(tmp) / "large_stack.yaml"
         large.write_text(LARGE_RECIPE)
-        recipes = [("two_conv", REPO / "graphs/two_conv.yaml"), ("stack_131k", REPO / "graphs/stack_131k.yaml"),
-                   ("large_stack", large)]
+        recipes = [
+            ("two_conv", REPO / "graphs/two_conv.yaml"),
+            ("stack_131k", REPO / "graphs/stack_131k.yaml"),
+            ("large_stack", large),
+        ]
         artifacts = [(name, compile_recipe(path)) for name, path in recipes]
     results = [bench_model(name, art, args.threads, chunk_s, pairs, args.control) for name, art in artifacts]
     info, check = machine(args.threads), verdict(results)
     text = table(results, info, check)
     if args.json:
         print(text, file=sys.stderr)
-        print(json.dumps({"machine": info, "quick": args.quick, "rounds": ROUNDS,
-                          "models": [r.summary() for r in results], "verdict": check}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "machine": info,
+                    "quick": args.quick,
+                    "rounds": ROUNDS,
+                    "models": [r.summary() for r in results],
+                    "verdict": check,
+                },
+                indent=2,
+            )
+        )
     else:
         print(text)
     return 0

@@ -14,6 +14,7 @@ Every compare reports its wall time: that is the cost per variant compared.
 
     nice -n 5 python benchmarks/noise_floor.py [aa detect done] [--pairs 20] [--json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,16 +29,17 @@ from typing import Any
 
 from harness_overhead import machine
 
-from loop.compare import COMPARE_SPEC, INTERLEAVED, compare_runs, interleaved_result, summarize
-from loop.compilers.base import Artifact, CompileOptions, run_compile
+from loop.compilers.base import run_compile
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
+from loop.core.vocab import Artifact, CompileOptions
 from loop.devices.base import RuntimeOptions
 from loop.devices.onnxruntime import OnnxRuntimeDevice
-from loop.frames import seeded
-from loop.graphs import build_recipe
-from loop.interleave import device_frames, interleave
-from loop.measure import measure
-from loop.spec import MeasureSpec
+from loop.measure.compare import COMPARE_SPEC, INTERLEAVED, compare_runs, interleaved_result, summarize
+from loop.measure.interleave import device_frames, interleave
+from loop.measure.protocol import measure
+from loop.spec.frames import seeded
+from loop.spec.graphs import build_recipe
+from loop.spec.sweepfile import MeasureSpec
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPE = REPO / "graphs/stack_131k.yaml"
@@ -46,8 +48,9 @@ SIZES = {"base": (64, 64), "5%": (64, 67), "10%": (64, 70), "27%": (72, 72)}  # 
 
 def compiled(height: int, width: int, folder: Path) -> tuple[Artifact, Path]:
     model = build_recipe(RECIPE, {"height": height, "width": width})
-    result = run_compile(OnnxRuntimeCompiler(), model.SerializeToString(), seeded((1, 3, height, width), 16, 0),
-                         CompileOptions())
+    result = run_compile(
+        OnnxRuntimeCompiler(), model.SerializeToString(), seeded((1, 3, height, width), 16, 0), CompileOptions()
+    )
     if not result.ok or result.artifact is None:
         raise SystemExit(f"compile at {height}x{width} failed at {result.stage}: {result.error}")
     path = folder / f"stack_{height}x{width}.onnx"
@@ -61,22 +64,33 @@ def interleaved(a: Artifact, b: Artifact, pairs: int) -> list[dict[str, Any]]:
 
 
 def tally(results: list[dict[str, Any]]) -> dict[str, Any]:
-    return {**summarize(results), "median_ratio": statistics.median(r["ratio"] for r in results),
-            "median_floor_pct": statistics.median(r["noise_floor_pct"] for r in results),
-            "wall_s_per_compare": statistics.median(r["wall_s"] for r in results),
-            "host_busy": sum("host-busy" in r["flags"] for r in results),
-            "others_core_pct": statistics.median(r["host"].get("others_core_pct") or 0 for r in results)}
+    return {
+        **summarize(results),
+        "median_ratio": statistics.median(r["ratio"] for r in results),
+        "median_floor_pct": statistics.median(r["noise_floor_pct"] for r in results),
+        "wall_s_per_compare": statistics.median(r["wall_s"] for r in results),
+        "host_busy": sum("host-busy" in r["flags"] for r in results),
+        "others_core_pct": statistics.median(r["host"].get("others_core_pct") or 0 for r in results),
+    }
 
 
 def run_row(i: int, path: Path, device: str = "onnxruntime") -> dict[str, Any]:
     """A run in its ledger JSON shape, measured now with the default settings."""
-    from loop.artifacts import load_artifact
+    from loop.store.artifacts import load_artifact
+
     art = load_artifact(path)
     with OnnxRuntimeDevice().open(art, RuntimeOptions()) as s:
         frames = device_frames(s)
     m = measure(OnnxRuntimeDevice(), art, frames, MeasureSpec()).to_dict()
-    return {"id": i, "variant": path.stem, "status": "ok", "verdict": "clean", "artifact": str(path),
-            "device": device, "measure": m}
+    return {
+        "id": i,
+        "variant": path.stem,
+        "status": "ok",
+        "verdict": "clean",
+        "artifact": str(path),
+        "device": device,
+        "measure": m,
+    }
 
 
 def done(paths: dict[str, Path]) -> dict[str, Any]:
@@ -84,15 +98,20 @@ def done(paths: dict[str, Path]) -> dict[str, Any]:
     six = [run_row(i, paths["base"]) for i in range(6)]
     bigger = run_row(6, paths["27%"])
     measure_s = (time.perf_counter() - t0) / 7
-    out: dict[str, Any] = {"measure_wall_s_per_run": measure_s,
-                           "six_fps": [r["measure"]["rate_fps"]["median"] for r in six],
-                           "six_host_busy": sum("host-busy" in r["measure"]["flags"] for r in six)}
+    out: dict[str, Any] = {
+        "measure_wall_s_per_run": measure_s,
+        "six_fps": [r["measure"]["rate_fps"]["median"] for r in six],
+        "six_host_busy": sum("host-busy" in r["measure"]["flags"] for r in six),
+    }
     pairs = list(itertools.combinations(six, 2))
     for basis in ("ledger", INTERLEAVED):
         same = [compare_runs(a, b, from_ledger=basis == "ledger") for a, b in pairs]
         slower = [compare_runs(a, bigger, from_ledger=basis == "ledger") for a in six]
-        out[basis] = {"same_15": summarize(same), "bigger_6": summarize(slower),
-                      "bigger_ratios": [round(r["ratio"], 4) for r in slower]}
+        out[basis] = {
+            "same_15": summarize(same),
+            "bigger_6": summarize(slower),
+            "bigger_ratios": [round(r["ratio"], 4) for r in slower],
+        }
     return out
 
 

@@ -7,6 +7,7 @@ and artifacts must not pile up in the parent.
 
     python benchmarks/sweep_memory.py --variants 100 --recipe graphs/stack_131k.yaml
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,19 +21,23 @@ from pathlib import Path
 CHILD = """
 import resource, sys
 from pathlib import Path
-from loop.spec import parse
-from loop.sweep import SweepOptions, run_sweep
+from loop.spec.sweepfile import parse
+from loop.flow.sweep import SweepOptions, run_sweep
 result = run_sweep(parse(Path(sys.argv[1])), Path(sys.argv[2]), SweepOptions(jobs=int(sys.argv[3]), progress=False))
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, len(result.outcomes), len(result.failed))
 """
 
 
 def sweep_text(recipe: Path, variants: int, layer: str) -> str:
-    rows = "".join(f"  - name: n{i}\n    perturb: [{{op: add_weight_noise, layer: {layer}, std: 0.01, seed: {i}}}]\n"
-                   for i in range(variants))
-    return (f"sweep: memory\nbase: {recipe.resolve()}\ncalibration: {{count: 16}}\ninputs: {{count: 2}}\n"
-            "measure: {warmup: 2, frames: 20, repeats: 2, ttfo_repeats: 1, latency_frames: 5}\n"
-            f"variants:\n  - name: base\n{rows}")
+    rows = "".join(
+        f"  - name: n{i}\n    perturb: [{{op: add_weight_noise, layer: {layer}, std: 0.01, seed: {i}}}]\n"
+        for i in range(variants)
+    )
+    return (
+        f"sweep: memory\nbase: {recipe.resolve()}\ncalibration: {{count: 16}}\ninputs: {{count: 2}}\n"
+        "measure: {warmup: 2, frames: 20, repeats: 2, ttfo_repeats: 1, latency_frames: 5}\n"
+        f"variants:\n  - name: base\n{rows}"
+    )
 
 
 def main() -> None:
@@ -46,12 +51,28 @@ def main() -> None:
         sweep = Path(tmp) / "sweep.yaml"
         sweep.write_text(sweep_text(args.recipe, args.variants, args.layer))
         t0 = time.perf_counter()
-        out = subprocess.run([sys.executable, "-c", CHILD, str(sweep), str(Path(tmp) / "runs"), str(args.jobs)],
-                             capture_output=True, text=True, check=True).stdout.split()
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, str(sweep), str(Path(tmp) / "runs"), str(args.jobs)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
         wall = time.perf_counter() - t0
     peak_kb, runs, failed = (int(v) for v in out[-3:])
-    print(json.dumps({"variants": args.variants + 1, "runs": runs, "failed": failed, "jobs": args.jobs,
-                      "recipe": args.recipe.name, "parent_peak_mb": peak_kb / 1024, "wall_s": wall}, indent=2))
+    print(
+        json.dumps(
+            {
+                "variants": args.variants + 1,
+                "runs": runs,
+                "failed": failed,
+                "jobs": args.jobs,
+                "recipe": args.recipe.name,
+                "parent_peak_mb": peak_kb / 1024,
+                "wall_s": wall,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ frames, kept inside the bounds of any activation the quantizer removes, so that 
 one of them is a real change of scale and none of them changes the function.
 Prints a markdown table of verdicts and the base SNR, with and without bias correction.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,14 +31,14 @@ import onnx
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
-from zoo_export import layer_kinds  # noqa: E402
+from zoo_export import layer_kinds
 
-from loop import frames  # noqa: E402
-from loop.graphs import Base, load  # noqa: E402
-from loop.ledger import Ledger, run_json  # noqa: E402
-from loop.onnx_session import session  # noqa: E402
-from loop.spec import parse  # noqa: E402
-from loop.sweep import SweepOptions, run_sweep  # noqa: E402
+from loop.core.sessions import session
+from loop.flow.sweep import SweepOptions, run_sweep
+from loop.spec import frames
+from loop.spec.graphs import Base, load
+from loop.spec.sweepfile import parse
+from loop.store.ledger import Ledger, run_json
 
 KINDS = ("after_activation", "feeds_add", "feeds_concat", "behind_grid_op", "depthwise", "gemm_matmul", "last")
 CALIBRATION = {"count": 16, "seed": 0}
@@ -71,11 +72,12 @@ def _ops(base: Base, layer: str) -> list[dict[str, Any]]:
     if found.weight is not None:
         kernel = next(t for t in onnx.load_from_string(base.data).graph.initializer if t.name == found.weight)
         std = float(onnx.numpy_helper.to_array(kernel).std())
-        ops += [{"op": "scale_weights", "layer": layer, "factor": 1.05},
-                {"op": "add_weight_noise", "layer": layer, "std": round(0.1 * std, 8), "seed": 1}]
+        ops += [
+            {"op": "scale_weights", "layer": layer, "factor": 1.05},
+            {"op": "add_weight_noise", "layer": layer, "std": round(0.1 * std, 8), "seed": 1},
+        ]
     for side, tensor in (("out", found.out_tensor), ("in", found.in_tensor)):
-        ops.append({"op": f"force_range_{side}", "layer": layer,
-                    "range": _forced(base, base.structure.grid(tensor))})
+        ops.append({"op": f"force_range_{side}", "layer": layer, "range": _forced(base, base.structure.grid(tensor))})
     return ops
 
 
@@ -89,17 +91,25 @@ def sweep_doc(path: Path, bias_correction: bool) -> tuple[dict[str, Any], dict[s
         fresh = [name for name in layers if name not in picked.values()]  # a new layer where there is one
         if layers:
             picked[kind] = (fresh or layers)[0]
-    variants: list[dict[str, Any]] = [{"name": "base"}, {"name": "calibration",
-                                                         "perturb": [{"op": "calibration", "count": 24, "seed": 3}]}]
+    variants: list[dict[str, Any]] = [
+        {"name": "base"},
+        {"name": "calibration", "perturb": [{"op": "calibration", "count": 24, "seed": 3}]},
+    ]
     what = {"calibration": "calibration"}
     for kind, layer in picked.items():
         for op in _ops(base, layer):
             name = f"{kind}/{op['op']}"
             variants.append({"name": name, "perturb": [op]})
             what[name] = layer
-    doc = {"sweep": f"zoo-{path.stem}-bc{int(bias_correction)}", "base": str(path.resolve()),
-           "calibration": CALIBRATION, "inputs": {"count": 8, "seed": 1},
-           "compile": {"bias_correction": bias_correction}, "measure": MEASURE, "variants": variants}
+    doc = {
+        "sweep": f"zoo-{path.stem}-bc{int(bias_correction)}",
+        "base": str(path.resolve()),
+        "calibration": CALIBRATION,
+        "inputs": {"count": 8, "seed": 1},
+        "compile": {"bias_correction": bias_correction},
+        "measure": MEASURE,
+        "variants": variants,
+    }
     return doc, what
 
 
@@ -121,8 +131,14 @@ def _cell(run: dict[str, Any]) -> str:
 
 def report(name: str, on: list[dict[str, Any]], off: list[dict[str, Any]]) -> tuple[str, Counter[str]]:
     by_off = {r["variant"]: r for r in off}
-    lines = [f"### {name}", "", f"Base SNR: {_snr(off)} dB without bias correction, {_snr(on)} dB with it.",
-             "", "| variant | verdict, bias correction on | off |", "|---|---|---|"]
+    lines = [
+        f"### {name}",
+        "",
+        f"Base SNR: {_snr(off)} dB without bias correction, {_snr(on)} dB with it.",
+        "",
+        "| variant | verdict, bias correction on | off |",
+        "|---|---|---|",
+    ]
     tally: Counter[str] = Counter()
     for run in on:
         other = by_off.get(run["variant"])
@@ -132,8 +148,7 @@ def report(name: str, on: list[dict[str, Any]], off: list[dict[str, Any]]) -> tu
     return "\n".join(lines), tally
 
 
-SUMMARY_HEAD = ("| model | kinds | variants | bias correction on | off | SNR dB off -> on |\n"
-                "|---|---|---|---|---|---|\n")
+SUMMARY_HEAD = "| model | kinds | variants | bias correction on | off | SNR dB off -> on |\n|---|---|---|---|---|---|\n"
 
 
 def _counts(runs: list[dict[str, Any]]) -> str:
@@ -170,8 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(summary_row(name, on, off))
         print(text + "\n", flush=True)
     print(SUMMARY_HEAD + "\n".join(rows) + "\n")
-    print("Verdicts over every model and both compiles: "
-          + ", ".join(f"{k} {v}" for k, v in sorted(total.items())))
+    print("Verdicts over every model and both compiles: " + ", ".join(f"{k} {v}" for k, v in sorted(total.items())))
     return 1 if any(k.startswith("FAILED") for k in total) else 0
 
 

@@ -16,19 +16,20 @@ so settling leaves them as initialised.
 torch and torchvision (the optional ``zoo`` extra) are imported only inside the export
 functions: ``layer_kinds`` and ``--no-export`` need only onnx and onnxruntime.
 """
+
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import hashlib
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 if TYPE_CHECKING:
     import torch
@@ -43,7 +44,7 @@ SETTLE_BATCH = 8
 class Entry:
     """A zoo member: how to build it (a zero-argument factory) and its NCHW input shape."""
 
-    build: Callable[[], "torch.nn.Module"]
+    build: Callable[[], torch.nn.Module]
     shape: tuple[int, int, int, int]
 
 
@@ -65,10 +66,10 @@ class Row:
 # ---------------------------------------------------------------- the networks (torch, lazily)
 
 
-def _tv(name: str, **kwargs: Any) -> Callable[[], "torch.nn.Module"]:
+def _tv(name: str, **kwargs: Any) -> Callable[[], torch.nn.Module]:
     """A factory for a torchvision classifier with random weights."""
 
-    def build() -> "torch.nn.Module":
+    def build() -> torch.nn.Module:
         import torchvision
 
         return getattr(torchvision.models, name)(weights=None, **kwargs)
@@ -76,13 +77,13 @@ def _tv(name: str, **kwargs: Any) -> Callable[[], "torch.nn.Module"]:
     return build
 
 
-def _lraspp() -> "torch.nn.Module":
+def _lraspp() -> torch.nn.Module:
     from torchvision.models.segmentation import lraspp_mobilenet_v3_large
 
     return lraspp_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=21)
 
 
-def _resnet18_fpn() -> "torch.nn.Module":
+def _resnet18_fpn() -> torch.nn.Module:
     # Built by hand rather than with resnet_fpn_backbone: that one swaps in FrozenBatchNorm2d,
     # whose statistics are fixed buffers and so could not be settled.
     import torchvision
@@ -93,27 +94,29 @@ def _resnet18_fpn() -> "torch.nn.Module":
     return BackboneWithFPN(body, layers, [64, 128, 256, 512], out_channels=64)
 
 
-def _vit() -> "torch.nn.Module":
+def _vit() -> torch.nn.Module:
     import torch
     from torchvision.models import VisionTransformer
 
-    model = VisionTransformer(
-        image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128
-    )
+    model = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128)
     # torchvision zero-initialises the head (right for fine-tuning): with random weights the
     # logits would be all zero, a useless output to score. Unit-scale logits instead.
     torch.nn.init.normal_(model.heads.head.weight, std=64**-0.5)
     return model
 
 
-def _unet() -> "torch.nn.Module":
+def _unet() -> torch.nn.Module:
     import torch
     import torch.nn as nn
 
     def block(cin: int, cout: int) -> nn.Module:
         return nn.Sequential(
-            nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(),
-            nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(),
+            nn.Conv2d(cin, cout, 3, padding=1, bias=False),
+            nn.BatchNorm2d(cout),
+            nn.ReLU(),
+            nn.Conv2d(cout, cout, 3, padding=1, bias=False),
+            nn.BatchNorm2d(cout),
+            nn.ReLU(),
         )
 
     def up(cin: int, cout: int, transpose: bool) -> nn.Module:
@@ -143,7 +146,7 @@ def _unet() -> "torch.nn.Module":
                 skips.append(x)
                 x = self.pool(x)
             x = self.bottom(x)
-            for upper, fuse, skip in zip(self.up, self.fuse, reversed(skips)):
+            for upper, fuse, skip in zip(self.up, self.fuse, reversed(skips), strict=True):
                 x = fuse(torch.cat([upper(x), skip], dim=1))
             return self.head(x)
 
@@ -168,15 +171,15 @@ ZOO: dict[str, Entry] = {
 # ---------------------------------------------------------------- export (torch, lazily)
 
 
-def _frames(shape: tuple[int, ...], generator: "torch.Generator") -> "torch.Tensor":
-    # Uniform [0, 1), the same distribution as loop's seeded controlled inputs (loop/frames.py),
+def _frames(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    # Uniform [0, 1), the same distribution as loop's seeded controlled inputs (loop/spec/frames.py),
     # so the settled BN statistics match what the tool will feed the model.
     import torch
 
     return torch.rand(shape, generator=generator)
 
 
-def settle_batchnorm(model: "torch.nn.Module", shape: tuple[int, ...]) -> None:
+def settle_batchnorm(model: torch.nn.Module, shape: tuple[int, ...]) -> None:
     """Run seeded random batches in train mode so BN running stats describe real activations."""
     import torch
 
@@ -192,14 +195,12 @@ def settle_batchnorm(model: "torch.nn.Module", shape: tuple[int, ...]) -> None:
     with torch.no_grad():
         for _ in range(SETTLE_STEPS if norms else 0):
             model(_frames((SETTLE_BATCH, *shape[1:]), generator))
-    for m, momentum in zip(norms, saved):
+    for m, momentum in zip(norms, saved, strict=True):
         m.momentum = momentum
     model.eval()
 
 
-def _plain(
-    model: "torch.nn.Module", sample: "torch.Tensor"
-) -> tuple["torch.nn.Module", list[str]]:
+def _plain(model: torch.nn.Module, sample: torch.Tensor) -> tuple[torch.nn.Module, list[str]]:
     """Wrap a model whose output is a dict so the ONNX graph has plain outputs; name them."""
     import torch
 
@@ -222,9 +223,7 @@ def _plain(
     return Plain().eval(), names
 
 
-def _export(
-    model: "torch.nn.Module", sample: "torch.Tensor", outputs: list[str]
-) -> tuple[onnx.ModelProto, str]:
+def _export(model: torch.nn.Module, sample: torch.Tensor, outputs: list[str]) -> tuple[onnx.ModelProto, str]:
     """Export with the legacy (TorchScript) exporter for its /module/path/Op node names; fall
     back to the dynamo exporter where the legacy one fails."""
     import io
@@ -237,17 +236,29 @@ def _export(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the legacy exporter's deprecation notice
             torch.onnx.export(
-                model, (sample,), buffer, dynamo=False, opset_version=OPSET,
-                input_names=["input"], output_names=outputs, do_constant_folding=True,
+                model,
+                (sample,),
+                buffer,
+                dynamo=False,
+                opset_version=OPSET,
+                input_names=["input"],
+                output_names=outputs,
+                do_constant_folding=True,
                 training=torch.onnx.TrainingMode.EVAL,
             )
         return onnx.load_from_string(buffer.getvalue()), "legacy"
-    except Exception as error:  # noqa: BLE001  (any legacy failure: try the other exporter)
+    except Exception as error:
         reason = f"{type(error).__name__}: {error}"
         print(f"  legacy exporter failed ({reason}); trying dynamo", file=sys.stderr)
     program = torch.onnx.export(
-        model, (sample,), dynamo=True, opset_version=OPSET, input_names=["input"],
-        output_names=outputs, optimize=True, external_data=False,
+        model,
+        (sample,),
+        dynamo=True,
+        opset_version=OPSET,
+        input_names=["input"],
+        output_names=outputs,
+        optimize=True,
+        external_data=False,
     )
     return program.model_proto, "dynamo"
 
@@ -320,7 +331,7 @@ def export_one(name: str, out: Path, raw: bool = False, size: int | None = None)
         expected = wrapped(sample)
     expected = expected if isinstance(expected, tuple) else (expected,)
     got = _run_ort(path, sample.numpy())
-    diff = max(float(np.abs(g - e.numpy()).max()) for g, e in zip(got, expected))
+    diff = max(float(np.abs(g - e.numpy()).max()) for g, e in zip(got, expected, strict=True))
     return diff, exporter, removed
 
 
@@ -374,7 +385,7 @@ def audit(name: str, path: Path, diff: float | None, exporter: str) -> Row:
     frame = np.random.default_rng(SEED).random(dims, dtype=np.float32)
     try:
         ok = all(np.isfinite(o).all() for o in _run_ort(path, frame))
-    except Exception as error:  # noqa: BLE001  (a failed run is a table cell, not a crash)
+    except Exception as error:
         print(f"  {name}: ONNX Runtime failed: {error}", file=sys.stderr)
         ok = False
     params = sum(int(np.prod(t.dims)) for t in model.graph.initializer)
@@ -386,17 +397,44 @@ def audit(name: str, path: Path, diff: float | None, exporter: str) -> Row:
 # ---------------------------------------------------------------- layer kinds (no torch)
 
 WEIGHTED = ("Conv", "ConvTranspose", "Gemm", "MatMul")
-ACTIVATIONS = frozenset({
-    "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "LeakyRelu", "PRelu",
-    "Elu", "Selu", "Celu", "Gelu", "Softplus", "Mish", "ThresholdedRelu",
-})
-GRID_OPS = frozenset({
-    "MaxPool", "Flatten", "Reshape", "Slice", "Resize", "Upsample", "Gather", "Transpose",
-    "Split", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth",
-})
+ACTIVATIONS = frozenset(
+    {
+        "Relu",
+        "Clip",
+        "HardSwish",
+        "HardSigmoid",
+        "Sigmoid",
+        "Tanh",
+        "LeakyRelu",
+        "PRelu",
+        "Elu",
+        "Selu",
+        "Celu",
+        "Gelu",
+        "Softplus",
+        "Mish",
+        "ThresholdedRelu",
+    }
+)
+GRID_OPS = frozenset(
+    {
+        "MaxPool",
+        "Flatten",
+        "Reshape",
+        "Slice",
+        "Resize",
+        "Upsample",
+        "Gather",
+        "Transpose",
+        "Split",
+        "Squeeze",
+        "Unsqueeze",
+        "DepthToSpace",
+        "SpaceToDepth",
+    }
+)
 GATES = frozenset({"Sigmoid", "HardSigmoid", "Erf", "Tanh"})
-KINDS = ("after_activation", "feeds_add", "feeds_concat", "behind_grid_op", "depthwise",
-         "gemm_matmul", "last")
+KINDS = ("after_activation", "feeds_add", "feeds_concat", "behind_grid_op", "depthwise", "gemm_matmul", "last")
 
 
 class _Graph:
@@ -463,9 +501,8 @@ class _Graph:
         factors = self.operands(name)
         for factor in factors:
             gate = self.producer.get(self.strip(factor, ("Add", "Mul", "Div")))
-            if gate is not None and gate.op_type in GATES:
-                if self.strip(gate.input[0], ("Mul", "Div")) in factors:
-                    return True
+            if gate is not None and gate.op_type in GATES and self.strip(gate.input[0], ("Mul", "Div")) in factors:
+                return True
         return False
 
 
@@ -538,8 +575,7 @@ def layer_kinds(model: onnx.ModelProto) -> dict[str, list[str]]:
         before = g.producer.get(g.source(data))
         after = _downstream(g, node.output[0])
         tests = {
-            "after_activation": (before is not None and before.op_type in ACTIVATIONS)
-            or g.is_self_gated(data),
+            "after_activation": (before is not None and before.op_type in ACTIVATIONS) or g.is_self_gated(data),
             "feeds_add": "Add" in after,
             "feeds_concat": "Concat" in after,
             "behind_grid_op": _is_grid(before),
@@ -558,8 +594,10 @@ def layer_kinds(model: onnx.ModelProto) -> dict[str, list[str]]:
 
 
 def _table(rows: list[Row]) -> str:
-    head = (f"{'model':<20} {'input':<16} {'params':>10} {'nodes':>6} {'size':>9} {'ORT':>4} "
-            f"{'|ORT-torch|':>11}  exporter  notes")
+    head = (
+        f"{'model':<20} {'input':<16} {'params':>10} {'nodes':>6} {'size':>9} {'ORT':>4} "
+        f"{'|ORT-torch|':>11}  exporter  notes"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         diff = "-" if r.diff is None else f"{r.diff:.1e}"
@@ -585,11 +623,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for one .onnx per model")
     parser.add_argument("--only", default="", help="comma-separated names (default: all)")
     parser.add_argument("--kinds", action="store_true", help="print the layer kinds per model")
-    parser.add_argument("--raw", action="store_true",
-                        help="keep each file as the exporter wrote it (no unsharing, no folding)")
+    parser.add_argument(
+        "--raw", action="store_true", help="keep each file as the exporter wrote it (no unsharing, no folding)"
+    )
     parser.add_argument("--size", type=int, default=None, help="input height and width (default: each model's own)")
-    parser.add_argument("--no-export", action="store_true",
-                        help="check the .onnx files already in --out (no torch needed)")
+    parser.add_argument(
+        "--no-export", action="store_true", help="check the .onnx files already in --out (no torch needed)"
+    )
     args = parser.parse_args(argv)
     names = [n for n in args.only.split(",") if n] or list(ZOO)
     unknown = sorted(set(names) - set(ZOO))
@@ -611,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
                 if removed:
                     print(f"  unshared {removed} Identity-fanned initializers", file=sys.stderr)
             rows.append(audit(name, path, diff, exporter))
-        except Exception as error:  # noqa: BLE001  (one failure must not hide the rest)
+        except Exception as error:
             failed.append(name)
             print(f"  {name} FAILED: {type(error).__name__}: {error}", file=sys.stderr)
     print(_table(rows))

@@ -5,24 +5,26 @@ record of what was asked), then run like any sweep, so the ledger, the cache, re
 the audit all apply. A candidate is a perturbation list against ``base`` (audited: a
 scale-only search can drop ``confounded`` ones), or an ONNX model (its own base: ``n/a``).
 """
+
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, Union
+from typing import Any
 
 import onnx
 import yaml
 
-from loop.errors import LoopError
-from loop.leftovers import scratch
-from loop.ledger import Ledger, run_json
-from loop.spec import parse
-from loop.store import atomic_write, safe_component, store_verified
-from loop.sweep import SweepOptions, run_sweep
+from loop.core.errors import LoopError
+from loop.core.leftovers import scratch
+from loop.flow.sweep import SweepOptions, run_sweep
+from loop.spec.sweepfile import parse
+from loop.store.files import atomic_write, safe_component, store_verified
+from loop.store.ledger import Ledger, run_json
 
-Candidate = Union[Sequence[Mapping[str, Any]], onnx.ModelProto, bytes, str, Path]
+Candidate = Sequence[Mapping[str, Any]] | onnx.ModelProto | bytes | str | Path
 
 
 @dataclass
@@ -44,7 +46,8 @@ class Result:
     @property
     def usable(self) -> bool:
         """Finished, and neither confounded nor unaudited: fit to compare with the others."""
-        from loop.audit import NOT_COMPARABLE
+        from loop.judge.audit import NOT_COMPARABLE
+
         return self.status == "ok" and self.verdict not in NOT_COMPARABLE
 
 
@@ -62,25 +65,40 @@ def _variant(runs: Path, i: int, candidate: Candidate) -> dict[str, Any]:
     return {"name": f"c{i}", "perturb": [dict(op) for op in candidate]}
 
 
-def _sweep_text(name: str, generation: int, base: str | Path | None, backend: str, variants: list[dict],
-                settings: Mapping[str, Any]) -> str:
+def _sweep_text(
+    name: str, generation: int, base: str | Path | None, backend: str, variants: list[dict], settings: Mapping[str, Any]
+) -> str:
     needs_base = any("perturb" in v for v in variants)
     if needs_base and base is None:
         raise ValueError("perturbation candidates need a base (base=...)")
     reference = [{"name": "base"}] if needs_base else []
-    doc = {"sweep": f"{name}-g{generation}", "base": str(Path(base).resolve()) if base else variants[0]["base"],
-           "backend": backend, **settings, "variants": reference + variants}
+    doc = {
+        "sweep": f"{name}-g{generation}",
+        "base": str(Path(base).resolve()) if base else variants[0]["base"],
+        "backend": backend,
+        **settings,
+        "variants": reference + variants,
+    }
     return yaml.safe_dump(doc, sort_keys=False)
 
 
-def evaluate(candidates: Sequence[Candidate], *, generation: int, runs: str | Path = "runs",
-             backend: str = "onnxruntime", base: str | Path | None = None, name: str = "evaluate",
-             jobs: int | None = None, scorer: Callable[..., dict[str, Any]] | None = None,
-             progress: bool = False, **settings: Any) -> list[Result]:
+def evaluate(
+    candidates: Sequence[Candidate],
+    *,
+    generation: int,
+    runs: str | Path = "runs",
+    backend: str = "onnxruntime",
+    base: str | Path | None = None,
+    name: str = "evaluate",
+    jobs: int | None = None,
+    scorer: Callable[..., dict[str, Any]] | None = None,
+    progress: bool = False,
+    **settings: Any,
+) -> list[Result]:
     """Compile, audit, measure and score ``candidates``; results come back in their order.
 
     ``settings`` are sweep-file keys (``compile``, ``measure``, ``calibration``, ``inputs``,
-    ``seed``). Bad input raises :class:`loop.errors.LoopError` before anything is written.
+    ``seed``). Bad input raises :class:`loop.core.errors.LoopError` before anything is written.
     """
     runs = Path(runs)
     if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
@@ -93,10 +111,12 @@ def evaluate(candidates: Sequence[Candidate], *, generation: int, runs: str | Pa
         (staging / "sweep.yaml").write_text(text)
         parse(staging / "sweep.yaml")  # validate before anything lands under runs/
     variants = [_variant(runs, i, c) for i, c in enumerate(candidates)]
-    path = atomic_write(runs / "generations" / file_name,
-                        _sweep_text(name, generation, base, backend, variants, settings).encode())
-    result = run_sweep(parse(path), runs, SweepOptions(jobs=jobs, progress=progress, scorer=scorer,
-                                                      generation=generation))
+    path = atomic_write(
+        runs / "generations" / file_name, _sweep_text(name, generation, base, backend, variants, settings).encode()
+    )
+    result = run_sweep(
+        parse(path), runs, SweepOptions(jobs=jobs, progress=progress, scorer=scorer, generation=generation)
+    )
     return _results(runs, result.outcomes, len(candidates))
 
 
@@ -111,7 +131,16 @@ def _results(runs: Path, outcomes: Sequence[Any], count: int) -> list[Result]:
 
 def _result(index: int, run: dict[str, Any]) -> Result:
     m = run["measure"] or {}
-    return Result(index=index, variant=run["variant"], run_id=run["id"], status=run["status"],
-                  verdict=run["verdict"], scores=run["scores"] or {}, ttfo_ms=m.get("ttfo_ms"),
-                  rate_fps=(m.get("rate_fps") or {}).get("median"), bytes_in=m.get("bytes_in"),
-                  bytes_out=m.get("bytes_out"), error=run["error"])
+    return Result(
+        index=index,
+        variant=run["variant"],
+        run_id=run["id"],
+        status=run["status"],
+        verdict=run["verdict"],
+        scores=run["scores"] or {},
+        ttfo_ms=m.get("ttfo_ms"),
+        rate_fps=(m.get("rate_fps") or {}).get("median"),
+        bytes_in=m.get("bytes_in"),
+        bytes_out=m.get("bytes_out"),
+        error=run["error"],
+    )

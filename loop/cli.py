@@ -1,4 +1,5 @@
 """The command line: parsing and printing only; every command is a call into the library."""
+
 from __future__ import annotations
 
 import errno
@@ -6,16 +7,23 @@ import json
 import sqlite3
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
-from loop.errors import LoopError
-from loop.store import StoreFault
+from loop.core.errors import LoopError
+from loop.store.files import StoreFault
 
-RUNS = click.option("--runs", "runs", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
-                    help="Output folder holding ledger.sqlite and artifacts/.")
+RUNS = click.option(
+    "--runs",
+    "runs",
+    type=click.Path(path_type=Path),
+    default=Path("runs"),
+    show_default=True,
+    help="Output folder holding ledger.sqlite and artifacts/.",
+)
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
@@ -44,8 +52,14 @@ def _guard(fn: Callable[[], int | None]) -> None:
     sys.exit(code or 0)
 
 
-def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                      file: Any = None, line: str | None = None) -> None:
+def _one_line_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
     click.echo(f"loop: warning: {message}", err=True)
 
 
@@ -65,17 +79,30 @@ def main() -> None:
 @click.option("--overlap", is_flag=True, help="Measure while compiles run (runs flagged host-contended).")
 @click.option("--fresh", is_flag=True, help="Start a new sweep of this file instead of continuing it.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def sweep(sweep_file: Path, runs: Path, jobs: int | None, scorer: str | None, cluster: str | None, overlap: bool,
-          fresh: bool, quiet: bool) -> None:
+def sweep(
+    sweep_file: Path,
+    runs: Path,
+    jobs: int | None,
+    scorer: str | None,
+    cluster: str | None,
+    overlap: bool,
+    fresh: bool,
+    quiet: bool,
+) -> None:
     """Author, optimize, compile, fingerprint, audit, run, score and record every variant."""
+
     def go() -> int:
-        from loop import ledger, report, spec
-        from loop.score import load_scorer
-        from loop.sweep import SweepOptions, run_sweep
+        from loop import report
+        from loop.flow.sweep import SweepOptions, run_sweep
+        from loop.judge.score import load_scorer
+        from loop.spec import sweepfile as spec
+        from loop.store import ledger
+
         parsed = spec.parse(sweep_file, check_backends=True, cluster=cluster is not None)
         user = load_scorer(scorer) if scorer else None
-        options = SweepOptions(jobs=jobs, progress=not quiet, scorer=user, overlap=overlap, fresh=fresh,
-                               cluster=cluster)
+        options = SweepOptions(
+            jobs=jobs, progress=not quiet, scorer=user, overlap=overlap, fresh=fresh, cluster=cluster
+        )
         result = run_sweep(parsed, runs, options)
         with ledger.Ledger(runs / "ledger.sqlite", readonly=True) as book:
             rows = [ledger.run_json(book.get(o.run_id)) for o in result.outcomes if o.run_id is not None]
@@ -85,14 +112,18 @@ def sweep(sweep_file: Path, runs: Path, jobs: int | None, scorer: str | None, cl
             click.echo("\n" + extra)
         reused = sum(1 for o in result.outcomes if o.info.get("resumed"))
         if reused or result.skipped:
-            click.echo(f"\nresumed: {reused} finished run(s) reused"
-                       + (f"; left to a live sweep: {', '.join(result.skipped)}" if result.skipped else ""))
+            click.echo(
+                f"\nresumed: {reused} finished run(s) reused"
+                + (f"; left to a live sweep: {', '.join(result.skipped)}" if result.skipped else "")
+            )
         return 1 if result.failed else 0
+
     _guard(go)
 
 
 def _rows(runs: Path, sweep: str | None) -> list[dict[str, Any]]:
-    from loop import ledger
+    from loop.store import ledger
+
     with ledger.Ledger.open_existing(runs / "ledger.sqlite") as book:
         return [ledger.run_json(r) for r in book.rows(sweep)]
 
@@ -103,10 +134,13 @@ def _rows(runs: Path, sweep: str | None) -> list[dict[str, Any]]:
 @click.option("--sweep", default=None, help="Only this sweep.")
 def runs_cmd(runs: Path, as_json: bool, sweep: str | None) -> None:
     """A table of the runs in the ledger."""
+
     def go() -> None:
         from loop import report
+
         rows = _rows(runs, sweep)
         click.echo(json.dumps(rows, indent=2) if as_json else report.runs_table(rows))
+
     _guard(go)
 
 
@@ -116,12 +150,16 @@ def runs_cmd(runs: Path, as_json: bool, sweep: str | None) -> None:
 @click.option("--sweep", default=None, help="Only this sweep.")
 def audit_cmd(runs: Path, as_json: bool, sweep: str | None) -> None:
     """Which perturbations changed what, and the verdicts ('!' marks a change outside the footprint)."""
+
     def go() -> None:
         from loop import report
+
         rows = _rows(runs, sweep)
         keys = ("id", "sweep", "variant", "verdict", "changes")
-        click.echo(json.dumps([{k: r[k] for k in keys} for r in rows], indent=2) if as_json
-                   else report.audit_table(rows))
+        click.echo(
+            json.dumps([{k: r[k] for k in keys} for r in rows], indent=2) if as_json else report.audit_table(rows)
+        )
+
     _guard(go)
 
 
@@ -130,17 +168,33 @@ def audit_cmd(runs: Path, as_json: bool, sweep: str | None) -> None:
 @JSON
 def layers_cmd(base: Path, as_json: bool) -> None:
     """The quantized layers of BASE (an .onnx model or a recipe): the names ops take."""
+
     def go() -> None:
-        from loop.graphs import load
+        from loop.judge.structure import describe
         from loop.report import table
-        from loop.structure import describe
+        from loop.spec.graphs import load
+
         rows = describe(load(base, {}).structure)
         if as_json:
             click.echo(json.dumps(rows, indent=2))
             return
-        click.echo(table(["layer", "op", "weights", "range in lands on", "range out lands on", "removed activation"],
-                         [[str(r["layer"]), str(r["op"]), "yes" if r["weights"] else "no", str(r["in_tensor"]),
-                           str(r["out_tensor"]), str(r["out_bounds"] or "-")] for r in rows]))
+        click.echo(
+            table(
+                ["layer", "op", "weights", "range in lands on", "range out lands on", "removed activation"],
+                [
+                    [
+                        str(r["layer"]),
+                        str(r["op"]),
+                        "yes" if r["weights"] else "no",
+                        str(r["in_tensor"]),
+                        str(r["out_tensor"]),
+                        str(r["out_bounds"] or "-"),
+                    ]
+                    for r in rows
+                ],
+            )
+        )
+
     _guard(go)
 
 
@@ -149,15 +203,18 @@ def layers_cmd(base: Path, as_json: bool) -> None:
 @click.option("--device", default=None, help="Device to check on (default: by the artifact's suffix).")
 def check_cmd(artifact: Path, device: str | None) -> None:
     """Self-test of the controlled-input path: sensitivity, determinism, undersized buffers."""
+
     def go() -> int:
-        from loop.artifacts import DEVICE_BY_SUFFIX, load_artifact
-        from loop.backends import device_class
-        from loop.check import check
+        from loop.core.registry import device_class
+        from loop.measure.check import check
+        from loop.store.artifacts import DEVICE_BY_SUFFIX, load_artifact
+
         loaded = load_artifact(artifact)
         results = check(device_class(device or DEVICE_BY_SUFFIX[artifact.suffix])(), loaded)
         for r in results:
             click.echo(f"{'PASS' if r.passed else 'FAIL'}  {r.name}: {r.detail}")
         return 0 if all(r.passed for r in results) else 1
+
     _guard(go)
 
 
@@ -170,16 +227,34 @@ def check_cmd(artifact: Path, device: str | None) -> None:
 @click.option("--rounds", type=click.IntRange(min=2), default=5, show_default=True, help="Interleaved rounds.")
 @click.option("--a-a", "a_a", is_flag=True, help="Measure RUN_A against itself; report the false-call rate.")
 @click.option("--pairs", type=click.IntRange(min=1), default=10, show_default=True, help="A/A pairs (with --a-a).")
-@click.option("--round-s", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
-              help="Seconds each side is timed in a round.")
-def compare_cmd(run_a: int, run_b: int | None, runs: Path, as_json: bool, from_ledger: bool, rounds: int,
-                a_a: bool, pairs: int, round_s: float) -> None:
+@click.option(
+    "--round-s",
+    type=click.FloatRange(min=0.01),
+    default=1.0,
+    show_default=True,
+    help="Seconds each side is timed in a round.",
+)
+def compare_cmd(
+    run_a: int,
+    run_b: int | None,
+    runs: Path,
+    as_json: bool,
+    from_ledger: bool,
+    rounds: int,
+    a_a: bool,
+    pairs: int,
+    round_s: float,
+) -> None:
     """Whether run B's rate differs from run A's beyond noise: re-measured interleaved with an
     A/A control (default), or from the ledger's figures (--from-ledger)."""
+
     def go() -> None:
         from dataclasses import replace
-        from loop import compare as cmp, ledger
-        from loop.errors import LoopError
+
+        from loop.core.errors import LoopError
+        from loop.measure import compare as cmp
+        from loop.store import ledger
+
         if (run_b is None) != a_a:
             raise LoopError("give two runs, or one run with --a-a")
         with ledger.Ledger.open_existing(runs / "ledger.sqlite") as book:
@@ -192,6 +267,7 @@ def compare_cmd(run_a: int, run_b: int | None, runs: Path, as_json: bool, from_l
             return
         result = cmp.compare_runs(a, b, from_ledger, spec, rounds)
         click.echo(json.dumps(result, indent=2) if as_json else cmp.describe(result))
+
     _guard(go)
 
 
@@ -202,19 +278,26 @@ def compare_cmd(run_a: int, run_b: int | None, runs: Path, as_json: bool, from_l
 @JSON
 def cache_cmd(runs: Path, older: str | None, max_size: str | None, as_json: bool) -> None:
     """List the compile cache, or prune it by age or size."""
+
     def go() -> None:
         from dataclasses import asdict
-        from loop.cache import Cache, parse_age, parse_size
+
+        from loop.store.cache import Cache, parse_age, parse_size
+
         cache = Cache.for_runs(runs)
         pruning = older is not None or max_size is not None
-        shown = (cache.prune(parse_age(older) if older else None, parse_size(max_size) if max_size else None)
-                 if pruning else cache.entries())
+        shown = (
+            cache.prune(parse_age(older) if older else None, parse_size(max_size) if max_size else None)
+            if pruning
+            else cache.entries()
+        )
         if as_json:
             click.echo(json.dumps([asdict(e) for e in shown], indent=2))
             return
         for e in shown:
             click.echo(f"{'removed ' if pruning else ''}{e.key[:16]}  {e.size:>10,}  {e.backend or '?'}")
         click.echo(f"{len(shown)} entr{'y' if len(shown) == 1 else 'ies'} {'removed' if pruning else 'cached'}")
+
     _guard(go)
 
 
@@ -223,15 +306,20 @@ def cache_cmd(runs: Path, older: str | None, max_size: str | None, as_json: bool
 @click.option("--repair", is_flag=True, help="Repair what it can (never removes an ok run's artifact).")
 def doctor_cmd(runs: Path, repair: bool) -> None:
     """Check the ledger, the artifacts and the cache; say what --repair would do, one line each."""
+
     def go() -> int:
-        from loop.doctor import examine, repair_all
+        from loop.store.doctor import examine, repair_all
+
         exam = examine(runs)
         for line in repair_all(runs, exam) if repair else [p.line() for p in exam.problems]:
             click.echo(line)
         left = sum(1 for p in exam.problems if not p.repaired)
-        click.echo(f"{len(exam.problems)} problem(s){f', {len(exam.problems) - left} repaired' if repair else ''}"
-                   + (f"; a sweep is running ({exam.live[0]})" if exam.live else ""))
+        click.echo(
+            f"{len(exam.problems)} problem(s){f', {len(exam.problems) - left} repaired' if repair else ''}"
+            + (f"; a sweep is running ({exam.live[0]})" if exam.live else "")
+        )
         return 1 if left else 0
+
     _guard(go)
 
 
@@ -240,7 +328,9 @@ def doctor_cmd(runs: Path, repair: bool) -> None:
 def backends(as_json: bool) -> None:
     """Every compiler and device, and whether it can run here (and why not)."""
     from dataclasses import asdict
-    from loop.backends import statuses
+
+    from loop.core.registry import statuses
+
     found = statuses()
     if as_json:
         click.echo(json.dumps([asdict(s) for s in found], indent=2))

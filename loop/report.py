@@ -1,7 +1,9 @@
 """Plain-text tables for the terminal, from ledger rows in their JSON shape."""
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 def _fmt(value: Any, spec: str = "") -> str:
@@ -17,12 +19,15 @@ def _fmt(value: Any, spec: str = "") -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
 
 
 def _layer(run: dict[str, Any], name: str | None) -> dict[str, Any]:
-    return next((l for l in run["layers"] if l["name"] == name), {})
+    return next((lp for lp in run["layers"] if lp["name"] == name), {})
 
 
 def perturbed_layer(runs: Sequence[dict[str, Any]]) -> str | None:
@@ -37,20 +42,41 @@ def summary_row(run: dict[str, Any], layer: str | None) -> list[str]:
     m, s = run["measure"] or {}, run["scores"] or {}
     differ = f"{s['bytes_differ']:,}/{s['bytes_total']:,}" if s.get("bytes_differ") is not None else "-"
     rate = (m.get("rate_fps") or {}).get("median")
-    return [run["variant"], run["status"] if run["status"] != "ok" else _fmt(run["verdict"]),
-            _fmt(run["kernel_sha"])[:12], _fmt(_layer(run, layer).get("out_scale"), ".4g"),
-            _fmt(run["stages"].get("optimize_s"), ".2f"), _fmt(run["stages"].get("compile_s"), ".3f"),
-            _fmt(m.get("ttfo_ms"), ".2f"), _fmt(rate, ".1f"),
-            f"{_fmt(m.get('bytes_in'), ',')}/{_fmt(m.get('bytes_out'), ',')}",
-            _fmt(s.get("output_mean"), ".4f"), differ, _fmt(s.get("snr_db"), ".1f")]
+    return [
+        run["variant"],
+        run["status"] if run["status"] != "ok" else _fmt(run["verdict"]),
+        _fmt(run["kernel_sha"])[:12],
+        _fmt(_layer(run, layer).get("out_scale"), ".4g"),
+        _fmt(run["stages"].get("optimize_s"), ".2f"),
+        _fmt(run["stages"].get("compile_s"), ".3f"),
+        _fmt(m.get("ttfo_ms"), ".2f"),
+        _fmt(rate, ".1f"),
+        f"{_fmt(m.get('bytes_in'), ',')}/{_fmt(m.get('bytes_out'), ',')}",
+        _fmt(s.get("output_mean"), ".4f"),
+        differ,
+        _fmt(s.get("snr_db"), ".1f"),
+    ]
 
 
 def sweep_summary(runs: Sequence[dict[str, Any]]) -> str:
     """One row per variant; confounded and failed runs are shown apart, with why."""
     layer = perturbed_layer(runs)
-    headers = ["variant", "verdict", "kernel sha", f"{layer} out scale", "optimize s", "compile s",
-               "ttfo ms", "rate fps", "bytes in/out", "out mean", "bytes differ", "SNR dB"]
-    from loop.audit import NOT_COMPARABLE
+    headers = [
+        "variant",
+        "verdict",
+        "kernel sha",
+        f"{layer} out scale",
+        "optimize s",
+        "compile s",
+        "ttfo ms",
+        "rate fps",
+        "bytes in/out",
+        "out mean",
+        "bytes differ",
+        "SNR dB",
+    ]
+    from loop.judge.audit import NOT_COMPARABLE
+
     used = [r for r in runs if r["status"] == "ok" and r["verdict"] not in NOT_COMPARABLE]
     apart = [r for r in runs if r not in used]
     if layer is None:
@@ -74,8 +100,10 @@ NOTED_FLAGS = {"calibration-worse": "scored far below the sweep's own calibratio
 def host_busy_line(run: dict[str, Any]) -> str:
     """One line per host-busy run, with the figure: the rate is of a shared machine."""
     pct = ((run.get("measure") or {}).get("host") or {}).get("others_core_pct")
-    return (f"  {run['variant']}: flagged host-busy: other processes used {_fmt(pct, '.0f')}% of a core "
-            "while it was measured; compare it interleaved (loop compare) before trusting its rate")
+    return (
+        f"  {run['variant']}: flagged host-busy: other processes used {_fmt(pct, '.0f')}% of a core "
+        "while it was measured; compare it interleaved (loop compare) before trusting its rate"
+    )
 
 
 def _why(run: dict[str, Any]) -> str:
@@ -92,9 +120,19 @@ def _why(run: dict[str, Any]) -> str:
 
 def runs_table(runs: Sequence[dict[str, Any]]) -> str:
     headers = ["id", "sweep", "variant", "status", "verdict", "kernel sha", "rate fps", "flags"]
-    rows = [[str(r["id"]), r["sweep"], r["variant"], r["status"], _fmt(r["verdict"]), _fmt(r["kernel_sha"])[:12],
-             _fmt(((r["measure"] or {}).get("rate_fps") or {}).get("median"), ".1f"), ",".join(r["flags"]) or "-"]
-            for r in runs]
+    rows = [
+        [
+            str(r["id"]),
+            r["sweep"],
+            r["variant"],
+            r["status"],
+            _fmt(r["verdict"]),
+            _fmt(r["kernel_sha"])[:12],
+            _fmt(((r["measure"] or {}).get("rate_fps") or {}).get("median"), ".1f"),
+            ",".join(r["flags"]) or "-",
+        ]
+        for r in runs
+    ]
     return table(headers, rows)
 
 
@@ -102,19 +140,31 @@ def audit_table(runs: Sequence[dict[str, Any]]) -> str:
     blocks = []
     for r in runs:
         head = f"{r['id']:>4}  {r['sweep']}/{r['variant']}: {r['verdict'] or r['status']}"
-        body = [f"        {'  ' if c.get('allowed', True) else '! '}{c['layer']} {c['what']}: {c['detail']}"
-                for c in r.get("changes", [])]
+        body = [
+            f"        {'  ' if c.get('allowed', True) else '! '}{c['layer']} {c['what']}: {c['detail']}"
+            for c in r.get("changes", [])
+        ]
         blocks.append("\n".join([head, *body]))
     return "\n".join(blocks)
 
 
 def link_table(runs: Sequence[dict[str, Any]]) -> str:
     """The seed's frame-ladder table: in/out MB, ms/frame, frames/s, MB/s; and the plateau."""
-    from loop.ladder import link_plateau, link_rate
+    from loop.measure.ladder import link_plateau, link_rate
+
     ok = [r for r in runs if r["status"] == "ok"]
-    rows = [[r["variant"], f"{r['measure']['bytes_in']:,}", f"{r['measure']['bytes_out']:,}",
-             f"{1e3 / r['measure']['rate_fps']['median']:.2f}", f"{r['measure']['rate_fps']['median']:.1f}",
-             f"{link_rate(r):.0f}", f"{r['measure']['spread_pct']:.1f}%"] for r in ok]
+    rows = [
+        [
+            r["variant"],
+            f"{r['measure']['bytes_in']:,}",
+            f"{r['measure']['bytes_out']:,}",
+            f"{1e3 / r['measure']['rate_fps']['median']:.2f}",
+            f"{r['measure']['rate_fps']['median']:.1f}",
+            f"{link_rate(r):.0f}",
+            f"{r['measure']['spread_pct']:.1f}%",
+        ]
+        for r in ok
+    ]
     text = table(["frame", "bytes in", "bytes out", "ms/frame", "frames/s", "MB/s", "spread"], rows)
     plateau = link_plateau(ok)
     if plateau:
@@ -125,10 +175,19 @@ def link_table(runs: Sequence[dict[str, Any]]) -> str:
 
 
 def depth_table(run: dict[str, Any]) -> str:
-    from loop.ladder import depth_knee
+    from loop.measure.ladder import depth_knee
+
     by_depth = run["measure"]["by_depth"]
-    rows = [[str(d["depth"]), f"{d['rate_fps']['median']:.1f}", f"{d['rate_fps']['min']:.1f}",
-             f"{d['rate_fps']['max']:.1f}", f"{d['spread_pct']:.1f}%"] for d in by_depth]
+    rows = [
+        [
+            str(d["depth"]),
+            f"{d['rate_fps']['median']:.1f}",
+            f"{d['rate_fps']['min']:.1f}",
+            f"{d['rate_fps']['max']:.1f}",
+            f"{d['spread_pct']:.1f}%",
+        ]
+        for d in by_depth
+    ]
     text = f"{run['variant']}: rate by queue depth\n" + table(["depth", "median fps", "min", "max", "spread"], rows)
     knee = depth_knee(by_depth)
     return text + (f"\nthe rate stops climbing at depth {knee}" if knee is not None else "")
@@ -136,13 +195,22 @@ def depth_table(run: dict[str, Any]) -> str:
 
 def device_disagreement(runs: Sequence[dict[str, Any]]) -> str:
     """How far further devices (an emulator, say) disagree with the first on the same inputs."""
-    rows = [[r["variant"], name, _fmt(d.get("snr_db_vs_first"), ".1f"), _fmt(d.get("max_abs_diff"), ".4g"),
-             f"{d['values_differ']:,}/{d['values_total']:,}"]
-            for r in runs for name, d in ((r.get("scores") or {}).get("devices") or {}).items()]
+    rows = [
+        [
+            r["variant"],
+            name,
+            _fmt(d.get("snr_db_vs_first"), ".1f"),
+            _fmt(d.get("max_abs_diff"), ".4g"),
+            f"{d['values_differ']:,}/{d['values_total']:,}",
+        ]
+        for r in runs
+        for name, d in ((r.get("scores") or {}).get("devices") or {}).items()
+    ]
     if not rows:
         return ""
     return "Devices against the first device, same inputs:\n" + table(
-        ["variant", "device", "SNR dB", "max |diff|", "values differ"], rows)
+        ["variant", "device", "SNR dB", "max |diff|", "values differ"], rows
+    )
 
 
 def ladders(runs: Sequence[dict[str, Any]]) -> str:

@@ -1,4 +1,4 @@
-"""Bind a ``.sigs`` file through ctypes: a thin re-export of :mod:`loop.sigs`.
+"""Bind a ``.sigs`` file through ctypes: a thin re-export of :mod:`loop.hailort.sigs`.
 
 The parser lives inside the ``loop`` package so that a non-editable install can bind the
 shim; this file keeps the shim folder self-describing and usable from a checkout::
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from loop.sigs import Binding, CType, Signature, SigsError, bind, parse_sigs
+from loop.hailort.sigs import Binding, CType, Signature, SigsError, bind, parse_sigs
 
 __all__ = ["Binding", "CType", "Signature", "SigsError", "bind", "parse_sigs"]
 

@@ -1,4 +1,5 @@
 """Tiny ONNX models and sweep text authored for the tests (no binary blobs)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,27 +16,51 @@ def exported_classifier(act: str = "relu6", seed: int = 0) -> onnx.ModelProto:
     w1 = rng.normal(0, 0.3, (8, 3, 3, 3)).astype(np.float32)
     w2 = rng.normal(0, 0.2, (16, 8, 3, 3)).astype(np.float32)
     fc = rng.normal(0, 0.2, (10, 16)).astype(np.float32)
-    inits = [numpy_helper.from_array(a, n) for a, n in [
-        (w1, "features.0.weight"), (rng.normal(0, .1, 8).astype(np.float32), "features.0.bias"),
-        (w2, "features.1.weight"), (rng.normal(0, .1, 16).astype(np.float32), "features.1.bias"),
-        (fc, "classifier.weight"), (rng.normal(0, .1, 10).astype(np.float32), "classifier.bias"),
-        (np.float32(0), "zero"), (np.float32(6), "six")]]
-    act_node = (helper.make_node("Clip", ["a", "zero", "six"], ["b"], name="/features/act0/Clip") if act == "relu6"
-                else helper.make_node("Relu", ["a"], ["b"], name="/features/act0/Relu"))
+    inits = [
+        numpy_helper.from_array(a, n)
+        for a, n in [
+            (w1, "features.0.weight"),
+            (rng.normal(0, 0.1, 8).astype(np.float32), "features.0.bias"),
+            (w2, "features.1.weight"),
+            (rng.normal(0, 0.1, 16).astype(np.float32), "features.1.bias"),
+            (fc, "classifier.weight"),
+            (rng.normal(0, 0.1, 10).astype(np.float32), "classifier.bias"),
+            (np.float32(0), "zero"),
+            (np.float32(6), "six"),
+        ]
+    ]
+    act_node = (
+        helper.make_node("Clip", ["a", "zero", "six"], ["b"], name="/features/act0/Clip")
+        if act == "relu6"
+        else helper.make_node("Relu", ["a"], ["b"], name="/features/act0/Relu")
+    )
     nodes = [
-        helper.make_node("Conv", ["pixels", "features.0.weight", "features.0.bias"], ["a"],
-                         name="/features/0/Conv", pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node(
+            "Conv",
+            ["pixels", "features.0.weight", "features.0.bias"],
+            ["a"],
+            name="/features/0/Conv",
+            pads=[1, 1, 1, 1],
+            strides=[2, 2],
+        ),
         act_node,
-        helper.make_node("Conv", ["b", "features.1.weight", "features.1.bias"], ["c"],
-                         name="/features/1/Conv", pads=[1, 1, 1, 1]),
+        helper.make_node(
+            "Conv", ["b", "features.1.weight", "features.1.bias"], ["c"], name="/features/1/Conv", pads=[1, 1, 1, 1]
+        ),
         helper.make_node("Relu", ["c"], ["d"], name="/features/act1/Relu"),
         helper.make_node("GlobalAveragePool", ["d"], ["e"], name="/pool/GlobalAveragePool"),
         helper.make_node("Flatten", ["e"], ["f"], name="/Flatten"),
-        helper.make_node("Gemm", ["f", "classifier.weight", "classifier.bias"], ["logits"],
-                         name="/classifier/Gemm", transB=1),
+        helper.make_node(
+            "Gemm", ["f", "classifier.weight", "classifier.bias"], ["logits"], name="/classifier/Gemm", transB=1
+        ),
     ]
-    graph = helper.make_graph(nodes, "exported", [helper.make_tensor_value_info("pixels", TensorProto.FLOAT, ["N", 3, 16, 16])],
-                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
+    graph = helper.make_graph(
+        nodes,
+        "exported",
+        [helper.make_tensor_value_info("pixels", TensorProto.FLOAT, ["N", 3, 16, 16])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
@@ -55,16 +80,25 @@ layers:
 def pooled_two_conv() -> onnx.ModelProto:
     """conv1 -> Relu -> MaxPool -> conv2: the pool shares conv1's output grid."""
     rng = np.random.default_rng(0)
-    inits = [numpy_helper.from_array(rng.normal(0, 0.1, (8, 3, 3, 3)).astype(np.float32), "w1"),
-             numpy_helper.from_array(np.zeros(8, np.float32), "b1"),
-             numpy_helper.from_array(rng.normal(0, 0.1, (4, 8, 3, 3)).astype(np.float32), "w2"),
-             numpy_helper.from_array(np.zeros(4, np.float32), "b2")]
-    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["a"], name="conv1", pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["a"], ["r"], name="relu1"),
-             helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
-             helper.make_node("Conv", ["p", "w2", "b2"], ["y"], name="conv2", pads=[1, 1, 1, 1])]
-    graph = helper.make_graph(nodes, "pooled", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])], inits)
+    inits = [
+        numpy_helper.from_array(rng.normal(0, 0.1, (8, 3, 3, 3)).astype(np.float32), "w1"),
+        numpy_helper.from_array(np.zeros(8, np.float32), "b1"),
+        numpy_helper.from_array(rng.normal(0, 0.1, (4, 8, 3, 3)).astype(np.float32), "w2"),
+        numpy_helper.from_array(np.zeros(4, np.float32), "b2"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["a"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["a"], ["r"], name="relu1"),
+        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p", "w2", "b2"], ["y"], name="conv2", pads=[1, 1, 1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "pooled",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
@@ -80,38 +114,66 @@ def patterns_model() -> onnx.ModelProto:
     Resize, behind GlobalAveragePool -> Flatten (a Gemm), behind Gather (a MatMul), the last."""
     rng = np.random.default_rng(0)
     b = lambda n, c: numpy_helper.from_array(rng.normal(0, 0.05, c).astype(np.float32), n)  # noqa: E731
-    inits = [_init(rng, "w0", (8, 3, 3, 3), 0.3), b("b0", 8), _init(rng, "w1", (8, 8, 3, 3)), b("b1", 8),
-             _init(rng, "wdw", (8, 1, 3, 3), 0.4), b("bdw", 8), _init(rng, "w2", (8, 8, 1, 1), 0.3), b("b2", 8),
-             _init(rng, "w3", (4, 8, 1, 1), 0.3), b("b3", 4), _init(rng, "w4", (4, 8, 1, 1), 0.3), b("b4", 4),
-             _init(rng, "w5", (8, 8, 3, 3)), b("b5", 8), _init(rng, "wfc", (10, 8), 0.3), b("bfc", 10),
-             _init(rng, "wmm", (6, 4), 0.3),
-             numpy_helper.from_array(np.array(0, np.float32), "lo"), numpy_helper.from_array(np.array(6, np.float32), "hi"),
-             numpy_helper.from_array(np.array([0], np.int64), "s0"), numpy_helper.from_array(np.array([8], np.int64), "s1"),
-             numpy_helper.from_array(np.array([1], np.int64), "ax"),
-             numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
-             numpy_helper.from_array(np.arange(6, dtype=np.int64), "idx")]
+    inits = [
+        _init(rng, "w0", (8, 3, 3, 3), 0.3),
+        b("b0", 8),
+        _init(rng, "w1", (8, 8, 3, 3)),
+        b("b1", 8),
+        _init(rng, "wdw", (8, 1, 3, 3), 0.4),
+        b("bdw", 8),
+        _init(rng, "w2", (8, 8, 1, 1), 0.3),
+        b("b2", 8),
+        _init(rng, "w3", (4, 8, 1, 1), 0.3),
+        b("b3", 4),
+        _init(rng, "w4", (4, 8, 1, 1), 0.3),
+        b("b4", 4),
+        _init(rng, "w5", (8, 8, 3, 3)),
+        b("b5", 8),
+        _init(rng, "wfc", (10, 8), 0.3),
+        b("bfc", 10),
+        _init(rng, "wmm", (6, 4), 0.3),
+        numpy_helper.from_array(np.array(0, np.float32), "lo"),
+        numpy_helper.from_array(np.array(6, np.float32), "hi"),
+        numpy_helper.from_array(np.array([0], np.int64), "s0"),
+        numpy_helper.from_array(np.array([8], np.int64), "s1"),
+        numpy_helper.from_array(np.array([1], np.int64), "ax"),
+        numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+        numpy_helper.from_array(np.arange(6, dtype=np.int64), "idx"),
+    ]
     n = helper.make_node
     nodes = [
-        n("Conv", ["x", "w0", "b0"], ["c0"], name="first", pads=[1] * 4), n("Relu", ["c0"], ["r0"], name="relu0"),
+        n("Conv", ["x", "w0", "b0"], ["c0"], name="first", pads=[1] * 4),
+        n("Relu", ["c0"], ["r0"], name="relu0"),
         n("MaxPool", ["r0"], ["p0"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
-        n("Conv", ["p0", "w1", "b1"], ["c1"], name="after_pool", pads=[1] * 4), n("Relu", ["c1"], ["r1"], name="relu1"),
+        n("Conv", ["p0", "w1", "b1"], ["c1"], name="after_pool", pads=[1] * 4),
+        n("Relu", ["c1"], ["r1"], name="relu1"),
         n("Conv", ["r1", "wdw", "bdw"], ["cdw"], name="depthwise", pads=[1] * 4, group=8),
         n("Clip", ["cdw", "lo", "hi"], ["r2"], name="relu6"),
-        n("Conv", ["r2", "w2", "b2"], ["c2"], name="to_add"), n("Add", ["c2", "r1"], ["s"], name="add"),
+        n("Conv", ["r2", "w2", "b2"], ["c2"], name="to_add"),
+        n("Add", ["c2", "r1"], ["s"], name="add"),
         n("Relu", ["s"], ["r3"], name="relu3"),
-        n("Conv", ["r3", "w3", "b3"], ["c3"], name="to_concat_a"), n("Conv", ["r3", "w4", "b4"], ["c4"], name="to_concat_b"),
+        n("Conv", ["r3", "w3", "b3"], ["c3"], name="to_concat_a"),
+        n("Conv", ["r3", "w4", "b4"], ["c4"], name="to_concat_b"),
         n("Concat", ["c3", "c4"], ["cat"], name="concat", axis=1),
         n("Slice", ["cat", "s0", "s1", "ax"], ["sl"], name="slice"),
         n("Resize", ["sl", "", "scales"], ["rs"], name="resize", mode="nearest"),
         n("Conv", ["rs", "w5", "b5"], ["c5"], name="after_resize", pads=[1] * 4),
-        n("GlobalAveragePool", ["c5"], ["g"], name="gap"), n("Flatten", ["g"], ["f"], name="flatten"),
+        n("GlobalAveragePool", ["c5"], ["g"], name="gap"),
+        n("Flatten", ["g"], ["f"], name="flatten"),
         n("Gemm", ["f", "wfc", "bfc"], ["logits"], name="head", transB=1),
         n("Gather", ["f", "idx"], ["gath"], name="gather", axis=1),
         n("MatMul", ["gath", "wmm"], ["m"], name="last"),
     ]
-    graph = helper.make_graph(nodes, "patterns", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
-                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10]),
-                               helper.make_tensor_value_info("m", TensorProto.FLOAT, [1, 4])], inits)
+    graph = helper.make_graph(
+        nodes,
+        "patterns",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [
+            helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10]),
+            helper.make_tensor_value_info("m", TensorProto.FLOAT, [1, 4]),
+        ],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
@@ -123,13 +185,23 @@ def attention_model() -> onnx.ModelProto:
     rng = np.random.default_rng(1)
     inits = [_init(rng, name, (8, 8), 0.4) for name in ("wq", "wk", "wv", "wo")]
     n = helper.make_node
-    nodes = [n("MatMul", ["x", "wq"], ["q"], name="q_proj"), n("MatMul", ["x", "wk"], ["k"], name="k_proj"),
-             n("MatMul", ["x", "wv"], ["v"], name="v_proj"),
-             n("Transpose", ["k"], ["kt"], name="kt", perm=[0, 2, 1]),
-             n("MatMul", ["q", "kt"], ["scores"], name="qk"), n("Softmax", ["scores"], ["attn"], name="softmax", axis=-1),
-             n("MatMul", ["attn", "v"], ["ctx"], name="av"), n("MatMul", ["ctx", "wo"], ["y"], name="out_proj")]
-    graph = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8])], inits)
+    nodes = [
+        n("MatMul", ["x", "wq"], ["q"], name="q_proj"),
+        n("MatMul", ["x", "wk"], ["k"], name="k_proj"),
+        n("MatMul", ["x", "wv"], ["v"], name="v_proj"),
+        n("Transpose", ["k"], ["kt"], name="kt", perm=[0, 2, 1]),
+        n("MatMul", ["q", "kt"], ["scores"], name="qk"),
+        n("Softmax", ["scores"], ["attn"], name="softmax", axis=-1),
+        n("MatMul", ["attn", "v"], ["ctx"], name="av"),
+        n("MatMul", ["ctx", "wo"], ["y"], name="out_proj"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "attention",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8])],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
@@ -143,15 +215,25 @@ def old_style_model() -> onnx.ModelProto:
     b = rng.normal(0, 0.1, 4).astype(np.float32)
     w2 = rng.normal(0, 0.3, (4, 4, 1, 1)).astype(np.float32)
     n = helper.make_node
-    nodes = [n("Constant", [], ["W"], name="kernel_const", value=numpy_helper.from_array(w, "W")),
-             n("Identity", ["B"], ["B_id"], name="bias_id"),
-             n("Conv", ["x", "W", "B_id"], ["c"], name="conv", pads=[1] * 4), n("Relu", ["c"], ["r"], name="relu"),
-             n("Conv", ["r", "W2", "B"], ["y"], name="conv2")]
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8]),
-              helper.make_tensor_value_info("B", TensorProto.FLOAT, [4]),
-              helper.make_tensor_value_info("W2", TensorProto.FLOAT, [4, 4, 1, 1])]
-    graph = helper.make_graph(nodes, "old", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
-                              [numpy_helper.from_array(b, "B"), numpy_helper.from_array(w2, "W2")])
+    nodes = [
+        n("Constant", [], ["W"], name="kernel_const", value=numpy_helper.from_array(w, "W")),
+        n("Identity", ["B"], ["B_id"], name="bias_id"),
+        n("Conv", ["x", "W", "B_id"], ["c"], name="conv", pads=[1] * 4),
+        n("Relu", ["c"], ["r"], name="relu"),
+        n("Conv", ["r", "W2", "B"], ["y"], name="conv2"),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8]),
+        helper.make_tensor_value_info("B", TensorProto.FLOAT, [4]),
+        helper.make_tensor_value_info("W2", TensorProto.FLOAT, [4, 4, 1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "old",
+        inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [numpy_helper.from_array(b, "B"), numpy_helper.from_array(w2, "W2")],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
     model.ir_version = 3
     return model
@@ -160,17 +242,28 @@ def old_style_model() -> onnx.ModelProto:
 def two_input_model() -> onnx.ModelProto:
     """An image and a side vector: conv -> pool -> concat with the vector -> Gemm."""
     rng = np.random.default_rng(3)
-    inits = [_init(rng, "w", (4, 3, 3, 3), 0.3), _init(rng, "b", (4,), 0.05), _init(rng, "fc", (5, 8), 0.3),
-             _init(rng, "fcb", (5,), 0.05)]
+    inits = [
+        _init(rng, "w", (4, 3, 3, 3), 0.3),
+        _init(rng, "b", (4,), 0.05),
+        _init(rng, "fc", (5, 8), 0.3),
+        _init(rng, "fcb", (5,), 0.05),
+    ]
     n = helper.make_node
-    nodes = [n("Conv", ["image", "w", "b"], ["c"], name="conv", pads=[1] * 4), n("Relu", ["c"], ["r"], name="relu"),
-             n("GlobalAveragePool", ["r"], ["g"], name="gap"), n("Flatten", ["g"], ["f"], name="flatten"),
-             n("Concat", ["f", "side"], ["cat"], name="concat", axis=1),
-             n("Gemm", ["cat", "fc", "fcb"], ["y"], name="head", transB=1)]
-    inputs = [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 8, 8]),
-              helper.make_tensor_value_info("side", TensorProto.FLOAT, [1, 4])]
-    graph = helper.make_graph(nodes, "two_inputs", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])],
-                              inits)
+    nodes = [
+        n("Conv", ["image", "w", "b"], ["c"], name="conv", pads=[1] * 4),
+        n("Relu", ["c"], ["r"], name="relu"),
+        n("GlobalAveragePool", ["r"], ["g"], name="gap"),
+        n("Flatten", ["g"], ["f"], name="flatten"),
+        n("Concat", ["f", "side"], ["cat"], name="concat", axis=1),
+        n("Gemm", ["cat", "fc", "fcb"], ["y"], name="head", transB=1),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 8, 8]),
+        helper.make_tensor_value_info("side", TensorProto.FLOAT, [1, 4]),
+    ]
+    graph = helper.make_graph(
+        nodes, "two_inputs", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])], inits
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model

@@ -3,6 +3,7 @@
 Each wraps the real ONNX Runtime compiler and reads what to do from its backend options, so
 one ``compile_all`` call can mix good and bad variants.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from loop.compilers.base import CompileOptions, Quantized
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
+from loop.core.vocab import CompileOptions, Quantized
 
 
 class MisbehavingCompiler(OnnxRuntimeCompiler):

@@ -1,14 +1,14 @@
 """Shared fixtures: tiny ONNX models authored here, and sweep files written per test."""
+
 from __future__ import annotations
 
 import os
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import onnx
 import pytest
-
 from authored import TWO_CONV_RECIPE, exported_classifier
 
 
@@ -29,10 +29,12 @@ def recipe(tmp_path: Path) -> Path:
 @pytest.fixture
 def write_sweep(tmp_path: Path, recipe: Path) -> Callable[[str], Path]:
     """Write a sweep file (dedented) beside the tiny recipe and return its path."""
+
     def write(text: str, name: str = "sweep.yaml") -> Path:
         path = tmp_path / name
         path.write_text(textwrap.dedent(text))
         return path
+
     return write
 
 
@@ -46,4 +48,5 @@ def exported_onnx(tmp_path: Path) -> Path:
 @pytest.fixture
 def artifact(recipe: Path):
     from artifacts_fixture import tiny_artifact
+
     return tiny_artifact(recipe)

@@ -1,12 +1,14 @@
 """A device whose sessions report virtual time: the statistics of measuring are tested without
 timing anything (no absolute time, no dependence on how busy the test host is)."""
+
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
-from loop.compilers.base import Artifact
+from loop.core.vocab import Artifact
 from loop.devices.base import Device, Health, RuntimeOptions, Session
 
 

@@ -3,14 +3,15 @@
 Mounting needs root (CAP_SYS_ADMIN); elsewhere the tests that need it are skipped, except a
 read-only folder, which an ordinary user gets from chmod (root ignores modes, hence the mount).
 """
+
 from __future__ import annotations
 
 import os
 import stat
 import subprocess
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -23,8 +24,11 @@ def _mount(args: list[str]) -> bool:
 def small_filesystem(path: Path, size: int) -> Iterator[Path]:
     """``path`` as a fresh tmpfs of ``size`` bytes, unmounted afterwards."""
     path.mkdir(parents=True, exist_ok=True)
-    if not hasattr(os, "geteuid") or os.geteuid() != 0 or not _mount(["-t", "tmpfs", "-o", f"size={size}", "tmpfs",
-                                                                       str(path)]):
+    if (
+        not hasattr(os, "geteuid")
+        or os.geteuid() != 0
+        or not _mount(["-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)])
+    ):
         pytest.skip("needs root to mount a small tmpfs")
     try:
         yield path

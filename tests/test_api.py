@@ -1,23 +1,28 @@
 """loop.evaluate, the optimizer's API: results in order, generations in the ledger."""
+
 import importlib.util
 import sqlite3
 from pathlib import Path
 
 import pytest
-
-import loop
-from loop.errors import LoopError
 from authored import exported_classifier
 
-FAST = {"measure": {"warmup": 1, "frames": 10, "repeats": 2, "ttfo_repeats": 1, "latency_frames": 2, "min_duration_s": 0},
-        "calibration": {"count": 8}, "inputs": {"count": 2}}
+import loop
+from loop.core.errors import LoopError
+
+FAST = {
+    "measure": {"warmup": 1, "frames": 10, "repeats": 2, "ttfo_repeats": 1, "latency_frames": 2, "min_duration_s": 0},
+    "calibration": {"count": 8},
+    "inputs": {"count": 2},
+}
 
 
 def test_perturbation_candidates_in_order_with_verdicts(recipe: Path, tmp_path: Path):
     cands = [[{"op": "force_range_out", "layer": "conv1", "range": [0.0, hi]}] for hi in (8.0, 2.0)]
     cands.append([{"op": "scale_weights", "layer": "conv2", "factor": 1.2}])
-    results = loop.evaluate(cands, generation=3, runs=tmp_path / "runs", base=recipe,
-                            compile={"bias_correction": False}, **FAST)
+    results = loop.evaluate(
+        cands, generation=3, runs=tmp_path / "runs", base=recipe, compile={"bias_correction": False}, **FAST
+    )
     assert [r.variant for r in results] == ["c0", "c1", "c2"]
     assert all(r.status == "ok" and r.verdict == "clean" and r.usable for r in results)
     assert results[0].scores["snr_db"] != results[1].scores["snr_db"]
@@ -28,22 +33,33 @@ def test_perturbation_candidates_in_order_with_verdicts(recipe: Path, tmp_path: 
 
 
 def test_confounded_candidates_are_marked_unusable(recipe: Path, tmp_path: Path):
-    results = loop.evaluate([[{"op": "force_range_out", "layer": "conv1", "range": [0.0, 8.0]}]], generation=0,
-                            runs=tmp_path / "runs", base=recipe, **FAST)
+    results = loop.evaluate(
+        [[{"op": "force_range_out", "layer": "conv1", "range": [0.0, 8.0]}]],
+        generation=0,
+        runs=tmp_path / "runs",
+        base=recipe,
+        **FAST,
+    )
     assert results[0].verdict == "confounded" and not results[0].usable
 
 
 def test_onnx_candidates_are_their_own_base(tmp_path: Path):
-    results = loop.evaluate([exported_classifier(seed=1), exported_classifier(seed=2)], generation=0,
-                            runs=tmp_path / "runs", **FAST)
+    results = loop.evaluate(
+        [exported_classifier(seed=1), exported_classifier(seed=2)], generation=0, runs=tmp_path / "runs", **FAST
+    )
     assert [r.verdict for r in results] == ["n/a", "n/a"]
     assert results[0].scores["output_sha"] != results[1].scores["output_sha"]
 
 
 def test_bad_candidate_writes_nothing(recipe: Path, tmp_path: Path):
     with pytest.raises(LoopError, match="unknown layer"):
-        loop.evaluate([[{"op": "scale_weights", "layer": "nope", "factor": 2.0}]], generation=0,
-                      runs=tmp_path / "runs", base=recipe, **FAST)
+        loop.evaluate(
+            [[{"op": "scale_weights", "layer": "nope", "factor": 2.0}]],
+            generation=0,
+            runs=tmp_path / "runs",
+            base=recipe,
+            **FAST,
+        )
     assert not (tmp_path / "runs").exists()
 
 

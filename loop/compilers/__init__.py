@@ -1,1 +1,8 @@
-"""Compilers: a float ONNX model in, a quantized model and a deployable artifact out."""
+"""Stages 2 and 3: a float ONNX model in, a quantized model, its layer prints and a deployable
+artifact out.
+
+Owns the ``Compiler`` interface (``base``) and its backends: ONNX Runtime's QDQ quantization with
+loop's calibration, biasing and layer-by-layer bias correction, and Hailo's Dataflow Compiler.
+May import ``core``, ``spec``, ``judge`` (layer structure and hashing of prints), ``store`` (to
+spill large artifacts) and ``hailort``; never a device.
+"""

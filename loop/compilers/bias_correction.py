@@ -12,6 +12,7 @@ are corrected together, and the quantized graph is run in segments, one per dept
 are final once computed and are kept, never recomputed. Only the short chain from each
 layer to its quantized output is run twice (to measure it, then again downstream).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ import onnx
 from onnx import helper
 
 from loop.compilers.qdq import QdqGraph
-from loop.onnx_session import session
+from loop.core.sessions import session
 
 INT32 = np.iinfo(np.int32)
 
@@ -84,14 +85,17 @@ def _channel_mean(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float64).mean(axis=axes)
 
 
-def float_means(model: onnx.ModelProto, names: list[str], frames: list[dict[str, np.ndarray]],
-                threads: int, optimize: bool = True) -> dict[str, np.ndarray]:
+def float_means(
+    model: onnx.ModelProto, names: list[str], frames: list[dict[str, np.ndarray]], threads: int, optimize: bool = True
+) -> dict[str, np.ndarray]:
     """Per-channel means of the model's tensors ``names``, in one run. A float model may be
     optimized; a QDQ model must not be, or its Q/DQ pairs are fused into integer kernels."""
     exposed = onnx.ModelProto()
     exposed.CopyFrom(model)
     present = {o.name for o in exposed.graph.output}
-    exposed.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in dict.fromkeys(names) if n not in present)
+    exposed.graph.output.extend(
+        helper.make_empty_tensor_value_info(n) for n in dict.fromkeys(names) if n not in present
+    )
     run = session(exposed, threads, optimize=optimize)
     unique = list(dict.fromkeys(names))
     sums: dict[str, Any] = {n: 0.0 for n in unique}
@@ -101,8 +105,9 @@ def float_means(model: onnx.ModelProto, names: list[str], frames: list[dict[str,
     return {n: np.asarray(s) / len(frames) for n, s in sums.items()}
 
 
-def correct(float_model: onnx.ModelProto, quantized: onnx.ModelProto, frames: list[dict[str, np.ndarray]],
-            threads: int = 0) -> Correction:
+def correct(
+    float_model: onnx.ModelProto, quantized: onnx.ModelProto, frames: list[dict[str, np.ndarray]], threads: int = 0
+) -> Correction:
     """Correct ``quantized``'s biases in place against ``float_model`` on ``frames``."""
     correction = Correction()
     g = QdqGraph(quantized)
@@ -173,8 +178,11 @@ class _Segments:
 
         A layer's own output is kept from before its correction and moved by :meth:`shift`
         after it (a bias adds a constant per channel), so the layer is never run twice."""
-        final = [i for i, lv in enumerate(self.level) if i not in self.done and i not in self.constant
-                 and (lv < depth or self.nodes[i].name in layers)]
+        final = [
+            i
+            for i, lv in enumerate(self.level)
+            if i not in self.done and i not in self.constant and (lv < depth or self.nodes[i].name in layers)
+        ]
         wanted = measure + [x for i in final for x in self.nodes[i].input if x]
         chain = self._chain(wanted, set(final) | self.done)
         order = sorted(set(final) | set(chain))
@@ -220,22 +228,27 @@ class _Segments:
         return sorted(seen)
 
     def _read_after(self, ran: set[int]) -> set[str]:
-        return {x for i, n in enumerate(self.nodes) if i not in ran for x in n.input} | \
-            {o.name for o in self.g.model.graph.output}
+        return {x for i, n in enumerate(self.nodes) if i not in ran for x in n.input} | {
+            o.name for o in self.g.model.graph.output
+        }
 
     def _feeds(self, nodes: list[onnx.NodeProto], produced: set[str]) -> list[str]:
-        return list(dict.fromkeys(x for n in nodes for x in n.input
-                                  if x and x not in produced and x not in self.g.inits))
+        return list(
+            dict.fromkeys(x for n in nodes for x in n.input if x and x not in produced and x not in self.g.inits)
+        )
 
     def _model(self, nodes: list[onnx.NodeProto], produced: set[str], outputs: list[str]) -> onnx.ModelProto:
         frame = self.kept[0]
         feeds = self._feeds(nodes, produced)
-        inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(frame[n].dtype), frame[n].shape)
-                  for n in feeds]
+        inputs = [
+            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(frame[n].dtype), frame[n].shape)
+            for n in feeds
+        ]
         used = {x for n in nodes for x in n.input}
         inits = [t for name, t in self.g.inits.items() if name in used]
-        graph = helper.make_graph(nodes, "segment", inputs, [helper.make_empty_tensor_value_info(o) for o in outputs],
-                                  inits)
+        graph = helper.make_graph(
+            nodes, "segment", inputs, [helper.make_empty_tensor_value_info(o) for o in outputs], inits
+        )
         model = helper.make_model(graph, opset_imports=self.g.model.opset_import)
         model.ir_version = self.g.model.ir_version
         return model

@@ -1,5 +1,6 @@
 """Small rewrites around ONNX Runtime's quantizer: zero biases before it, and the ranges it
 actually used after it."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -8,8 +9,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from loop.compilers.base import RangeOverride
 from loop.compilers.qdq import QdqGraph
+from loop.core.vocab import RangeOverride
 
 UINT8_MAX = 255
 
@@ -33,7 +34,7 @@ def add_zero_biases(model: onnx.ModelProto) -> list[str]:
     for node in model.graph.node:
         if node.op_type not in ("Conv", "ConvTranspose", "Gemm") or len(node.input) < 2:
             continue
-        if len(node.input) > 2 and node.input[2] or node.input[1] not in inits:
+        if (len(node.input) > 2 and node.input[2]) or node.input[1] not in inits:
             continue
         weight = numpy_helper.to_array(inits[node.input[1]])
         channels = _out_channels(node, weight)
@@ -49,8 +50,9 @@ def add_zero_biases(model: onnx.ModelProto) -> list[str]:
     return given
 
 
-def used_ranges(quantized: onnx.ModelProto,
-                overrides: tuple[RangeOverride, ...]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+def used_ranges(
+    quantized: onnx.ModelProto, overrides: tuple[RangeOverride, ...]
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """For each forced range, the range asked and the one the quantizer used (it widens a
     range to hold 0, and rounds it to its grid); a warning for each that moved."""
     g = QdqGraph(quantized)
@@ -64,8 +66,10 @@ def used_ranges(quantized: onnx.ModelProto,
         if grid is None or used is None:
             warnings.append(f"{label}: tensor '{o.tensor}' is not quantized; nothing forced")
         elif abs(used[0] - o.lo) > grid[0] or abs(used[1] - o.hi) > grid[0]:
-            warnings.append(f"{label}: asked [{o.lo:g}, {o.hi:g}], the quantizer used "
-                            f"[{used[0]:.4g}, {used[1]:.4g}] (a range must hold 0)")
+            warnings.append(
+                f"{label}: asked [{o.lo:g}, {o.hi:g}], the quantizer used "
+                f"[{used[0]:.4g}, {used[1]:.4g}] (a range must hold 0)"
+            )
     return ranges, warnings
 
 

@@ -1,12 +1,13 @@
 """Removing the boundary Quantize/DequantizeLinear so an artifact takes and returns uint8,
 with the scale and zero point kept in its layout, as a HEF's are."""
+
 from __future__ import annotations
 
 import onnx
 from onnx import TensorProto
 
-from loop.compilers.base import TensorLayout
 from loop.compilers.qdq import QdqGraph
+from loop.core.vocab import TensorLayout
 
 DTYPES: dict[int, str] = {TensorProto.FLOAT: "float32", TensorProto.UINT8: "uint8", TensorProto.INT8: "int8"}
 
@@ -18,8 +19,10 @@ def _shape(value: onnx.ValueInfoProto) -> tuple[int, ...]:
 def float_io(model: onnx.ModelProto) -> tuple[tuple[TensorLayout, ...], tuple[TensorLayout, ...]]:
     inits = {t.name for t in model.graph.initializer}
     layout = lambda v: TensorLayout(v.name, _shape(v), DTYPES[v.type.tensor_type.elem_type])  # noqa: E731
-    return (tuple(layout(v) for v in model.graph.input if v.name not in inits),
-            tuple(layout(v) for v in model.graph.output))
+    return (
+        tuple(layout(v) for v in model.graph.input if v.name not in inits),
+        tuple(layout(v) for v in model.graph.output),
+    )
 
 
 def _retype(value: onnx.ValueInfoProto, elem_type: int) -> None:

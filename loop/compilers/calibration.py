@@ -6,17 +6,19 @@ equals MinMax byte for byte. These context managers set what it leaves out, for 
 duration of one call, in this process only (compiles run one at a time in their own
 process); with another ORT version that lacks the hook, nothing is changed.
 """
+
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
 from onnxruntime.quantization import CalibrationMethod, calibrate
 
-from loop.compilers.base import CompileOptions
+from loop.core.vocab import CompileOptions
 
 # The module, not the function of the same name that the package exports over it.
 ort_quantize: Any = importlib.import_module("onnxruntime.quantization.quantize")
@@ -36,8 +38,12 @@ def method_options(options: CompileOptions) -> Iterator[None]:
     if original is None or options.calibration_method == "minmax":
         yield
         return
-    extra = {"num_bins": options.calibration_bins, "num_quantized_bins": options.calibration_quantized_bins,
-             "percentile": options.calibration_percentile, "symmetric": False}
+    extra = {
+        "num_bins": options.calibration_bins,
+        "num_quantized_bins": options.calibration_quantized_bins,
+        "percentile": options.calibration_percentile,
+        "symmetric": False,
+    }
 
     def create_calibrator(*args: Any, **kwargs: Any) -> Any:
         kwargs["extra_options"] = {**(kwargs.get("extra_options") or {}), **extra}
@@ -78,8 +84,9 @@ def threads(count: int) -> Iterator[None]:
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         so.intra_op_num_threads = count
-        self.infer_session = ort.InferenceSession(self.augmented_model_path, sess_options=so,
-                                                  providers=self.execution_providers)
+        self.infer_session = ort.InferenceSession(
+            self.augmented_model_path, sess_options=so, providers=self.execution_providers
+        )
 
     calibrate.CalibraterBase.create_inference_session = create_inference_session
     try:

@@ -6,6 +6,7 @@ HAILO.md): what is UNCONFIRMED is discovered at run time and, when absent, refus
 message that lists what was found. None of this has run against the real DFC yet; it is
 tested against a fake ``hailo_sdk_client`` that records calls.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -16,32 +17,53 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from loop.compilers.base import Artifact, CompileOptions, Compiler, Frames, LayerPrint, Quantized
-from loop.compilers.hailo_params import (HailoCompileError, Layouts, discover_prints, flat_params, io_layouts,
-                                          saved_translated_params)
+from loop.compilers.base import Compiler
+from loop.compilers.hailo_params import (
+    HailoCompileError,
+    Layouts,
+    discover_prints,
+    flat_params,
+    io_layouts,
+    saved_translated_params,
+)
+from loop.core.vocab import Artifact, CompileOptions, Frames, LayerPrint, Quantized
 
-_IGNORED_DEFAULTS: tuple[tuple[str, Any], ...] = (("io", "uint8"), ("calibration_method", "minmax"),
-                                                  ("per_channel", False))
+_IGNORED_DEFAULTS: tuple[tuple[str, Any], ...] = (
+    ("io", "uint8"),
+    ("calibration_method", "minmax"),
+    ("per_channel", False),
+)
 _LEVEL_MENTION = re.compile(r"optimization[ _]level", re.IGNORECASE)
 # The DFC's wording when it lowers the level is UNCONFIRMED: any "reduce/lower/set ... level ... to N".
-_LEVEL_LOWERED = re.compile(r"(?:reduc|lower|decreas|chang|set)\w*\s+(?:the\s+)?optimization[ _]level"
-                            r"\D{0,40}?\bto\s+(\d)", re.IGNORECASE)
+_LEVEL_LOWERED = re.compile(
+    r"(?:reduc|lower|decreas|chang|set)\w*\s+(?:the\s+)?optimization[ _]level"
+    r"\D{0,40}?\bto\s+(\d)",
+    re.IGNORECASE,
+)
 _ERRORS: tuple[tuple[str, str], ...] = (
-    (r"mapping failed", "the model does not fit the device (Dataflow Compiler: Mapping Failed); "
-                        "make it smaller or let it use more contexts"),
-    (r"HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE|\(93\)", "the HEF was compiled for another architecture than the "
-                                                        "device (HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE(93)); check hw_arch"),
+    (
+        r"mapping failed",
+        "the model does not fit the device (Dataflow Compiler: Mapping Failed); "
+        "make it smaller or let it use more contexts",
+    ),
+    (
+        r"HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE|\(93\)",
+        "the HEF was compiled for another architecture than the "
+        "device (HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE(93)); check hw_arch",
+    ),
     (r"HAILO_INVALID_HEF|\(26\)", "the file is not a HEF this HailoRT can read (HAILO_INVALID_HEF(26))"),
-    (r"version.{0,40}(mismatch|does not match|not compatible|incompatible)|"
-     r"(mismatch|incompatible).{0,40}version|HAILO_INVALID_DRIVER_VERSION",
-     "Hailo software versions do not match (DFC, HailoRT, driver and firmware must match exactly)"),
+    (
+        r"version.{0,40}(mismatch|does not match|not compatible|incompatible)|"
+        r"(mismatch|incompatible).{0,40}version|HAILO_INVALID_DRIVER_VERSION",
+        "Hailo software versions do not match (DFC, HailoRT, driver and firmware must match exactly)",
+    ),
 )
 
 
@@ -58,7 +80,7 @@ def clear_error(text: str) -> str | None:
 def named_errors(stage: str) -> Iterator[None]:
     try:
         yield
-    except Exception as exc:  # noqa: BLE001 - rename the known ones, re-raise the rest
+    except Exception as exc:
         line = clear_error(str(exc))
         if line is None:
             raise
@@ -75,8 +97,10 @@ def refuse_ignored_options(options: CompileOptions) -> None:
     """Options the DFC has no verified model-script equivalent for are refused, not ignored."""
     asked = [f"{k}={getattr(options, k)!r}" for k, default in _IGNORED_DEFAULTS if getattr(options, k) != default]
     if asked:
-        raise HailoCompileError(f"the hailo backend would ignore {', '.join(asked)} (no verified Dataflow Compiler "
-                                "equivalent): leave them at their defaults, or write model_script lines")
+        raise HailoCompileError(
+            f"the hailo backend would ignore {', '.join(asked)} (no verified Dataflow Compiler "
+            "equivalent): leave them at their defaults, or write model_script lines"
+        )
 
 
 class _Lines(logging.Handler):
@@ -110,9 +134,12 @@ def optimization_level(requested: int | None, lines: list[str]) -> dict[str, Any
     calibration data or no GPU); the lines that mention it are kept as evidence."""
     evidence = list(dict.fromkeys(line for line in lines if _LEVEL_MENTION.search(line)))[:5]
     lowered = next((int(m[1]) for line in evidence if (m := _LEVEL_LOWERED.search(line))), None)
-    return {"requested": requested, "effective": requested if lowered is None else lowered,
-            "effective_from": "the DFC's log" if lowered is not None else "as requested (the DFC said nothing)",
-            "evidence": evidence}
+    return {
+        "requested": requested,
+        "effective": requested if lowered is None else lowered,
+        "effective_from": "the DFC's log" if lowered is not None else "as requested (the DFC said nothing)",
+        "evidence": evidence,
+    }
 
 
 def model_script(options: CompileOptions, calibration_count: int, layer_names: dict[str, str]) -> str:
@@ -153,30 +180,36 @@ def layer_names_from_hn(hn: dict[str, Any]) -> dict[str, str]:
     return names
 
 
-
-
 def platform_layouts(hef: Path) -> Layouts:
     """A HEF's vstreams through Hailo's Python bindings (``hailo_platform.HEF``), no device."""
     from hailo_platform import HEF
 
-    from loop.hailort_shim import as_float_when_unquantizable, layout_from_json
+    from loop.hailort.shim import as_float_when_unquantizable, layout_from_json
 
     def entry(info: Any) -> dict[str, Any]:
         dtype = str(info.format.type).split(".")[-1].lower()
         shape = [int(d) for d in info.shape]
-        return {"name": info.name, "shape": shape, "dtype": dtype, "scale": float(info.quant_info.qp_scale),
-                "zero_point": float(info.quant_info.qp_zp), "quant_count": 1,
-                "frame_bytes": int(np.prod(shape)) * np.dtype(dtype).itemsize}
+        return {
+            "name": info.name,
+            "shape": shape,
+            "dtype": dtype,
+            "scale": float(info.quant_info.qp_scale),
+            "zero_point": float(info.quant_info.qp_zp),
+            "quant_count": 1,
+            "frame_bytes": int(np.prod(shape)) * np.dtype(dtype).itemsize,
+        }
 
     hef_file = HEF(str(hef))
     inputs = tuple(layout_from_json(entry(i)) for i in hef_file.get_input_vstream_infos())
-    outputs = tuple(layout_from_json(as_float_when_unquantizable(entry(o))) for o in hef_file.get_output_vstream_infos())
+    outputs = tuple(
+        layout_from_json(as_float_when_unquantizable(entry(o))) for o in hef_file.get_output_vstream_infos()
+    )
     return inputs, outputs
 
 
 def shim_layouts(hef: Path) -> Layouts:
     """A HEF's vstreams through loop's shim (``Hef::create``), no device."""
-    from loop.hailort_shim import hef_layouts
+    from loop.hailort.shim import hef_layouts
 
     return hef_layouts(hef)
 
@@ -188,7 +221,7 @@ def hef_io(hef: Path, guess: Callable[[], Layouts]) -> tuple[Layouts, str]:
     for reader, source in ((platform_layouts, "hailo_platform"), (shim_layouts, "shim")):
         try:
             return reader(hef), source
-        except Exception as exc:  # noqa: BLE001 - an absent or failing reader: try the next
+        except Exception as exc:
             reasons.append(f"{source}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     return guess(), f"hn (guessed, the HEF could not be read: {'; '.join(reasons)})"
 
@@ -209,15 +242,16 @@ class HailoCompiler(Compiler):
             return False, "the Dataflow Compiler runs on Linux x86-64 only (compile on a Linux worker)"
         try:
             import hailo_sdk_client
-        except Exception as exc:  # noqa: BLE001 - any import failure means unavailable
+        except Exception as exc:
             return False, f"hailo_sdk_client is not importable ({type(exc).__name__}: {exc})"
         return True, f"hailo_sdk_client {getattr(hailo_sdk_client, '__version__', 'unknown version')}"
 
     def describe(self) -> dict[str, str]:
         try:
             import hailo_sdk_client
+
             version = str(getattr(hailo_sdk_client, "__version__", "unknown"))
-        except Exception:  # noqa: BLE001
+        except Exception:
             version = "not installed"
         return {"compiler": self.name, "hailo_sdk_client": version}
 
@@ -232,8 +266,10 @@ class HailoCompiler(Compiler):
         if isinstance(calibration, dict):
             # The DFC keys calibration by its parsed input layer names, which are not the ONNX
             # input names; until that mapping is read from the HN, say so instead of guessing.
-            raise ValueError("the hailo backend takes single-input models for now "
-                             f"(this one has {len(calibration)} inputs: {', '.join(calibration)})")
+            raise ValueError(
+                "the hailo backend takes single-input models for now "
+                f"(this one has {len(calibration)} inputs: {', '.join(calibration)})"
+            )
         from hailo_sdk_client import ClientRunner
 
         hw_arch = options.backend_option("hw_arch", "hailo10h")
@@ -258,9 +294,15 @@ class HailoCompiler(Compiler):
         self._runners[hashlib.sha256(data).hexdigest()] = runner
         source, params = self._params(runner)
         level = options.backend_option("optimization_level")
-        info = {"model_script": script, "param_keys": list(params), "param_source": source,
-                "hw_arch": hw_arch, "net_name": net, "workdir": str(folder),
-                "optimization_level": optimization_level(None if level is None else int(level), log)}
+        info = {
+            "model_script": script,
+            "param_keys": list(params),
+            "param_source": source,
+            "hw_arch": hw_arch,
+            "net_name": net,
+            "workdir": str(folder),
+            "optimization_level": optimization_level(None if level is None else int(level), log),
+        }
         return Quantized(self.name, data, info=info, stages={"parse_s": parse_s})
 
     @staticmethod

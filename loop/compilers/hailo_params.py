@@ -4,6 +4,7 @@ the I/O layouts its HN implies (a fallback: the HEF's own layouts come first).
 The keys of quantized parameters are only partly documented (HAILO.md): they are discovered
 at run time, and the raw key list is kept for the ledger.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -15,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from loop.compilers.base import LayerPrint, TensorLayout
-from loop.errors import LoopError
+from loop.core.errors import LoopError
+from loop.core.vocab import LayerPrint, TensorLayout
 
 _SCALE_WORDS = ("scale", "zero_point", "zp", "factor")
 Layouts = tuple[tuple[TensorLayout, ...], tuple[TensorLayout, ...]]
@@ -35,8 +36,11 @@ def io_layouts(hn: dict[str, Any], params: dict[str, np.ndarray]) -> Layouts:
         if body.get("type") in found:
             shape = (body.get("output_shapes") or body.get("input_shapes") or [[]])[0]
             scale, zp = _layer_quant(name, params)
-            found[body["type"]].append(TensorLayout(name, tuple(1 if d in (-1, None) else int(d) for d in shape),
-                                                    "uint8", scale, zp, channels_last=True))
+            found[body["type"]].append(
+                TensorLayout(
+                    name, tuple(1 if d in (-1, None) else int(d) for d in shape), "uint8", scale, zp, channels_last=True
+                )
+            )
     if not found["input_layer"] or not found["output_layer"]:
         types = sorted({str(b.get("type")) for b in hn.get("layers", {}).values()})
         raise HailoCompileError(f"cannot find input and output layers in the HN (layer types: {', '.join(types)})")
@@ -46,7 +50,7 @@ def io_layouts(hn: dict[str, Any], params: dict[str, np.ndarray]) -> Layouts:
 def _layer_quant(layer: str, params: dict[str, np.ndarray]) -> tuple[float | None, int | None]:
     scale = zp = None
     for key, value in params.items():
-        leaf = key.split(":")[0][len(layer) + 1:] if key.startswith(layer + "/") else None
+        leaf = key.split(":")[0][len(layer) + 1 :] if key.startswith(layer + "/") else None
         if leaf and "scale" in leaf and np.size(value) == 1:
             scale = float(np.asarray(value).reshape(-1)[0])
         if leaf and ("zero_point" in leaf or leaf.endswith("zp")) and np.size(value) == 1:
@@ -130,11 +134,21 @@ def _layer_print(layer: str, leaves: dict[str, np.ndarray]) -> LayerPrint:
         bias = _flat(biases[:1])
     short = layer.split("/")[-1]
     return LayerPrint(
-        name=short, op=re.sub(r"\d+$", "", short) or short,
-        kernel_sha=_hash(kernels + w_scales + w_zps), bias_sha=_hash(biases + b_scales) if biases else None,
-        weight_scale=_flat(w_scales), weight_zero_point=tuple(int(round(v)) for v in _flat(w_zps)),
-        in_tensor=None, in_scale=in_scale, in_zero_point=in_zp,
-        out_tensor=short, out_scale=out_scale, out_zero_point=out_zp, bias=bias, bias_step=step)
+        name=short,
+        op=re.sub(r"\d+$", "", short) or short,
+        kernel_sha=_hash(kernels + w_scales + w_zps),
+        bias_sha=_hash(biases + b_scales) if biases else None,
+        weight_scale=_flat(w_scales),
+        weight_zero_point=tuple(int(round(v)) for v in _flat(w_zps)),
+        in_tensor=None,
+        in_scale=in_scale,
+        in_zero_point=in_zp,
+        out_tensor=short,
+        out_scale=out_scale,
+        out_zero_point=out_zp,
+        bias=bias,
+        bias_step=step,
+    )
 
 
 def discover_prints(params: dict[str, np.ndarray]) -> tuple[list[LayerPrint], list[str]]:
@@ -144,8 +158,11 @@ def discover_prints(params: dict[str, np.ndarray]) -> tuple[list[LayerPrint], li
     for key in keys:
         layer, leaf = _split_key(key)
         layers.setdefault(layer, {})[leaf] = np.asarray(params[key])
-    prints = [_layer_print(layer, leaves) for layer, leaves in layers.items()
-              if any("kernel" in leaf and not any(w in leaf for w in _SCALE_WORDS) for leaf in leaves)]
+    prints = [
+        _layer_print(layer, leaves)
+        for layer, leaves in layers.items()
+        if any("kernel" in leaf and not any(w in leaf for w in _SCALE_WORDS) for leaf in leaves)
+    ]
     if not prints:
         shown = ", ".join(keys[:40]) + (f", ... ({len(keys)} in all)" if len(keys) > 40 else "")
         raise HailoCompileError(f"no kernel-like parameter among the DFC's {len(keys)} keys: {shown or 'none'}")

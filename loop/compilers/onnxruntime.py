@@ -5,37 +5,45 @@ Bias correction (on by default) re-derives every quantized layer's bias against 
 activation ranges, as the Dataflow Compiler does; that is what makes a forced range move
 more than a scale.
 """
+
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import onnx
+
 # Imported here, not on use: an isolated compile forks from a worker that has imported this
 # module, so every compile after the first skips these imports.
 import onnxruntime as ort
 from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
-from loop.compilers.base import Artifact, CompileOptions, Compiler, LayerPrint, Quantized
-from loop.artifacts import with_layout
-from loop.frames import Frames, count, feed
 from loop.compilers import bias_correction, biasing, boundary, calibration, qdq
-from loop.leftovers import scratch
+from loop.compilers.base import Compiler
+from loop.core.leftovers import scratch
+from loop.core.vocab import Artifact, CompileOptions, LayerPrint, Quantized
+from loop.spec.frames import Frames, count, feed
+from loop.store.artifacts import with_layout
+
 
 class OnnxRuntimeCompiler(Compiler):
     name = "onnxruntime"
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
-        from loop.backends import importable
+        from loop.core.registry import importable
+
         ok, why = importable("onnxruntime")
         return ok, why or "embedded"
 
     def describe(self) -> dict[str, str]:
-        return {"compiler": self.name, "onnxruntime": ort.__version__, "onnx": onnx.__version__,
-                "numpy": np.__version__}
+        return {
+            "compiler": self.name,
+            "onnxruntime": ort.__version__,
+            "onnx": onnx.__version__,
+            "numpy": np.__version__,
+        }
 
     def optimize(self, model: bytes, calibration: Frames, options: CompileOptions) -> Quantized:
         info: dict[str, Any] = {}
@@ -70,17 +78,23 @@ class OnnxRuntimeCompiler(Compiler):
 def _quantize(model: bytes, calibration_frames: Frames, options: CompileOptions) -> onnx.ModelProto:
     float_model = onnx.load_from_string(model)
     overrides: dict[str, Any] = {
-        o.tensor: [{"rmin": np.float32(o.lo), "rmax": np.float32(o.hi)}] for o in options.overrides}
+        o.tensor: [{"rmin": np.float32(o.lo), "rmax": np.float32(o.hi)}] for o in options.overrides
+    }
     with scratch("q") as tmp:  # named by this pid, so a killed compile's folder is cleared later
         src, dst = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx"
         src.write_bytes(model)
         with calibration.threads(options.threads), calibration.method_options(options):
             quantize_static(
-                str(src), str(dst), calibration.Reader(calibration_feeds(float_model, calibration_frames)),
-                quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                str(src),
+                str(dst),
+                calibration.Reader(calibration_feeds(float_model, calibration_frames)),
+                quant_format=QuantFormat.QDQ,
+                activation_type=QuantType.QUInt8,
+                weight_type=QuantType.QInt8,
                 per_channel=options.per_channel,
                 calibrate_method=calibration.method(options.calibration_method),
-                extra_options={"TensorQuantOverrides": overrides} if overrides else {})
+                extra_options={"TensorQuantOverrides": overrides} if overrides else {},
+            )
         return onnx.load(str(dst))
 
 

@@ -1,4 +1,5 @@
 """Reading a QDQ model as ONNX Runtime's quantizer writes it (see shared/ONNXRUNTIME.md)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,9 +8,9 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from loop.compilers.base import LayerPrint
-from loop.fingerprint import array_sha
-from loop.structure import FOLDED_ACTIVATIONS, QUANTIZED_OPS
+from loop.core.vocab import LayerPrint
+from loop.judge.fingerprint import array_sha
+from loop.judge.structure import FOLDED_ACTIVATIONS, QUANTIZED_OPS
 
 
 @dataclass(frozen=True)
@@ -89,9 +90,13 @@ class QdqGraph:
     def layers(self) -> list[onnx.NodeProto]:
         """Quantized layers in graph order: weighted ones, and MatMuls over two quantized
         activations (attention), which have scales but no kernel."""
-        return [n for n in self.model.graph.node if n.op_type in QUANTIZED_OPS and len(n.input) > 1
-                and (self.weight(n) or (n.op_type == "MatMul" and self.dq_param(n.input[0])
-                                        and self.dq_param(n.input[1])))]
+        return [
+            n
+            for n in self.model.graph.node
+            if n.op_type in QUANTIZED_OPS
+            and len(n.input) > 1
+            and (self.weight(n) or (n.op_type == "MatMul" and self.dq_param(n.input[0]) and self.dq_param(n.input[1])))
+        ]
 
     def scalar(self, name: str | None) -> float | None:
         a = self.array(name)
@@ -124,14 +129,21 @@ def layer_print(g: QdqGraph, node: onnx.NodeProto) -> LayerPrint:
         bias = _tuple(b_int.astype(np.float64) * b_scale.astype(np.float64), float)
         step = _tuple(np.broadcast_to(b_scale, b_int.shape), float)
     return LayerPrint(
-        name=node.name, op=node.op_type, kernel_sha=kernel_sha, bias_sha=bias_sha,
-        weight_scale=w_scale, weight_zero_point=w_zp,
+        name=node.name,
+        op=node.op_type,
+        kernel_sha=kernel_sha,
+        bias_sha=bias_sha,
+        weight_scale=w_scale,
+        weight_zero_point=w_zp,
         in_tensor=g.float_name(node.input[0]),
-        in_scale=g.scalar(x.scale) if x else None, in_zero_point=_int(g.scalar(x.zero_point)) if x else None,
+        in_scale=g.scalar(x.scale) if x else None,
+        in_zero_point=_int(g.scalar(x.zero_point)) if x else None,
         out_tensor=g.float_out_name(node.output[0]),
         out_scale=g.scalar(q.input[1]) if q is not None else None,
         out_zero_point=_int(g.scalar(q.input[2])) if q is not None and len(q.input) > 2 else None,
-        bias=bias, bias_step=step)
+        bias=bias,
+        bias_step=step,
+    )
 
 
 def _int(v: float | None) -> int | None:

@@ -1,4 +1,4 @@
-"""The device interface. ``loop/measure.py`` drives every device through it alone.
+"""The device interface. ``loop/measure/protocol.py`` drives every device through it alone.
 
 Contract:
 
@@ -17,16 +17,18 @@ Contract:
 * ``Device.health()`` reads temperature, ids and the runtime's warnings since the last
   call; anything it cannot read is None.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Sequence
+from typing import ClassVar
 
 import numpy as np
 
-from loop.compilers.base import Artifact, TensorLayout
-from loop.errors import BufferSizeError
+from loop.core.errors import BufferSizeError
+from loop.core.vocab import Artifact, TensorLayout
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,7 @@ class Session(ABC):
     notes: tuple[str, ...] = ()  # what the session does other than asked, and why (recorded with the run)
 
     @abstractmethod
-    def infer(self, frames: Sequence[np.ndarray],
-              out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]: ...
+    def infer(self, frames: Sequence[np.ndarray], out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]: ...
 
     @abstractmethod
     def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float: ...
@@ -74,7 +75,7 @@ class Session(ABC):
     def close(self) -> None:
         return None
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -98,21 +99,22 @@ class Device(ABC):
         return {"device": self.name}
 
 
-def check_frames(layouts: Sequence[TensorLayout], frames: Sequence[np.ndarray], what: str,
-                 exact: bool = True) -> None:
+def check_frames(layouts: Sequence[TensorLayout], frames: Sequence[np.ndarray], what: str, exact: bool = True) -> None:
     """Refuse buffers that do not match ``layouts`` in count, dtype or byte size.
 
     Input frames must match exactly; output buffers (``exact=False``) may be larger.
     """
     if len(frames) != len(layouts):
         raise BufferSizeError(f"{what}: expected {len(layouts)} buffers, got {len(frames)}")
-    for layout, frame in zip(layouts, frames):
+    for layout, frame in zip(layouts, frames, strict=True):
         if frame.dtype != np.dtype(layout.dtype):
             raise BufferSizeError(f"{what} '{layout.name}': dtype {frame.dtype}, layout says {layout.dtype}")
         if frame.nbytes < layout.frame_bytes:
             raise BufferSizeError(
                 f"{what} '{layout.name}': buffer of {frame.nbytes} bytes is smaller than the "
-                f"frame's {layout.frame_bytes} bytes; refused")
+                f"frame's {layout.frame_bytes} bytes; refused"
+            )
         if exact and frame.nbytes != layout.frame_bytes:
             raise BufferSizeError(
-                f"{what} '{layout.name}': buffer of {frame.nbytes} bytes, frame is {layout.frame_bytes}")
+                f"{what} '{layout.name}': buffer of {frame.nbytes} bytes, frame is {layout.frame_bytes}"
+            )

@@ -8,19 +8,21 @@ reach it as the float values they are, never rounded onto a uint8 grid first (wh
 be bit-exact with silicon: the disagreement with a device is measured on dequantized outputs.
 Nothing here is device time.
 """
+
 from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from loop.compilers.base import Artifact, TensorLayout
+from loop.core.errors import LoopError
+from loop.core.vocab import Artifact, TensorLayout
 from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
-from loop.errors import LoopError
 
 CONTEXTS = {"quantized": "SDK_QUANTIZED", "fp_optimized": "SDK_FP_OPTIMIZED"}
 
@@ -86,7 +88,7 @@ class HailoEmulatorDevice(Device):
     def available(cls) -> tuple[bool, str]:
         try:
             from hailo_sdk_client import ClientRunner, InferenceContext  # noqa: F401
-        except Exception as exc:  # noqa: BLE001 - any import failure means unavailable
+        except Exception as exc:
             return False, f"hailo_sdk_client is not importable ({type(exc).__name__}: {exc})"
         return True, "Dataflow Compiler emulator (not device time)"
 
@@ -94,8 +96,9 @@ class HailoEmulatorDevice(Device):
         from hailo_sdk_client import ClientRunner, InferenceContext
 
         if "har" not in artifact.extras:
-            raise LoopError("hailo-emulator needs the optimized HAR (artifact.extras['har']); "
-                            "recompile with the hailo backend")
+            raise LoopError(
+                "hailo-emulator needs the optimized HAR (artifact.extras['har']); recompile with the hailo backend"
+            )
         stack = ExitStack()
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="loop-har-")))
         har = folder / "model.har"

@@ -1,7 +1,7 @@
 """HailoRT device: HEF artifacts run on Hailo silicon through the C shim in ``shim/``.
 
 The shim (``shim/hailort_shim.cpp``) wraps HailoRT's C++ InferModel API in the flat functions
-declared in ``hailort_shim.sigs``; :mod:`loop.hailort_shim` finds and binds it. HailoRT's own log
+declared in ``hailort_shim.sigs``; :mod:`loop.hailort.shim` finds and binds it. HailoRT's own log
 lines (its ``hailort.log`` and stderr) are captured per call and handed out by
 :meth:`HailoRTDevice.health`; a USB power-limit warning marks a run power-limited.
 
@@ -12,6 +12,7 @@ for some models and hailortcli measures rates without it; ``Session.notes`` says
 Nothing here has run on a Hailo device yet: it is exercised against a loopback library of the
 same ABI and against the real shim built over a fake HailoRT (``tests/devices``).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -21,23 +22,46 @@ import mmap
 import os
 import re
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from loop.compilers.base import Artifact, TensorLayout, captured_stderr
+from loop.core.capture import captured_stderr
+from loop.core.errors import BufferSizeError, LoopError
+from loop.core.vocab import Artifact, TensorLayout
 from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
-from loop.errors import BufferSizeError, LoopError
-from loop.hailort_shim import (ENV_LIBRARY, HailoRTError, ShimCaller, candidate_paths, layout_from_json,
-                               load_shim, locate, status_line)
-from loop.sigs import SigsError
+from loop.hailort.shim import (
+    ENV_LIBRARY,
+    HailoRTError,
+    ShimCaller,
+    candidate_paths,
+    layout_from_json,
+    load_shim,
+    locate,
+    status_line,
+)
+from loop.hailort.sigs import SigsError
 
-__all__ = ["ENV_LIBRARY", "HailoLog", "HailoRTDevice", "HailoRTError", "HailoRTSession", "candidate_paths",
-           "options_text", "page_buffer", "power_limited", "runtime_warnings", "status_line"]
+__all__ = [
+    "ENV_LIBRARY",
+    "HailoLog",
+    "HailoRTDevice",
+    "HailoRTError",
+    "HailoRTSession",
+    "candidate_paths",
+    "options_text",
+    "page_buffer",
+    "power_limited",
+    "runtime_warnings",
+    "status_line",
+]
 
-LATENCY_OFF_NOTE = ("hardware latency not measured: off unless measure.hw_latency is true (hailortcli measures "
-                    "rates with it off; HailoRT refuses it for several physical inputs or on-chip NMS)")
+LATENCY_OFF_NOTE = (
+    "hardware latency not measured: off unless measure.hw_latency is true (hailortcli measures "
+    "rates with it off; HailoRT refuses it for several physical inputs or on-chip NMS)"
+)
 _POWER_LIMIT = re.compile(r"USB-C source electrical current advertised", re.IGNORECASE)
 _LOG_LEVEL = re.compile(r"\[(warning|error|critical)\]\s*(?:\[[^\]]*\]\s*)*(.*)", re.IGNORECASE)
 
@@ -78,7 +102,7 @@ def page_buffer(nbytes: int) -> np.ndarray:
     size = -(-max(nbytes, 1) // page) * page
     raw = np.empty(size + page, np.uint8)
     start = (-raw.ctypes.data) % page
-    return raw[start:start + size]
+    return raw[start : start + size]
 
 
 class Staging:
@@ -87,10 +111,10 @@ class Staging:
     def __init__(self, layout: TensorLayout) -> None:
         self.raw = page_buffer(layout.frame_bytes)
         self.nbytes = layout.frame_bytes
-        self.view = self.raw[:self.nbytes].view(layout.dtype).reshape(layout.shape)
+        self.view = self.raw[: self.nbytes].view(layout.dtype).reshape(layout.shape)
 
     def load(self, frame: np.ndarray) -> None:
-        self.raw[:self.nbytes] = np.ascontiguousarray(frame).reshape(-1).view(np.uint8)
+        self.raw[: self.nbytes] = np.ascontiguousarray(frame).reshape(-1).view(np.uint8)
 
 
 def _pointers(stages: Sequence[Staging], sizes: Sequence[int]) -> tuple[Any, Any]:
@@ -133,8 +157,14 @@ def noisy(shim: ShimCaller, log: HailoLog, func: str, *args: Any) -> None:
 
 
 class HailoRTSession(Session):
-    def __init__(self, shim: ShimCaller, handle: ctypes.c_void_p, log: HailoLog, hw_latency_asked: bool,
-                 hef_dir: tempfile.TemporaryDirectory[str]) -> None:
+    def __init__(
+        self,
+        shim: ShimCaller,
+        handle: ctypes.c_void_p,
+        log: HailoLog,
+        hw_latency_asked: bool,
+        hef_dir: tempfile.TemporaryDirectory[str],
+    ) -> None:
         self.shim, self.handle, self.log, self.hef_dir = shim, handle, log, hef_dir
         layout = json.loads(shim.text("loop_hrt_layout", handle))
         self.inputs = tuple(layout_from_json(e) for e in layout["inputs"])
@@ -150,12 +180,20 @@ class HailoRTSession(Session):
 
     def _load(self, frames: Sequence[np.ndarray]) -> None:
         check_frames(self.inputs, frames, "input")
-        for stage, frame in zip(self._ins, frames):
+        for stage, frame in zip(self._ins, frames, strict=True):
             stage.load(frame)
 
     def _run(self) -> int:
-        return self.shim.binding.loop_hrt_infer(self.handle, self._in_ptrs, self._in_sizes, len(self._ins),
-                                                self._out_ptrs, self._out_sizes, len(self._outs), self.timeout_ms)
+        return self.shim.binding.loop_hrt_infer(
+            self.handle,
+            self._in_ptrs,
+            self._in_sizes,
+            len(self._ins),
+            self._out_ptrs,
+            self._out_sizes,
+            len(self._outs),
+            self.timeout_ms,
+        )
 
     def infer(self, frames: Sequence[np.ndarray], out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
         self._load(frames)
@@ -166,8 +204,8 @@ class HailoRTSession(Session):
         self.shim.check(self._run())
         if out is None:
             return [stage.view.copy() for stage in self._outs]
-        for target, stage in zip(out, self._outs):
-            target.reshape(-1).view(np.uint8)[:stage.nbytes] = stage.raw[:stage.nbytes]
+        for target, stage in zip(out, self._outs, strict=True):
+            target.reshape(-1).view(np.uint8)[: stage.nbytes] = stage.raw[: stage.nbytes]
         return list(out)
 
     def bound(self, frames: Sequence[np.ndarray]) -> Callable[[], object]:
@@ -180,8 +218,19 @@ class HailoRTSession(Session):
         self._load(frames)
         elapsed, hw = ctypes.c_double(), ctypes.c_double()
         depth = max(1, min(depth, self.async_queue_size))
-        noisy(self.shim, self.log, "loop_hrt_pipelined", self.handle, self._in_ptrs, self._in_sizes, len(self._ins),
-              count, depth, ctypes.byref(elapsed), ctypes.byref(hw))
+        noisy(
+            self.shim,
+            self.log,
+            "loop_hrt_pipelined",
+            self.handle,
+            self._in_ptrs,
+            self._in_sizes,
+            len(self._ins),
+            count,
+            depth,
+            ctypes.byref(elapsed),
+            ctypes.byref(hw),
+        )
         return elapsed.value
 
     def hw_latency_ms(self) -> float | None:
@@ -232,8 +281,14 @@ class HailoRTDevice(Device):
         hef.write_bytes(artifact.data)
         handle = ctypes.c_void_p()
         try:
-            noisy(shim, self.log, "loop_hrt_open", str(hef).encode(),
-                  options_text(options, self.device_id).encode(), ctypes.byref(handle))
+            noisy(
+                shim,
+                self.log,
+                "loop_hrt_open",
+                str(hef).encode(),
+                options_text(options, self.device_id).encode(),
+                ctypes.byref(handle),
+            )
             self._session = HailoRTSession(shim, handle, self.log, options.hw_latency, hef_dir)
         except BaseException:
             if handle:  # a handle left open makes every later open fail with 74
@@ -248,10 +303,13 @@ class HailoRTDevice(Device):
             handle = self._session.handle if self._session and self._session.handle else None
             facts = json.loads(self.shim().text("loop_hrt_health", handle))
         except (LoopError, OSError, ValueError) as exc:
-            return Health(warnings=warnings + (f"[loop] health unreadable: {exc}",))
-        return Health(temperature_c=facts.get("temperature_c"),
-                      device_id=facts.get("serial") or facts.get("device_path"),
-                      device_path=facts.get("device_path"), warnings=warnings)
+            return Health(warnings=(*warnings, f"[loop] health unreadable: {exc}"))
+        return Health(
+            temperature_c=facts.get("temperature_c"),
+            device_id=facts.get("serial") or facts.get("device_path"),
+            device_path=facts.get("device_path"),
+            warnings=warnings,
+        )
 
     def describe(self) -> dict[str, str]:
         return {"device": self.name, "shim": str(self._shim.binding.path) if self._shim else "not loaded"}

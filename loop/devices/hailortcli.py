@@ -8,6 +8,7 @@ Parsers are pure functions over the tool's text: ``benchmark`` in HailoRT 5.x (a
 disagreement beyond 2%. The formats follow hailortcli's source and HAILO.md; they have
 not yet been checked against output captured from a device.
 """
+
 from __future__ import annotations
 
 import json
@@ -100,8 +101,9 @@ def _power_4x(text: str) -> Stat | None:
 
 
 def _temperatures(text: str) -> Stat | None:
-    found = {k.lower(): float(v) for k, v in
-             re.findall(rf"(Minimum|Average|Maximum) chip temperature:\s*{_NUMBER}", text)}
+    found = {
+        k.lower(): float(v) for k, v in re.findall(rf"(Minimum|Average|Maximum) chip temperature:\s*{_NUMBER}", text)
+    }
     if not found:
         return None
     return Stat(found.get("average"), found.get("minimum"), found.get("maximum"))
@@ -121,8 +123,9 @@ def parse_run2(text: str) -> CliFigures:
             fps[match[1]] = rate
         hw = _first(rf"hw latency:\s*{_NUMBER}\s*ms", body) or hw
         overall = _first(rf"overall latency:\s*{_NUMBER}\s*ms", body) or overall
-    return CliFigures(tool="run2", fps=fps, hw_latency_ms=hw, overall_latency_ms=overall,
-                      temperature_c=_temperatures(text))
+    return CliFigures(
+        tool="run2", fps=fps, hw_latency_ms=hw, overall_latency_ms=overall, temperature_c=_temperatures(text)
+    )
 
 
 def parse_run2_json(stats: dict[str, Any]) -> CliFigures:
@@ -131,8 +134,12 @@ def parse_run2_json(stats: dict[str, Any]) -> CliFigures:
     fps = {g.get("name", f"network_group_{i}"): float(g["FPS"]) for i, g in enumerate(groups) if "FPS" in g}
     first = groups[0] if groups else {}
     hw, overall = first.get("hw_latency"), first.get("overall_latency")
-    return CliFigures(tool="run2", fps=fps, hw_latency_ms=None if hw is None else float(hw),
-                      overall_latency_ms=None if overall is None else float(overall))
+    return CliFigures(
+        tool="run2",
+        fps=fps,
+        hw_latency_ms=None if hw is None else float(hw),
+        overall_latency_ms=None if overall is None else float(overall),
+    )
 
 
 def agreement(loop_fps: float, cli_fps: float, tolerance: float = TOLERANCE) -> Agreement:
@@ -174,8 +181,9 @@ def ignored_benchmark_flags(version: str | None, args: list[str]) -> tuple[str, 
     return tuple(a for a in args if a in ("--batch-size", "--power-mode")) if major >= 5 else ()
 
 
-def run_benchmark(hef: Path, seconds: int = 15, batch_size: int | None = None,
-                  power_mode: str | None = None) -> CliFigures:
+def run_benchmark(
+    hef: Path, seconds: int = 15, batch_size: int | None = None, power_mode: str | None = None
+) -> CliFigures:
     args = ["benchmark", str(hef), "-t", str(seconds)]
     args += ["--batch-size", str(batch_size)] if batch_size else []
     args += ["--power-mode", power_mode] if power_mode else []
@@ -188,14 +196,31 @@ def run_run2(hef: Path, seconds: int = 15) -> CliFigures:
     """Latencies and temperature from ``run2`` (with latency on, frames go one at a time)."""
     with tempfile.TemporaryDirectory(prefix="loop-run2-") as tmp:
         stats = Path(tmp) / "stats.json"
-        text = _run(["run2", "-m", "full_async", "-t", str(seconds), "--measure-latency",
-                     "--measure-overall-latency", "--measure-temp", "-j", str(stats), "set-net", str(hef)],
-                    timeout_s=seconds * 2 + 60)
+        text = _run(
+            [
+                "run2",
+                "-m",
+                "full_async",
+                "-t",
+                str(seconds),
+                "--measure-latency",
+                "--measure-overall-latency",
+                "--measure-temp",
+                "-j",
+                str(stats),
+                "set-net",
+                str(hef),
+            ],
+            timeout_s=seconds * 2 + 60,
+        )
         console = parse_run2(text)
         if not stats.is_file():
             return console
         from_json = parse_run2_json(json.loads(stats.read_text()))
-    return CliFigures(tool="run2", fps=from_json.fps or console.fps,
-                      hw_latency_ms=from_json.hw_latency_ms or console.hw_latency_ms,
-                      overall_latency_ms=from_json.overall_latency_ms or console.overall_latency_ms,
-                      temperature_c=console.temperature_c)
+    return CliFigures(
+        tool="run2",
+        fps=from_json.fps or console.fps,
+        hw_latency_ms=from_json.hw_latency_ms or console.hw_latency_ms,
+        overall_latency_ms=from_json.overall_latency_ms or console.overall_latency_ms,
+        temperature_c=console.temperature_c,
+    )

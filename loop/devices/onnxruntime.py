@@ -3,23 +3,26 @@
 Pipelining keeps ``depth`` inferences in flight on one session from ``depth`` host threads;
 ONNX Runtime releases the GIL inside ``run`` and a session is safe to run concurrently.
 """
+
 from __future__ import annotations
 
 import os
 import socket
 import threading
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from loop.compilers.base import Artifact
+from loop.core.vocab import Artifact
 from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
 
 
 class OnnxRuntimeSession(Session):
     def __init__(self, artifact: Artifact, options: RuntimeOptions) -> None:
         import onnxruntime as ort
+
         so = ort.SessionOptions()
         so.intra_op_num_threads = options.threads
         so.log_severity_level = 3
@@ -30,20 +33,19 @@ class OnnxRuntimeSession(Session):
 
     def _feed(self, frames: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
         check_frames(self.inputs, frames, "input")
-        return {n: f.reshape(t.shape) for n, f, t in zip(self._in_names, frames, self.inputs)}
+        return {n: f.reshape(t.shape) for n, f, t in zip(self._in_names, frames, self.inputs, strict=True)}
 
     def bound(self, frames: Sequence[np.ndarray]) -> Callable[[], object]:
         feed, run, names = self._feed(frames), self._session.run, self._out_names
         return lambda: run(names, feed)
 
-    def infer(self, frames: Sequence[np.ndarray],
-              out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
+    def infer(self, frames: Sequence[np.ndarray], out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
         if out is not None:
             check_frames(self.outputs, out, "output", exact=False)
         results = self._session.run(self._out_names, self._feed(frames))
         if out is None:
             return results
-        for buf, res in zip(out, results):
+        for buf, res in zip(out, results, strict=True):
             buf.reshape(-1)[: res.size] = res.reshape(-1)
         return list(out)
 
@@ -83,7 +85,8 @@ class OnnxRuntimeDevice(Device):
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
-        from loop.backends import importable
+        from loop.core.registry import importable
+
         ok, why = importable("onnxruntime")
         return ok, why or "host CPU"
 
@@ -95,6 +98,7 @@ class OnnxRuntimeDevice(Device):
 
     def describe(self) -> dict[str, str]:
         import onnxruntime
+
         return {"device": self.name, "onnxruntime": onnxruntime.__version__}
 
 

@@ -1,4 +1,5 @@
 """Fixtures for compiler tests: a FAKE hailo_sdk_client (see hailo_fakes.py)."""
+
 from __future__ import annotations
 
 import importlib.util

@@ -7,14 +7,16 @@ an ``.npz``. It compiles nothing and runs no emulation: it only lets the driver'
 checked. Install it with :meth:`FakeHailoSdkClient.modules` (it brings the ``hailo_archive``
 submodule that holds ``ParamsKinds``).
 """
+
 from __future__ import annotations
 
 import enum
 import logging
 import types
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -27,12 +29,15 @@ FAKE_HN = {
     },
 }
 FAKE_HEF = b"FAKE-HEF-BYTES"
-FAKE_PARAMS = {"loop_net/conv1": {"kernel:0": np.ones((1, 1, 3, 2), np.int8),
-                                  "kernel_scale:0": np.float32([0.5, 0.25]),
-                                  "bias:0": np.int32([4, -2]),
-                                  "bias_scale:0": np.float32([0.01, 0.02])},
-               "loop_net/output_layer1": {"output_scale:0": np.float32([0.125]),
-                                          "output_zero_point:0": np.float32([3])}}
+FAKE_PARAMS = {
+    "loop_net/conv1": {
+        "kernel:0": np.ones((1, 1, 3, 2), np.int8),
+        "kernel_scale:0": np.float32([0.5, 0.25]),
+        "bias:0": np.int32([4, -2]),
+        "bias_scale:0": np.float32([0.01, 0.02]),
+    },
+    "loop_net/output_layer1": {"output_scale:0": np.float32([0.125]), "output_zero_point:0": np.float32([3])},
+}
 RECOMMENDED_CALIBRATION = 1024  # the fake lowers its level below this many frames, in its own words
 
 
@@ -74,7 +79,8 @@ class FakeHailoSdkClient(types.ModuleType):
                 if len(calib) < RECOMMENDED_CALIBRATION and "optimization_level=0" not in self.script:
                     logging.getLogger("hailo_sdk_client.fake").warning(
                         "FAKE DFC: reducing optimization level to 0 because the calibration set has %d frames",
-                        len(calib))
+                        len(calib),
+                    )
 
             def save_har(self, path: str) -> None:
                 fake.calls.append(("save_har", path))
@@ -119,5 +125,8 @@ class FakeHailoSdkClient(types.ModuleType):
         """``sys.modules`` entries: this module and the submodule holding ``ParamsKinds``."""
         archive = types.ModuleType("hailo_sdk_client.hailo_archive.hailo_archive")
         archive.ParamsKinds = ParamsKinds  # type: ignore[attr-defined]
-        return {"hailo_sdk_client": self, "hailo_sdk_client.hailo_archive": types.ModuleType("hailo_sdk_client.hailo_archive"),
-                "hailo_sdk_client.hailo_archive.hailo_archive": archive}
+        return {
+            "hailo_sdk_client": self,
+            "hailo_sdk_client.hailo_archive": types.ModuleType("hailo_sdk_client.hailo_archive"),
+            "hailo_sdk_client.hailo_archive.hailo_archive": archive,
+        }

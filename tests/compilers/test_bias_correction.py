@@ -1,4 +1,5 @@
 """Bias correction layer by layer: the segmented run gives what one full run per layer gives."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,10 +7,10 @@ import onnx
 from authored import patterns_model
 
 from loop.compilers import bias_correction as bc
-from loop.compilers.base import CompileOptions
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler, _quantize
 from loop.compilers.qdq import QdqGraph
-from loop.onnx_session import session
+from loop.core.sessions import session
+from loop.core.vocab import CompileOptions
 
 
 def _frames(count: int, seed: int) -> np.ndarray:
@@ -29,7 +30,9 @@ def _one_layer_at_a_time(float_model: onnx.ModelProto, quantized: onnx.ModelProt
 
 
 def _biases(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    return {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer if t.data_type == onnx.TensorProto.INT32}
+    return {
+        t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer if t.data_type == onnx.TensorProto.INT32
+    }
 
 
 def test_segmented_equals_one_layer_at_a_time():
@@ -39,13 +42,22 @@ def test_segmented_equals_one_layer_at_a_time():
     plain.CopyFrom(quantized)
     correction = bc.correct(model, quantized, [{"x": f[None]} for f in frames], 1)
     _one_layer_at_a_time(model, plain, frames)
-    assert correction.corrected == ["first", "after_pool", "depthwise", "to_add", "to_concat_a", "to_concat_b",
-                                    "after_resize", "head"]
+    assert correction.corrected == [
+        "first",
+        "after_pool",
+        "depthwise",
+        "to_add",
+        "to_concat_a",
+        "to_concat_b",
+        "after_resize",
+        "head",
+    ]
     assert correction.skipped == {"last": "no bias"}  # a MatMul has no bias slot
     assert correction.depths < len(correction.corrected)  # layers of equal depth went together
     mine, theirs = _biases(quantized), _biases(plain)
-    assert mine.keys() == theirs.keys() and any((mine[k] != _biases(_quantize(
-        model.SerializeToString(), frames, CompileOptions()))[k]).any() for k in mine)
+    assert mine.keys() == theirs.keys() and any(
+        (mine[k] != _biases(_quantize(model.SerializeToString(), frames, CompileOptions()))[k]).any() for k in mine
+    )
     for name in mine:
         np.testing.assert_array_equal(mine[name], theirs[name], err_msg=name)
 
@@ -54,7 +66,7 @@ def _snr(model: bytes, quantized: bytes, frames: np.ndarray) -> float:
     ref, got = session(model), session(quantized)
     a = np.concatenate([np.concatenate([o.ravel() for o in ref.run(None, {"x": f[None]})]) for f in frames])
     b = np.concatenate([np.concatenate([o.ravel() for o in got.run(None, {"x": f[None]})]) for f in frames])
-    return float(10 * np.log10(np.sum(a ** 2) / np.sum((a - b) ** 2)))
+    return float(10 * np.log10(np.sum(a**2) / np.sum((a - b) ** 2)))
 
 
 def test_a_conv_without_bias_gets_one_and_is_corrected():
@@ -72,7 +84,8 @@ def test_a_conv_without_bias_gets_one_and_is_corrected():
 
 
 def test_a_range_that_excludes_zero_is_recorded_as_used():
-    from loop.compilers.base import RangeOverride
+    from loop.core.vocab import RangeOverride
+
     model = patterns_model()
     options = CompileOptions(bias_correction=False, overrides=(RangeOverride("first", "out", "r0", 1.0, 4.0),))
     q = OnnxRuntimeCompiler().optimize(model.SerializeToString(), _frames(4, 0), options)
@@ -85,7 +98,9 @@ def test_entropy_and_percentile_differ_from_minmax():
     data, frames = patterns_model().SerializeToString(), _frames(8, 3)
     kernels = {}
     for method in ("minmax", "entropy", "percentile"):
-        q = OnnxRuntimeCompiler().optimize(data, frames, CompileOptions(bias_correction=False, calibration_method=method))
+        q = OnnxRuntimeCompiler().optimize(
+            data, frames, CompileOptions(bias_correction=False, calibration_method=method)
+        )
         kernels[method] = q.data
     assert kernels["entropy"] != kernels["minmax"] and kernels["percentile"] != kernels["minmax"]
 
@@ -98,5 +113,7 @@ def test_constant_only_subgraphs_are_not_kept_per_frame():
     segments.advance(0, [], ["first"])
     segments.advance(1, [], ["after_pool"])
     weights = {t.name for t in quantized.graph.initializer}
-    dq_of_weights = {n.output[0] for n in quantized.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in weights}
+    dq_of_weights = {
+        n.output[0] for n in quantized.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in weights
+    }
     assert not dq_of_weights & set(segments.kept[0])

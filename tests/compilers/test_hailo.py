@@ -1,5 +1,6 @@
 """The Hailo compiler: pure pieces pinned exactly, the driver checked against a FAKE
 hailo_sdk_client (conftest.py) that records calls. No Hailo software runs here."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -12,9 +13,19 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from loop.compilers.base import CompileOptions, RangeOverride, run_compile
-from loop.compilers.hailo import (HailoCompileError, HailoCompiler, clear_error, discover_prints, flat_params,
-                                  layer_names_from_hn, model_script, nchw_to_nhwc, optimization_level)
+from loop.compilers.base import run_compile
+from loop.compilers.hailo import (
+    HailoCompileError,
+    HailoCompiler,
+    clear_error,
+    discover_prints,
+    flat_params,
+    layer_names_from_hn,
+    model_script,
+    nchw_to_nhwc,
+    optimization_level,
+)
+from loop.core.vocab import CompileOptions, RangeOverride
 from loop.devices.base import RuntimeOptions
 from loop.devices.hailo_emulator import HailoEmulatorDevice
 
@@ -35,8 +46,13 @@ FAKE_HEF, FAKE_HN = _fakes().FAKE_HEF, _fakes().FAKE_HN
 def tiny_conv_onnx() -> bytes:
     weight = helper.make_tensor("w", TensorProto.FLOAT, [2, 3, 1, 1], [0.1] * 6)
     node = helper.make_node("Conv", ["x", "w"], ["y"], name="Conv_0")
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 4])], [weight])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 4])],
+        [weight],
+    )
     return helper.make_model(graph).SerializeToString()
 
 
@@ -46,31 +62,41 @@ def options(**backend: object) -> CompileOptions:
 
 # -- model script -------------------------------------------------------------------------
 
+
 def test_model_script_minimal() -> None:
     assert model_script(options(), 64, {}) == (
         "model_optimization_config(calibration, batch_size=8, calibset_size=64)\n"
-        "post_quantization_optimization(bias_correction, policy=enabled)\n")
+        "post_quantization_optimization(bias_correction, policy=enabled)\n"
+    )
 
 
 def test_model_script_every_op() -> None:
     opts = CompileOptions(
         bias_correction=False,
         overrides=(RangeOverride("Conv_0", "out", "y", 0.0, 8.0), RangeOverride("Conv_1", "in", "y", -1.5, 2.25)),
-        backend_options=(("optimization_level", 2), ("compression_level", 0), ("calibration_batch_size", 2),
-                         ("model_script", ["performance_param(compiler_optimization_level=max)"])))
+        backend_options=(
+            ("optimization_level", 2),
+            ("compression_level", 0),
+            ("calibration_batch_size", 2),
+            ("model_script", ["performance_param(compiler_optimization_level=max)"]),
+        ),
+    )
     assert model_script(opts, 64, {"Conv_0": "conv1"}) == (
         "quantization_param(conv1, force_range_out=[0.0, 8.0])\n"
         "quantization_param(Conv_1, force_range_in=[-1.5, 2.25])\n"
         "model_optimization_flavor(optimization_level=2, compression_level=0)\n"
         "model_optimization_config(calibration, batch_size=2, calibset_size=64)\n"
         "post_quantization_optimization(bias_correction, policy=disabled)\n"
-        "performance_param(compiler_optimization_level=max)\n")
+        "performance_param(compiler_optimization_level=max)\n"
+    )
 
 
 def test_model_script_single_level_and_small_calibration() -> None:
     text = model_script(options(optimization_level=0), 3, {})
-    assert text.splitlines()[:2] == ["model_optimization_flavor(optimization_level=0)",
-                                     "model_optimization_config(calibration, batch_size=3, calibset_size=3)"]
+    assert text.splitlines()[:2] == [
+        "model_optimization_flavor(optimization_level=0)",
+        "model_optimization_config(calibration, batch_size=3, calibset_size=3)",
+    ]
 
 
 def test_layer_names_from_hn() -> None:
@@ -78,6 +104,7 @@ def test_layer_names_from_hn() -> None:
 
 
 # -- calibration layout -------------------------------------------------------------------
+
 
 def test_nchw_to_nhwc() -> None:
     x = np.arange(2 * 3 * 4 * 5, dtype=np.float64).reshape(2, 3, 4, 5)
@@ -89,12 +116,17 @@ def test_nchw_to_nhwc() -> None:
 
 # -- parameter discovery --------------------------------------------------------------------
 
+
 def quantized_params(kernel: np.ndarray, scale: float, bias: list[int]) -> dict[str, np.ndarray]:
-    return {"net/conv1/kernel:0": kernel, "net/conv1/kernel_scale:0": np.float32([scale]),
-            "net/conv1/bias:0": np.int32(bias), "net/conv1/bias_scale:0": np.float32([0.5]),
-            "net/conv1/stats/output_0/stats_limvals:0": np.float32([0.0, 8.0]),
-            "net/relu1/stats/output_0/stats_limvals:0": np.float32([0.0, 6.0]),
-            "net/conv2/kernel:0": np.full((1, 1, 2, 2), 3, np.int8)}
+    return {
+        "net/conv1/kernel:0": kernel,
+        "net/conv1/kernel_scale:0": np.float32([scale]),
+        "net/conv1/bias:0": np.int32(bias),
+        "net/conv1/bias_scale:0": np.float32([0.5]),
+        "net/conv1/stats/output_0/stats_limvals:0": np.float32([0.0, 8.0]),
+        "net/relu1/stats/output_0/stats_limvals:0": np.float32([0.0, 6.0]),
+        "net/conv2/kernel:0": np.full((1, 1, 2, 2), 3, np.int8),
+    }
 
 
 def test_discovery_groups_layers_in_order() -> None:
@@ -121,8 +153,9 @@ def test_kernel_hash_covers_the_weight_scale() -> None:
 
 
 def test_native_float_parameters() -> None:
-    prints, _ = discover_prints({"net/conv1/kernel:0": np.ones((3, 3, 1, 2), np.float32),
-                                 "net/conv1/bias:0": np.float32([0.25, -1.0])})
+    prints, _ = discover_prints(
+        {"net/conv1/kernel:0": np.ones((3, 3, 1, 2), np.float32), "net/conv1/bias:0": np.float32([0.25, -1.0])}
+    )
     assert prints[0].bias == (0.25, -1.0) and prints[0].bias_step is None and prints[0].weight_scale == ()
 
 
@@ -135,10 +168,13 @@ def test_no_kernel_is_refused_listing_the_keys() -> None:
 
 # -- errors users meet -----------------------------------------------------------------------
 
+
 def test_clear_error_lines() -> None:
     assert "does not fit" in (clear_error("Compilation failed: Mapping Failed (allocator)") or "")
     # 93, not 26, is HailoRT's status for a HEF of another architecture (4.23 and 5.2 hailort.h)
-    assert "another architecture" in (clear_error("Failed to configure: HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE(93)") or "")
+    assert "another architecture" in (
+        clear_error("Failed to configure: HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE(93)") or ""
+    )
     assert "not a HEF" in (clear_error("Failed to configure: HAILO_INVALID_HEF(26)") or "")
     assert "another architecture" not in (clear_error("HAILO_INVALID_HEF(26)") or "")
     assert "versions do not match" in (clear_error("Driver version mismatch: 4.23.0 != 5.2.0") or "")
@@ -147,14 +183,21 @@ def test_clear_error_lines() -> None:
 
 # -- driver against the fake --------------------------------------------------------------------
 
+
 def test_driver_call_order_layout_and_files(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
     calibration = np.random.default_rng(0).random((5, 3, 4, 4), dtype=np.float32)
-    opts = CompileOptions(overrides=(RangeOverride("Conv_0", "out", "y", 0.0, 8.0),),
-                          backend_options=(("hw_arch", "hailo8"),))
+    opts = CompileOptions(
+        overrides=(RangeOverride("Conv_0", "out", "y", 0.0, 8.0),), backend_options=(("hw_arch", "hailo8"),)
+    )
     result = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), calibration, opts)
     assert result.ok, result.error
     assert [n for n in fake_hailo_sdk_client.names() if n not in ("ClientRunner", "save_params")] == [
-        "translate_onnx_model", "load_model_script", "optimize", "save_har", "compile"]
+        "translate_onnx_model",
+        "load_model_script",
+        "optimize",
+        "save_har",
+        "compile",
+    ]
     calls = dict(fake_hailo_sdk_client.calls)
     assert calls["save_params"].name == "TRANSLATED"
     assert calls["ClientRunner"]["hw_arch"] == "hailo8"
@@ -179,24 +222,27 @@ def test_driver_call_order_layout_and_files(fake_hailo_sdk_client: Any, tmp_path
 
 def test_mapping_failed_becomes_a_failed_run(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
     fake_hailo_sdk_client.compile_error = "Compilation failed: Mapping Failed\nallocator details"
-    result = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32),
-                         CompileOptions())
+    result = run_compile(
+        HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32), CompileOptions()
+    )
     assert not result.ok and result.stage == "compile"
     assert result.error is not None and "does not fit" in result.error and "\n" not in result.error
 
 
 def test_available(fake_hailo_sdk_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     ok, reason = HailoCompiler.available()
-    assert (ok, reason) == ((True, "hailo_sdk_client 0.0-fake") if sys.platform.startswith("linux") else
-                            (False, reason))
+    assert (ok, reason) == (
+        (True, "hailo_sdk_client 0.0-fake") if sys.platform.startswith("linux") else (False, reason)
+    )
     monkeypatch.setitem(sys.modules, "hailo_sdk_client", None)
     ok, reason = HailoCompiler.available()
     assert not ok and ("not importable" in reason or "Linux" in reason)
 
 
 def test_emulator_scores_the_har(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
-    compiled = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32),
-                           CompileOptions())
+    compiled = run_compile(
+        HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32), CompileOptions()
+    )
     assert compiled.artifact is not None
     with HailoEmulatorDevice().open(compiled.artifact, RuntimeOptions()) as session:
         assert [(t.dtype, t.scale) for t in session.inputs + session.outputs] == [("float32", None)] * 2
@@ -210,10 +256,11 @@ def test_emulator_scores_the_har(fake_hailo_sdk_client: Any, tmp_path: Path) -> 
 
 def test_emulator_gets_the_float_frames_not_a_uint8_grid(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
     """Item 5: [0, 1) inputs reached the emulator as zeros when wrapped in the artifact's uint8 grid."""
-    from loop.evaluate_run import run_inputs
+    from loop.flow.evaluate import run_inputs
 
-    compiled = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32),
-                           CompileOptions())
+    compiled = run_compile(
+        HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32), CompileOptions()
+    )
     assert compiled.artifact is not None and compiled.artifact.inputs[0].scale is None  # nothing to grid with
     inputs = np.random.default_rng(1).random((2, 3, 4, 4), dtype=np.float32)
     run_inputs(HailoEmulatorDevice(), compiled.artifact, inputs)
@@ -224,17 +271,20 @@ def test_emulator_gets_the_float_frames_not_a_uint8_grid(fake_hailo_sdk_client: 
 
 # -- issue 12: what the review against HailoRT 5.2.0 and public DFC callers found ---------------
 
+
 def test_model_script_numbers_are_fixed_point() -> None:
     """Item 10: repr() wrote 1e-05, which the DFC's script parser is not known to accept."""
     opts = CompileOptions(overrides=(RangeOverride("Conv_0", "out", "y", 1e-05, 2.5e-07),))
-    assert model_script(opts, 4, {}).splitlines()[0] == \
-        "quantization_param(Conv_0, force_range_out=[0.00001, 0.00000025])"
+    assert (
+        model_script(opts, 4, {}).splitlines()[0] == "quantization_param(Conv_0, force_range_out=[0.00001, 0.00000025])"
+    )
 
 
 def test_translated_parameters_come_from_save_params(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
     """Item 4: get_params_translated() is indexed per layer, so dict() of it held no kernel key."""
-    result = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32),
-                         CompileOptions())
+    result = run_compile(
+        HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32), CompileOptions()
+    )
     assert result.ok, result.error
     assert result.info["param_source"] == "save_params(TRANSLATED)"
     assert "loop_net/conv1/kernel:0" in result.info["param_keys"]
@@ -249,10 +299,14 @@ def test_per_layer_params_flatten_to_keys() -> None:
 
 def test_options_the_dfc_would_ignore_are_refused(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
     """Item 10: io, calibration_method and per_channel were silently ignored by the hailo backend."""
-    for opts in (CompileOptions(io="float32"), CompileOptions(calibration_method="entropy"),
-                 CompileOptions(per_channel=True)):
-        result = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32),
-                             opts)
+    for opts in (
+        CompileOptions(io="float32"),
+        CompileOptions(calibration_method="entropy"),
+        CompileOptions(per_channel=True),
+    ):
+        result = run_compile(
+            HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32), opts
+        )
         assert not result.ok and result.stage == "optimize" and "would ignore" in (result.error or "")
     assert "optimize" not in fake_hailo_sdk_client.names()
 
@@ -260,10 +314,12 @@ def test_options_the_dfc_would_ignore_are_refused(fake_hailo_sdk_client: Any, tm
 @pytest.mark.parametrize("key, value", [("io", "float32"), ("calibration_method", "entropy"), ("per_channel", "true")])
 def test_sweep_file_refuses_ignored_keys_for_hailo(write_sweep: Any, key: str, value: str) -> None:
     """Item 10, at parse time: exit 2 with file, line and field, before anything is written."""
-    from loop.errors import LoopError
-    from loop.spec import parse
+    from loop.core.errors import LoopError
+    from loop.spec.sweepfile import parse
 
-    path = write_sweep(f"sweep: s\nbase: tiny.yaml\nbackend: hailo\ncompile:\n  {key}: {value}\nvariants:\n  - name: base\n")
+    path = write_sweep(
+        f"sweep: s\nbase: tiny.yaml\nbackend: hailo\ncompile:\n  {key}: {value}\nvariants:\n  - name: base\n"
+    )
     with pytest.raises(LoopError) as err:
         parse(path)
     text = str(err.value)
@@ -272,14 +328,22 @@ def test_sweep_file_refuses_ignored_keys_for_hailo(write_sweep: Any, key: str, v
 
 def test_lowered_optimization_level_is_recorded(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
     """Item 10: the DFC lowers the level itself with little calibration data (or no GPU)."""
-    result = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((4, 3, 4, 4), np.float32),
-                         CompileOptions(backend_options=(("optimization_level", 2),)))
+    result = run_compile(
+        HailoCompiler(workdir=tmp_path),
+        tiny_conv_onnx(),
+        np.zeros((4, 3, 4, 4), np.float32),
+        CompileOptions(backend_options=(("optimization_level", 2),)),
+    )
     level = result.info["optimization_level"]
     assert (level["requested"], level["effective"], level["effective_from"]) == (2, 0, "the DFC's log")
     assert "reducing optimization level to 0" in level["evidence"][0]
     quiet = optimization_level(1, ["Starting Model Optimization"])
-    assert quiet == {"requested": 1, "effective": 1, "effective_from": "as requested (the DFC said nothing)",
-                     "evidence": []}
+    assert quiet == {
+        "requested": 1,
+        "effective": 1,
+        "effective_from": "as requested (the DFC said nothing)",
+        "evidence": [],
+    }
 
 
 class _Enum:
@@ -311,20 +375,27 @@ def _fake_platform(infos_in: list[Any], infos_out: list[Any]) -> ModuleType:
 def _info(name: str, shape: tuple[int, ...], kind: str, scale: float, zp: float) -> Any:
     from types import SimpleNamespace
 
-    return SimpleNamespace(name=name, shape=shape, format=SimpleNamespace(type=_Enum(kind)),
-                           quant_info=SimpleNamespace(qp_scale=scale, qp_zp=zp))
+    return SimpleNamespace(
+        name=name,
+        shape=shape,
+        format=SimpleNamespace(type=_Enum(kind)),
+        quant_info=SimpleNamespace(qp_scale=scale, qp_zp=zp),
+    )
 
 
-def test_layouts_are_read_from_the_hef(fake_hailo_sdk_client: Any, tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_layouts_are_read_from_the_hef(
+    fake_hailo_sdk_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Item 4: uint8 was hard-coded and names came from the HN; an a16_w16 output is uint16, and an
     output with several quantization params is read as float32 (what the device session reports)."""
-    platform = _fake_platform([_info("loop_net/input_layer1", (4, 4, 3), "UINT8", 1 / 128, 128)],
-                              [_info("loop_net/conv2", (4, 4, 2), "UINT16", 0.001, 7),
-                               _info("loop_net/conv3", (4, 4, 2), "UINT8", 0.0, 0)])
+    platform = _fake_platform(
+        [_info("loop_net/input_layer1", (4, 4, 3), "UINT8", 1 / 128, 128)],
+        [_info("loop_net/conv2", (4, 4, 2), "UINT16", 0.001, 7), _info("loop_net/conv3", (4, 4, 2), "UINT8", 0.0, 0)],
+    )
     monkeypatch.setitem(sys.modules, "hailo_platform", platform)
-    result = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32),
-                         CompileOptions())
+    result = run_compile(
+        HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32), CompileOptions()
+    )
     assert result.ok and result.artifact is not None, result.error
     assert result.info["layout_source"] == "hailo_platform"
     (inp,), (wide, multi) = result.artifact.inputs, result.artifact.outputs

@@ -1,14 +1,16 @@
 """The embedded compiler on tiny authored models: real QDQ quantization, real rounding."""
+
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 
-from loop.compilers.base import CompileOptions, RangeOverride, run_compile
+from loop.compilers.base import run_compile
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
-from loop.frames import seeded
-from loop.graphs import build_recipe
+from loop.core.vocab import CompileOptions, RangeOverride
+from loop.spec.frames import seeded
+from loop.spec.graphs import build_recipe
 
 CAL = seeded((1, 3, 8, 8), 16, 0)
 
@@ -26,13 +28,13 @@ def compile_(model: bytes, **options) -> "object":
 
 def test_deterministic(model):
     a, b = compile_(model), compile_(model)
-    assert [l.kernel_sha for l in a.layers] == [l.kernel_sha for l in b.layers]
+    assert [lp.kernel_sha for lp in a.layers] == [lp.kernel_sha for lp in b.layers]
     assert a.artifact.data == b.artifact.data
 
 
 def test_fingerprint_reads_every_quantized_layer(model):
     layers = compile_(model).layers
-    assert [l.name for l in layers] == ["conv1", "conv2"]
+    assert [lp.name for lp in layers] == ["conv1", "conv2"]
     conv1 = layers[0]
     assert conv1.out_tensor == "conv1_out" and conv1.in_tensor == "input"
     assert layers[1].in_tensor == "conv1_out" and layers[1].in_scale == conv1.out_scale
@@ -40,13 +42,14 @@ def test_fingerprint_reads_every_quantized_layer(model):
 
 
 def test_uniformly_scaled_kernel_keeps_integers_but_changes_hash(recipe):
-    from loop.perturb import ScaleWeights
-    from loop.structure import analyse
+    from loop.judge.structure import analyse
+    from loop.spec.perturb import ScaleWeights
+
     base = build_recipe(recipe)
     scaled = build_recipe(recipe)
     ScaleWeights(layer="conv1", factor=1.05).apply(scaled, analyse(scaled))
     a, b = compile_(base.SerializeToString()), compile_(scaled.SerializeToString())
-    qa, qb = (onnx.load_from_string(r.artifact.data) for r in (a, b))
+    _qa, _qb = (onnx.load_from_string(r.artifact.data) for r in (a, b))
     assert a.layers[0].kernel_sha != b.layers[0].kernel_sha
     assert b.layers[0].weight_scale[0] == pytest.approx(a.layers[0].weight_scale[0] * 1.05, rel=1e-5)
     assert a.layers[1].kernel_sha == b.layers[1].kernel_sha
@@ -69,6 +72,7 @@ def test_bias_correction_rederives_biases(model):
 
 def test_artifact_takes_and_returns_uint8(model):
     import onnxruntime as ort
+
     art = compile_(model).artifact
     assert [t.dtype for t in art.inputs + art.outputs] == ["uint8", "uint8"]
     assert art.inputs[0].scale and art.outputs[0].scale

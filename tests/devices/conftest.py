@@ -4,6 +4,7 @@
 * the real shim (shim/hailort_shim.cpp) built over a FAKE HailoRT (tests/devices/fake_hailort):
   the shim's own C++ runs, against a test double of libhailort (not HailoRT either).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -52,8 +53,21 @@ def _compile_shim_over_fake(out_dir: Path) -> Path:
     if compiler is None or sys.platform != "linux":
         pytest.skip("the real shim over the fake HailoRT needs g++ or clang++ on Linux")
     out = out_dir / "libhailort_shim.so"
-    cmd = [compiler, "-std=c++17", "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", f"-I{FAKE_HAILORT / 'include'}",
-           "-o", str(out), str(SHIM_DIR / "hailort_shim.cpp"), str(FAKE_HAILORT / "fake_hailort.cpp"), "-pthread"]
+    cmd = [
+        compiler,
+        "-std=c++17",
+        "-shared",
+        "-fPIC",
+        "-O1",
+        "-Wall",
+        "-Wextra",
+        f"-I{FAKE_HAILORT / 'include'}",
+        "-o",
+        str(out),
+        str(SHIM_DIR / "hailort_shim.cpp"),
+        str(FAKE_HAILORT / "fake_hailort.cpp"),
+        "-pthread",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-4000:]
     shutil.copy(SHIM_SIGS, out_dir / SHIM_SIGS.name)

@@ -2,6 +2,7 @@
 a FAKE ``hailo_sdk_client`` (tests/compilers/hailo_fakes.py) and the device is the LOOPBACK
 shim (tests/devices/loopback), a C test double of the shim's ABI, not HailoRT. It shows the
 flow and the ledger are the same as on ONNX Runtime; it shows nothing about silicon."""
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from loop.ledger import Ledger, run_json
-from loop.spec import parse
-from loop.sweep import SweepOptions, run_sweep
+from loop.flow.sweep import SweepOptions, run_sweep
+from loop.spec.sweepfile import parse
+from loop.store.ledger import Ledger, run_json
 
 FAKE_SDK = Path(__file__).resolve().parents[1] / "fake_sdk"
 LOOPBACK_HEF = "LOOPBACK 4 4 3 4 4 2\n"  # the loopback's "HEF": input 4x4x3, output 4x4x2, as the fake HN says
@@ -39,10 +40,12 @@ def fake_sdk(monkeypatch: pytest.MonkeyPatch, hef: str = LOOPBACK_HEF) -> None:
 def conv_model(path: Path) -> None:
     w = np.random.default_rng(0).normal(0, 0.3, (2, 3, 1, 1)).astype(np.float32)
     graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="Conv_0")], "g",
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="Conv_0")],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 4])],
-        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.zeros(2, np.float32), "b")])
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.zeros(2, np.float32), "b")],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, str(path))
@@ -53,7 +56,8 @@ def test_hailo_sweep_through_fake_compiler_and_loopback(tmp_path, monkeypatch, l
     monkeypatch.setenv("LOOP_HAILORT_SHIM", str(loopback_shim_lib))
     conv_model(tmp_path / "net.onnx")
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(textwrap.dedent("""\
+    sweep.write_text(
+        textwrap.dedent("""\
         sweep: hailo-flow
         base: net.onnx
         backend: hailo
@@ -66,7 +70,8 @@ def test_hailo_sweep_through_fake_compiler_and_loopback(tmp_path, monkeypatch, l
           - name: base
           - name: scale
             perturb: [{op: force_range_out, layer: Conv_0, range: [0.0, 4.0]}]
-        """))
+        """)
+    )
     result = run_sweep(parse(sweep), tmp_path / "runs", SweepOptions(jobs=1, progress=False))
     ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
     runs = {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
@@ -98,7 +103,8 @@ def test_hailo_sweep_on_a_multi_input_model_opens_without_latency(tmp_path, monk
     monkeypatch.setenv("HAILORT_LOGGER_PATH", str(tmp_path))
     conv_model(tmp_path / "net.onnx")
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(textwrap.dedent("""\
+    sweep.write_text(
+        textwrap.dedent("""\
         sweep: hailo-latency
         base: net.onnx
         backend: hailo
@@ -111,7 +117,8 @@ def test_hailo_sweep_on_a_multi_input_model_opens_without_latency(tmp_path, monk
           - name: base
           - name: asked
             measure: {hw_latency: true}
-        """))
+        """)
+    )
     result = run_sweep(parse(sweep), tmp_path / "runs", SweepOptions(jobs=1, progress=False))
     ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
     runs = {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}

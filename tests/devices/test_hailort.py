@@ -4,6 +4,7 @@ The loopback is a C test double implementing shim/hailort_shim.sigs; it is not H
 and no Hailo hardware runs in these tests. They show the Python side and the ABI work:
 layout, status codes, refused buffers, deterministic outputs, pipelined timings.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -16,11 +17,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-from loop.compilers.base import Artifact
+from loop.core.errors import BufferSizeError
+from loop.core.vocab import Artifact
 from loop.devices.base import RuntimeOptions
-from loop.devices.hailort import (LATENCY_OFF_NOTE, HailoLog, HailoRTDevice, HailoRTError, options_text,
-                                  page_buffer, power_limited, runtime_warnings, status_line)
-from loop.errors import BufferSizeError
+from loop.devices.hailort import (
+    LATENCY_OFF_NOTE,
+    HailoLog,
+    HailoRTDevice,
+    HailoRTError,
+    options_text,
+    page_buffer,
+    power_limited,
+    runtime_warnings,
+    status_line,
+)
 
 POWER_WARNING = "[HailoRT] [warning] USB-C source electrical current advertised: 1.5A."
 
@@ -35,8 +45,9 @@ def loopback_reference(frame: np.ndarray, out_bytes: int) -> np.ndarray:
     acc = 2166136261
     for b in data:
         acc = ((acc ^ b) * 16777619) & 0xFFFFFFFF
-    return np.array([((acc >> (j % 24)) + j * 31 + data[j % len(data)]) & 0xFF for j in range(out_bytes)],
-                    dtype=np.uint8)
+    return np.array(
+        [((acc >> (j % 24)) + j * 31 + data[j % len(data)]) & 0xFF for j in range(out_bytes)], dtype=np.uint8
+    )
 
 
 @pytest.fixture()
@@ -93,8 +104,9 @@ def test_undersized_buffers_are_refused_by_the_shim_itself(loopback_device: Hail
         binding = session.shim.binding
         ins = (ctypes.c_void_p * 1)(frame.ctypes.data)
         outs = (ctypes.c_void_p * 1)(out.ctypes.data)
-        status = binding.loop_hrt_infer(session.handle, ins, (ctypes.c_size_t * 1)(48), 1,
-                                        outs, (ctypes.c_size_t * 1)(11), 1, 1000)
+        status = binding.loop_hrt_infer(
+            session.handle, ins, (ctypes.c_size_t * 1)(48), 1, outs, (ctypes.c_size_t * 1)(11), 1, 1000
+        )
         assert status == 1000
         assert "output" in session.shim.last_error()
         assert np.all(out == 0xAB)
@@ -135,8 +147,9 @@ def test_non_hailo_artifacts_are_refused(loopback_device: HailoRTDevice) -> None
         loopback_device.open(Artifact("onnxruntime", b"x", ".onnx", (), ()), RuntimeOptions())
 
 
-def test_health_captures_runtime_stderr_and_flags_power(loopback_device: HailoRTDevice,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_health_captures_runtime_stderr_and_flags_power(
+    loopback_device: HailoRTDevice, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("LOOPBACK_EMIT_WARNING", "1")
     with loopback_device.open(loopback_artifact(), RuntimeOptions()):
         health = loopback_device.health()
@@ -152,13 +165,16 @@ def test_health_reads_the_hailort_log_file(loopback_device: HailoRTDevice, tmp_p
     log.write_text("[2026-08-29 10:00:00.000] [1] [HailoRT] [info] [x.cpp:1] [f] old\n")
     loopback_device.log = HailoLog()
     with open(log, "a") as f:
-        f.write("[2026-08-29 10:00:01.000] [1] [HailoRT] [warning] [usb.cpp:9] [check] "
-                "USB-C source electrical current advertised: 1.5A.\n")
+        f.write(
+            "[2026-08-29 10:00:01.000] [1] [HailoRT] [warning] [usb.cpp:9] [check] "
+            "USB-C source electrical current advertised: 1.5A.\n"
+        )
     assert loopback_device.health().warnings == (POWER_WARNING,)
 
 
-def test_available_names_the_paths_it_tried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                            loopback_shim_lib: Path) -> None:
+def test_available_names_the_paths_it_tried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loopback_shim_lib: Path
+) -> None:
     missing = tmp_path / "libhailort_shim.so"
     monkeypatch.setenv("LOOP_HAILORT_SHIM", str(missing))
     ok, reason = HailoRTDevice.available()
@@ -178,6 +194,7 @@ def test_pure_helpers() -> None:
 
 # -- issue 12, through the LOOPBACK (the Python side of each fix) --------------------------------
 
+
 def open_handles(library: Path) -> int:
     return ctypes.CDLL(str(library)).loopback_open_handles()
 
@@ -185,7 +202,9 @@ def open_handles(library: Path) -> int:
 def test_defaults_leave_latency_off_and_batch_to_hailort() -> None:
     """Item 2: hw latency was on and batch 1 by default; hailortcli runs with neither."""
     assert options_text(RuntimeOptions(), None) == "dma_map=0;hw_latency=0"
-    assert options_text(RuntimeOptions(hw_latency=True, group_id="loop"), None) == "dma_map=0;hw_latency=1;group_id=loop"
+    assert (
+        options_text(RuntimeOptions(hw_latency=True, group_id="loop"), None) == "dma_map=0;hw_latency=1;group_id=loop"
+    )
 
 
 def test_latency_off_by_default_is_recorded_with_why(loopback_device: HailoRTDevice) -> None:
@@ -203,8 +222,9 @@ def test_multi_planar_model_opens_without_latency_and_says_why(loopback_device: 
         assert s.hw_latency_ms() is None
 
 
-def test_invalid_quantization_is_refused_not_dequantized_to_zeros(loopback_device: HailoRTDevice,
-                                                                  loopback_shim_lib: Path) -> None:
+def test_invalid_quantization_is_refused_not_dequantized_to_zeros(
+    loopback_device: HailoRTDevice, loopback_shim_lib: Path
+) -> None:
     """Item 3: scale 0 (INVALID_QUANT_INFO) was used silently; item 7: the handle is closed."""
     with pytest.raises(HailoRTError, match="without one usable quantization scale"):
         loopback_device.open(loopback_artifact("LOOPBACK 4 4 3 2 2 3 badquant"), RuntimeOptions())
@@ -219,26 +239,28 @@ def test_a_failed_session_never_blocks_the_next_open(loopback_device: HailoRTDev
         assert session.inputs[0].frame_bytes == 48
 
 
-def test_time_to_first_output_closes_when_the_first_call_fails(loopback_device: HailoRTDevice,
-                                                               loopback_shim_lib: Path) -> None:
+def test_time_to_first_output_closes_when_the_first_call_fails(
+    loopback_device: HailoRTDevice, loopback_shim_lib: Path
+) -> None:
     """Item 7: time_to_first_output had no try/finally around its session."""
-    from loop.measure import time_to_first_output
+    from loop.measure.protocol import time_to_first_output
 
     with pytest.raises(BufferSizeError):
-        time_to_first_output(loopback_device, loopback_artifact(), [np.zeros((1, 4, 4, 2), np.uint8)],
-                             RuntimeOptions(), 1)
+        time_to_first_output(
+            loopback_device, loopback_artifact(), [np.zeros((1, 4, 4, 2), np.uint8)], RuntimeOptions(), 1
+        )
     assert open_handles(loopback_shim_lib) == 0
-    parts, ttfo = time_to_first_output(loopback_device, loopback_artifact(), [np.zeros((1, 4, 4, 3), np.uint8)],
-                                       RuntimeOptions(), 1)
+    _parts, ttfo = time_to_first_output(
+        loopback_device, loopback_artifact(), [np.zeros((1, 4, 4, 3), np.uint8)], RuntimeOptions(), 1
+    )
     assert ttfo > 0
 
 
 def test_group_id_shares_a_device_and_unique_is_refused_with_a_hint(loopback_shim_lib: Path) -> None:
     """Item 6: on Hailo-10H sharing goes by group_id; a UNIQUE second open ends in 74."""
     first, second = HailoRTDevice(library=str(loopback_shim_lib)), HailoRTDevice(library=str(loopback_shim_lib))
-    with first.open(loopback_artifact(), RuntimeOptions()):
-        with pytest.raises(HailoRTError) as err:
-            second.open(loopback_artifact(), RuntimeOptions())
+    with first.open(loopback_artifact(), RuntimeOptions()), pytest.raises(HailoRTError) as err:
+        second.open(loopback_artifact(), RuntimeOptions())
     assert err.value.status == 74 and "group_id" in str(err.value) and "UNIQUE" in str(err.value)
     shared = RuntimeOptions(group_id="loop")
     with first.open(loopback_artifact(), shared), second.open(loopback_artifact(), shared) as session:
@@ -270,10 +292,11 @@ def test_session_buffers_start_and_end_on_a_page(loopback_device: HailoRTDevice)
     assert block.nbytes == mmap.PAGESIZE and block.ctypes.data % mmap.PAGESIZE == 0
 
 
-def test_windows_adds_dll_folders_before_loading(loopback_shim_lib: Path, shim_sigs_path: Path, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_windows_adds_dll_folders_before_loading(
+    loopback_shim_lib: Path, shim_sigs_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Item 1: Python 3.8+ on Windows ignores PATH for a ctypes DLL's dependencies."""
-    import loop.hailort_shim as shim_module
+    import loop.hailort.shim as shim_module
 
     hailort_bin = tmp_path / "HailoRT" / "bin"
     hailort_bin.mkdir(parents=True)
@@ -286,5 +309,7 @@ def test_windows_adds_dll_folders_before_loading(loopback_shim_lib: Path, shim_s
     monkeypatch.setattr(shim_module, "bind", lambda lib, sigs: events.append("load") or real_bind(lib, sigs))
     shim_module.load_shim(loopback_shim_lib, shim_sigs_path)
     assert events == [f"add {loopback_shim_lib.parent}", f"add {hailort_bin}", "load"]
-    assert shim_module.dll_directories(loopback_shim_lib, {"LOOP_HAILORT_DLL_DIR": str(tmp_path)}) == \
-        [loopback_shim_lib.parent, tmp_path]
+    assert shim_module.dll_directories(loopback_shim_lib, {"LOOP_HAILORT_DLL_DIR": str(tmp_path)}) == [
+        loopback_shim_lib.parent,
+        tmp_path,
+    ]

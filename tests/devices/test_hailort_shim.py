@@ -3,6 +3,7 @@ HAILORT_INCLUDE points at <hailort>/hailort/libhailort/include), linked against 
 (when LOOP_HAILORT_LIB points at a shim built by shim/build_libhailort.sh), against Windows-style
 min/max macros (always, over the FAKE HailoRT headers in tests/devices/fake_hailort), and through
 its CMake file (with stand-in HailoRT package files). None of it runs on a Hailo device."""
+
 from __future__ import annotations
 
 import os
@@ -13,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from loop.compilers.base import Artifact
+from loop.core.vocab import Artifact
 from loop.devices.base import RuntimeOptions
 from loop.devices.hailort import HailoRTDevice, HailoRTError
-from loop.hailort_shim import CAUGHT_EXCEPTION, ShimCaller, load_shim
-from loop.sigs import parse_sigs
+from loop.hailort.shim import CAUGHT_EXCEPTION, ShimCaller, load_shim
+from loop.hailort.sigs import parse_sigs
 
 SHIM = Path(__file__).resolve().parents[2] / "shim"
 FAKE_INCLUDE = Path(__file__).parent / "fake_hailort" / "include"
@@ -25,9 +26,28 @@ FAKE_INCLUDE = Path(__file__).parent / "fake_hailort" / "include"
 # of them is included, and libstdc++'s own code is not written to survive the macros (MSVC's STL is,
 # and undefines nothing). Included first, they leave the macros in force for all that follows, as
 # on Windows.
-STANDARD_FIRST = "".join(f"#include <{h}>\n" for h in (
-    "algorithm", "chrono", "cmath", "cstdint", "cstdio", "cstdlib", "cstring", "functional", "limits", "map",
-    "memory", "new", "optional", "sstream", "string", "utility", "vector"))
+STANDARD_FIRST = "".join(
+    f"#include <{h}>\n"
+    for h in (
+        "algorithm",
+        "chrono",
+        "cmath",
+        "cstdint",
+        "cstdio",
+        "cstdlib",
+        "cstring",
+        "functional",
+        "limits",
+        "map",
+        "memory",
+        "new",
+        "optional",
+        "sstream",
+        "string",
+        "utility",
+        "vector",
+    )
+)
 MACROS = "#define min(a, b) (((a) < (b)) ? (a) : (b))\n#define max(a, b) (((a) > (b)) ? (a) : (b))\n"
 # What Windows' headers do unless NOMINMAX is defined (minwindef.h, pulled in by winsock2.h).
 WINDOWS_MINMAX = f"{STANDARD_FIRST}#ifndef NOMINMAX\n{MACROS}#endif\n"
@@ -35,8 +55,11 @@ FORCED_MINMAX = STANDARD_FIRST + MACROS
 
 
 def _syntax(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", *args,
-                           str(SHIM / "hailort_shim.cpp")], capture_output=True, text=True)
+    return subprocess.run(
+        ["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", *args, str(SHIM / "hailort_shim.cpp")],
+        capture_output=True,
+        text=True,
+    )
 
 
 @pytest.mark.skipif(not os.environ.get("HAILORT_INCLUDE"), reason="HAILORT_INCLUDE is not set")
@@ -71,9 +94,11 @@ def test_shim_exports_exactly_what_the_sigs_declare() -> None:
     assert exported == declared
 
 
-@pytest.mark.skipif(not os.environ.get("LOOP_HAILORT_LIB"),
-                    reason="LOOP_HAILORT_LIB is not set (a shim linked against a real libhailort: "
-                           "shim/build_libhailort.sh prints its path)")
+@pytest.mark.skipif(
+    not os.environ.get("LOOP_HAILORT_LIB"),
+    reason="LOOP_HAILORT_LIB is not set (a shim linked against a real libhailort: "
+    "shim/build_libhailort.sh prints its path)",
+)
 def test_shim_linked_against_a_real_libhailort(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every .sigs symbol resolves in the linked library (the check the seed ran on Windows), and with
     no Hailo device here, open fails with HailoRT's own status, as one clear line."""
@@ -99,23 +124,29 @@ def _fake_hailort_package(root: Path, version: str) -> Path:
     (SameMajorVersion) and an imported target to link."""
     folder = root / f"hailort-{version}"
     folder.mkdir()
-    (folder / "HailoRTConfig.cmake").write_text(
-        "add_library(HailoRT::libhailort INTERFACE IMPORTED)\n")
+    (folder / "HailoRTConfig.cmake").write_text("add_library(HailoRT::libhailort INTERFACE IMPORTED)\n")
     (folder / "HailoRTConfigVersion.cmake").write_text(
         f'set(PACKAGE_VERSION "{version}")\n'
         'string(REGEX MATCH "^[0-9]+" _major "${PACKAGE_VERSION}")\n'
-        'if(PACKAGE_FIND_VERSION_MAJOR STREQUAL _major)\n  set(PACKAGE_VERSION_COMPATIBLE TRUE)\n'
-        'else()\n  set(PACKAGE_VERSION_COMPATIBLE FALSE)\nendif()\n')
+        "if(PACKAGE_FIND_VERSION_MAJOR STREQUAL _major)\n  set(PACKAGE_VERSION_COMPATIBLE TRUE)\n"
+        "else()\n  set(PACKAGE_VERSION_COMPATIBLE FALSE)\nendif()\n"
+    )
     return folder
 
 
 @pytest.mark.skipif(shutil.which("cmake") is None, reason="no cmake on PATH")
 def test_cmake_asks_for_the_hailort_major_version(tmp_path: Path) -> None:
     """Item 1: find_package(HailoRT) accepted any version; Hailo's examples ask for 5."""
+
     def configure(version: str, *extra: str) -> subprocess.CompletedProcess[str]:
         package = _fake_hailort_package(tmp_path, version)
-        return subprocess.run(["cmake", "-S", str(SHIM), "-B", str(tmp_path / f"build-{version}"),
-                               f"-DHailoRT_DIR={package}", *extra], capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            ["cmake", "-S", str(SHIM), "-B", str(tmp_path / f"build-{version}"), f"-DHailoRT_DIR={package}", *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
     old = configure("4.23.0")
     assert old.returncode != 0 and "4.23.0" in old.stderr
     assert configure("5.2.0").returncode == 0

@@ -1,5 +1,6 @@
 """Parsing hailortcli output. The samples are written from HAILO.md and hailortcli's source
 (the seed's figures), not captured from a device."""
+
 from __future__ import annotations
 
 import os
@@ -9,8 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from loop.devices.hailortcli import (Stat, agreement, parse_benchmark, parse_run2, parse_run2_json,
-                                     ignored_benchmark_flags, parse_version, run_benchmark)
+from loop.devices.hailortcli import (
+    Stat,
+    agreement,
+    ignored_benchmark_flags,
+    parse_benchmark,
+    parse_run2,
+    parse_run2_json,
+    parse_version,
+    run_benchmark,
+)
 
 BENCHMARK_5X = """\
 Starting Measurements...
@@ -40,10 +49,12 @@ Device 0000:01:00.0:
                           (max)     = 2.9 W
 """
 
-RUN2 = ("\x1b[2K\refficientnet_lite0:  hw latency: 2.25 ms | overall latency: 3.90 ms\n"
-        "\x1b[2K\refficientnet_lite0:  hw latency: 2.27 ms | overall latency: 3.95 ms\n"
-        "\tMinimum chip temperature: 38.70 C\n\tAverage chip temperature: 40.10 C\n"
-        "\tMaximum chip temperature: 41.70 C\n")
+RUN2 = (
+    "\x1b[2K\refficientnet_lite0:  hw latency: 2.25 ms | overall latency: 3.90 ms\n"
+    "\x1b[2K\refficientnet_lite0:  hw latency: 2.27 ms | overall latency: 3.95 ms\n"
+    "\tMinimum chip temperature: 38.70 C\n\tAverage chip temperature: 40.10 C\n"
+    "\tMaximum chip temperature: 41.70 C\n"
+)
 
 
 def test_benchmark_5x_summary_and_device_block() -> None:
@@ -75,8 +86,11 @@ def test_run2_live_line_keeps_the_last_reading_and_temperatures() -> None:
 
 
 def test_run2_json() -> None:
-    stats = {"network_groups": [{"name": "efficientnet_lite0", "FPS": "1168.000000",
-                                 "hw_latency": 2.27, "overall_latency": 3.95}]}
+    stats = {
+        "network_groups": [
+            {"name": "efficientnet_lite0", "FPS": "1168.000000", "hw_latency": 2.27, "overall_latency": 3.95}
+        ]
+    }
     figures = parse_run2_json(stats)
     assert figures.fps == {"efficientnet_lite0": 1168.0}
     assert (figures.hw_latency_ms, figures.overall_latency_ms) == (2.27, 3.95)
@@ -96,8 +110,14 @@ def test_run_benchmark_through_a_stand_in_tool(tmp_path: Path, monkeypatch: pyte
     stand_in_hailortcli(tmp_path, monkeypatch, "5.2.0")
     figures = run_benchmark(Path("m.hef"), seconds=3, power_mode="ultra_performance")
     assert figures.rate == 1168.0
-    assert (tmp_path / "argv").read_text().split() == ["benchmark", "m.hef", "-t", "3",
-                                                      "--power-mode", "ultra_performance"]
+    assert (tmp_path / "argv").read_text().split() == [
+        "benchmark",
+        "m.hef",
+        "-t",
+        "3",
+        "--power-mode",
+        "ultra_performance",
+    ]
     # Item 10: benchmark 5.x parses --power-mode and --batch-size, then runs run2_benchmark(hef, time) alone
     assert (figures.version, figures.ignored) == ("5.2.0", ("--power-mode",))
 
@@ -106,8 +126,10 @@ def stand_in_hailortcli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version
     """A shell script named hailortcli (a stand-in, not Hailo's tool): prints a canned benchmark."""
     (tmp_path / "out.txt").write_text(BENCHMARK_5X)
     tool = tmp_path / "hailortcli"
-    tool.write_text(f'#!/bin/sh\nif [ "$1" = "--version" ]; then echo "HailoRT-CLI version {version}"; exit 0; fi\n'
-                    f'echo "$@" > {tmp_path}/argv\ncat {tmp_path}/out.txt\n')
+    tool.write_text(
+        f'#!/bin/sh\nif [ "$1" = "--version" ]; then echo "HailoRT-CLI version {version}"; exit 0; fi\n'
+        f'echo "$@" > {tmp_path}/argv\ncat {tmp_path}/out.txt\n'
+    )
     tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
 
@@ -124,8 +146,8 @@ def test_ignored_flags_follow_the_version() -> None:
 def test_measuring_stick_compares_only_like_with_like(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Item 2: loop measured with hw latency and batch 1 while hailortcli did not, so the check
     flagged its own settings; settings the tool ignores are now recorded and not compared."""
-    from loop.measure import measuring_stick
-    from loop.spec import MeasureSpec
+    from loop.measure.protocol import measuring_stick
+    from loop.spec.sweepfile import MeasureSpec
 
     stand_in_hailortcli(tmp_path, monkeypatch, "5.2.0")
     m = {"rate_fps": {"median": 1100.0}}
@@ -134,4 +156,7 @@ def test_measuring_stick_compares_only_like_with_like(tmp_path: Path, monkeypatc
     assert (tmp_path / "argv").read_text().split() == ["benchmark", "m.hef", "-t", "15"]
     tuned = measuring_stick("hailort", Path("m.hef"), m, MeasureSpec(batch_size=8, hw_latency=True))
     assert tuned is not None and not tuned["comparable"]
-    assert tuned["ignored_by_hailortcli"] == ["--batch-size"] and tuned["settings_differ"] == ["--batch-size", "hw_latency"]
+    assert tuned["ignored_by_hailortcli"] == ["--batch-size"] and tuned["settings_differ"] == [
+        "--batch-size",
+        "hw_latency",
+    ]

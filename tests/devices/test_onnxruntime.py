@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
+from loop.core.errors import BufferSizeError
 from loop.devices.base import RuntimeOptions
 from loop.devices.onnxruntime import OnnxRuntimeDevice
-from loop.errors import BufferSizeError
 
 
 def frame(artifact, value: int = 7) -> list[np.ndarray]:
@@ -16,11 +16,14 @@ def test_infer_returns_device_dtype(artifact):
     assert out[0].dtype == np.uint8 and out[0].shape == artifact.outputs[0].shape
 
 
-@pytest.mark.parametrize("bad", [
-    lambda a: [np.zeros(a.inputs[0].frame_bytes - 1, np.uint8)],
-    lambda a: [np.zeros(a.inputs[0].shape, np.float32)],
-    lambda a: [],
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda a: [np.zeros(a.inputs[0].frame_bytes - 1, np.uint8)],
+        lambda a: [np.zeros(a.inputs[0].shape, np.float32)],
+        lambda a: [],
+    ],
+)
 def test_bad_frames_are_refused_before_running(artifact, bad):
     with OnnxRuntimeDevice().open(artifact, RuntimeOptions()) as s, pytest.raises(BufferSizeError):
         s.infer(bad(artifact))

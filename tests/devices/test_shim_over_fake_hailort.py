@@ -6,6 +6,7 @@ These tests pin what the shim's own C++ does: latency and batch defaults, the fl
 invalid quantization, group_id, status codes, exceptions at the C boundary, per-thread error
 text, health text, page-rounded outputs and DMA mappings kept for a session's life.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -14,17 +15,18 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 
-from loop.compilers.base import Artifact
+from loop.core.vocab import Artifact
 from loop.devices.base import RuntimeOptions
 from loop.devices.hailort import HailoRTDevice, HailoRTError, page_buffer
-from loop.hailort_shim import ABI_VERSION, hef_layouts, load_shim
-from loop.sigs import parse_sigs
+from loop.hailort.shim import ABI_VERSION, hef_layouts, load_shim
+from loop.hailort.sigs import parse_sigs
 
 PLAIN = "FAKEHEF in=4x4x3 out=2x2x3"
 
@@ -107,21 +109,26 @@ def test_hef_layout_needs_no_device(shim_lib: Path, tmp_path: Path) -> None:
     hef = tmp_path / "m.hef"
     hef.write_text("FAKEHEF in=4x4x3 out=2x2x3 out=2x2x2:multiquant")
     inputs, outputs = hef_layouts(hef, str(shim_lib))
-    assert [(t.name, t.shape, t.dtype, t.scale, t.zero_point) for t in inputs] == \
-        [("fake/input0", (1, 4, 4, 3), "uint8", 1 / 128, 128)]
-    assert [(t.name, t.dtype, t.scale) for t in outputs] == [("fake/output0", "uint8", 0.5),
-                                                              ("fake/output1", "float32", None)]
+    assert [(t.name, t.shape, t.dtype, t.scale, t.zero_point) for t in inputs] == [
+        ("fake/input0", (1, 4, 4, 3), "uint8", 1 / 128, 128)
+    ]
+    assert [(t.name, t.dtype, t.scale) for t in outputs] == [
+        ("fake/output0", "uint8", 0.5),
+        ("fake/output1", "float32", None),
+    ]
     assert counters(shim_lib)["live_vdevices"] == 0
 
 
 def test_group_id_decides_who_shares(shim_lib: Path) -> None:
     """Item 6: with the default "UNIQUE" a second VDevice fails with 74 (the server waits 5 s first)."""
     first, second = HailoRTDevice(library=str(shim_lib)), HailoRTDevice(library=str(shim_lib))
-    with first.open(fake_hef(), RuntimeOptions()):
-        with pytest.raises(HailoRTError) as err:
-            second.open(fake_hef(), RuntimeOptions())
+    with first.open(fake_hef(), RuntimeOptions()), pytest.raises(HailoRTError) as err:
+        second.open(fake_hef(), RuntimeOptions())
     assert err.value.status == 74 and "group_id" in str(err.value)
-    with first.open(fake_hef(), RuntimeOptions(group_id="sweep")), second.open(fake_hef(), RuntimeOptions(group_id="sweep")):
+    with (
+        first.open(fake_hef(), RuntimeOptions(group_id="sweep")),
+        second.open(fake_hef(), RuntimeOptions(group_id="sweep")),
+    ):
         assert counters(shim_lib)["live_vdevices"] == 2
 
 
@@ -147,7 +154,7 @@ def test_cpp_exceptions_stop_at_the_c_boundary(shim_lib: Path, tmp_path: Path, w
     hef.write_text(f"{PLAIN} throw={where}")
     script = textwrap.dedent(f"""
         import numpy as np
-        from loop.compilers.base import Artifact
+        from loop.core.vocab import Artifact
         from loop.devices.base import RuntimeOptions
         from loop.devices.hailort import HailoRTDevice, HailoRTError
         device = HailoRTDevice(library={str(shim_lib)!r})
@@ -187,8 +194,9 @@ def test_last_error_text_belongs_to_its_thread(device: HailoRTDevice) -> None:
     assert seen["first"].startswith("layout: null handle (status 1002)")
 
 
-def test_health_reads_the_serial_without_a_length_and_survives_a_nul(device: HailoRTDevice,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_health_reads_the_serial_without_a_length_and_survives_a_nul(
+    device: HailoRTDevice, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Item 9: Hailo-10H leaves serial_number_length 0; a NUL in the board name cut the JSON short."""
     monkeypatch.setenv("FAKE_HAILORT_BOARD_NUL", "1")
     with device.open(fake_hef(), RuntimeOptions()):
@@ -198,8 +206,9 @@ def test_health_reads_the_serial_without_a_length_and_survives_a_nul(device: Hai
     assert facts["board"] == "Hailo" and not any("unreadable" in w for w in health.warnings)
 
 
-def test_a_tight_output_buffer_is_not_written_past(device: HailoRTDevice, monkeypatch: pytest.MonkeyPatch,
-                                                   shim_lib: Path) -> None:
+def test_a_tight_output_buffer_is_not_written_past(
+    device: HailoRTDevice, monkeypatch: pytest.MonkeyPatch, shim_lib: Path
+) -> None:
     """Item 9: the device may fill an output's last page (hailo/infer_model.hpp); a caller's buffer that
     does not end on one is written through the shim's own page-rounded buffer."""
     monkeypatch.setenv("FAKE_HAILORT_PAGE_TAIL", "1")
@@ -210,8 +219,9 @@ def test_a_tight_output_buffer_is_not_written_past(device: HailoRTDevice, monkey
         binding = session.shim.binding
         ins = (ctypes.c_void_p * 1)(frame.ctypes.data)
         outs = (ctypes.c_void_p * 1)(block.ctypes.data)
-        status = binding.loop_hrt_infer(session.handle, ins, (ctypes.c_size_t * 1)(48), 1,
-                                        outs, (ctypes.c_size_t * 1)(12), 1, 1000)
+        status = binding.loop_hrt_infer(
+            session.handle, ins, (ctypes.c_size_t * 1)(48), 1, outs, (ctypes.c_size_t * 1)(12), 1, 1000
+        )
         assert status == 0
         assert np.all(block[12:] == 0xAB) and not np.all(block[:12] == 0xAB)
         session.infer([frame.reshape(1, 4, 4, 3)])  # the session's own buffers end on a page

@@ -1,4 +1,5 @@
 """The .sigs parser and binder, exercised for real against the loopback library (not HailoRT)."""
+
 from __future__ import annotations
 
 import ctypes
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loop.sigs import SigsError, bind, parse_line, parse_sigs
+from loop.hailort.sigs import SigsError, bind, parse_line, parse_sigs
 
 
 def test_parse_line_maps_types_to_ctypes() -> None:
@@ -16,8 +17,13 @@ def test_parse_line_maps_types_to_ctypes() -> None:
     assert sig.name == "f"
     assert sig.restype.ctype is ctypes.c_int
     assert [t.ctype for t in sig.argtypes] == [
-        ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t),
-        ctypes.c_uint64, ctypes.c_uint, ctypes.POINTER(ctypes.c_double)]
+        ctypes.c_char_p,
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.c_uint64,
+        ctypes.c_uint,
+        ctypes.POINTER(ctypes.c_double),
+    ]
     assert sig.argnames == ("path", "handle", "n", "count", "depth", "t")
 
 
@@ -49,9 +55,18 @@ def test_duplicate_and_malformed_declarations_are_refused() -> None:
 
 def test_shim_sigs_declares_the_expected_abi(shim_sigs_path: Path) -> None:
     names = [s.name for s in parse_sigs(shim_sigs_path.read_text(), str(shim_sigs_path))]
-    assert names == ["loop_hrt_abi_version", "loop_hrt_open", "loop_hrt_layout", "loop_hrt_hef_layout",
-                     "loop_hrt_infer", "loop_hrt_pipelined", "loop_hrt_hw_latency", "loop_hrt_health",
-                     "loop_hrt_last_error", "loop_hrt_close"]
+    assert names == [
+        "loop_hrt_abi_version",
+        "loop_hrt_open",
+        "loop_hrt_layout",
+        "loop_hrt_hef_layout",
+        "loop_hrt_infer",
+        "loop_hrt_pipelined",
+        "loop_hrt_hw_latency",
+        "loop_hrt_health",
+        "loop_hrt_last_error",
+        "loop_hrt_close",
+    ]
 
 
 def test_bind_resolves_every_symbol_of_the_loopback(loopback_shim_lib: Path, shim_sigs_path: Path) -> None:

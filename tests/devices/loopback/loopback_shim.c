@@ -2,7 +2,7 @@
  * LOOPBACK TEST DOUBLE. This is not HailoRT and runs on no Hailo hardware.
  *
  * It implements the ABI declared in shim/hailort_shim.sigs (version 2) so that the Python
- * binding (loop/sigs.py, loop/hailort_shim.py) and the device (loop/devices/hailort.py) can be
+ * binding (loop/hailort/sigs.py, loop/hailort/shim.py) and the device (loop/devices/hailort.py) can be
  * exercised for real, through ctypes, without a Hailo device. The tests compile it with the
  * system C compiler into a temporary directory. (The real shim's C++ is exercised separately,
  * built over a fake HailoRT: tests/devices/fake_hailort.)

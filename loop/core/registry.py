@@ -1,0 +1,74 @@
+"""Registry of compilers and devices, imported lazily so optional SDKs stay optional."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from loop.core.errors import LoopError
+
+if TYPE_CHECKING:  # the registry names backends by string, so importing it loads none of them
+    from loop.compilers.base import Compiler
+    from loop.devices.base import Device
+
+COMPILERS: dict[str, str] = {
+    "onnxruntime": "loop.compilers.onnxruntime:OnnxRuntimeCompiler",
+    "hailo": "loop.compilers.hailo:HailoCompiler",
+}
+DEVICES: dict[str, str] = {
+    "onnxruntime": "loop.devices.onnxruntime:OnnxRuntimeDevice",
+    "hailort": "loop.devices.hailort:HailoRTDevice",
+    "hailo-emulator": "loop.devices.hailo_emulator:HailoEmulatorDevice",
+}
+DEFAULT_DEVICES: dict[str, tuple[str, ...]] = {
+    "onnxruntime": ("onnxruntime",),
+    "hailo": ("hailort",),
+}
+
+
+@dataclass(frozen=True)
+class BackendStatus:
+    name: str
+    kind: str
+    available: bool
+    reason: str
+
+
+def importable(module: str) -> tuple[bool, str]:
+    """Whether ``module`` imports here, and if not, why (for ``available()``)."""
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        return False, f"{module} is not importable: {exc}"
+    return True, ""
+
+
+def _load(ref: str) -> Any:
+    return pkgutil.resolve_name(ref)
+
+
+def compiler_class(name: str) -> type[Compiler]:
+    if name not in COMPILERS:
+        raise LoopError(f"unknown backend '{name}' (known: {', '.join(COMPILERS)})")
+    return _load(COMPILERS[name])
+
+
+def device_class(name: str) -> type[Device]:
+    if name not in DEVICES:
+        raise LoopError(f"unknown device '{name}' (known: {', '.join(DEVICES)})")
+    return _load(DEVICES[name])
+
+
+def statuses() -> list[BackendStatus]:
+    """Every compiler and device, with whether it can run here and why not."""
+    out = []
+    for kind, table in (("compiler", COMPILERS), ("device", DEVICES)):
+        for name, ref in table.items():
+            try:
+                ok, reason = _load(ref).available()
+            except Exception as exc:
+                ok, reason = False, f"{type(exc).__name__}: {exc}"
+            out.append(BackendStatus(name, kind, ok, reason))
+    return out

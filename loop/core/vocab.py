@@ -1,0 +1,153 @@
+"""The shared vocabulary: the plain values every role passes to every other.
+
+Artifacts and their tensor layouts, layer fingerprints, compile options and results, the
+frames a device is fed. Anything here may be imported by any part of loop; it imports no
+other part of loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+# Controlled frames: one input's as an array (N, *shape[1:]); several inputs', by input name.
+Frames = np.ndarray | dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class TensorLayout:
+    """One input or output as the device sees it. ``x = (q - zero_point) * scale``.
+
+    ``shape`` is the device's own (with a leading batch of 1); ``frame_bytes`` is one frame."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    scale: float | None = None
+    zero_point: int | None = None
+    channels_last: bool = False  # NHWC frames (a HEF's), while the ONNX model is NCHW
+
+    @cached_property
+    def frame_bytes(self) -> int:
+        count = int(np.prod(self.shape[1:] if len(self.shape) > 1 else self.shape))
+        return count * np.dtype(self.dtype).itemsize
+
+    @property
+    def quantized(self) -> bool:
+        return self.scale is not None
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A deployable compiled model, carried by value and keyed by content."""
+
+    backend: str
+    data: bytes
+    suffix: str
+    inputs: tuple[TensorLayout, ...]
+    outputs: tuple[TensorLayout, ...]
+    extras: dict[str, bytes] = field(default_factory=dict)
+    path: str | None = None  # where it was stored; ``data`` may then be left empty (spilled)
+    stored_sha: str | None = None
+    extras_sha: dict[str, str] = field(default_factory=dict)  # of spilled extras, checked when read back
+
+    @property
+    def sha(self) -> str:
+        return self.stored_sha or hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def bytes_in(self) -> int:
+        return sum(t.frame_bytes for t in self.inputs)
+
+    @property
+    def bytes_out(self) -> int:
+        return sum(t.frame_bytes for t in self.outputs)
+
+
+@dataclass(frozen=True)
+class LayerPrint:
+    """Backend-neutral fingerprint of one quantized layer.
+
+    ``kernel_sha`` covers the integer kernel together with its weight scale(s) and zero
+    point(s); ``bias_sha`` covers the bias integers and their scale. ``bias`` is the
+    dequantized bias and ``bias_step`` the step of its grid, so the audit can tell
+    requantization rounding from a real change. A layer without weights (an activation x
+    activation MatMul, as in attention) has no kernel: ``kernel_sha`` is None and only its
+    scales are recorded.
+    """
+
+    name: str
+    op: str
+    kernel_sha: str | None
+    bias_sha: str | None
+    weight_scale: tuple[float, ...]
+    weight_zero_point: tuple[int, ...]
+    in_tensor: str | None
+    in_scale: float | None
+    in_zero_point: int | None
+    out_tensor: str | None
+    out_scale: float | None
+    out_zero_point: int | None
+    bias: tuple[float, ...] | None = None
+    bias_step: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
+class RangeOverride:
+    """A forced activation range on the tensor carrying ``layer``'s input or output."""
+
+    layer: str
+    side: str  # "out" or "in"
+    tensor: str  # the tensor actually quantized (resolved through removed activations)
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """Everything that changes what a compile produces (and so its cache key)."""
+
+    bias_correction: bool = True
+    io: str = "uint8"
+    calibration_method: str = "minmax"
+    calibration_bins: int = 2048  # histogram bins (entropy, percentile, distribution)
+    calibration_quantized_bins: int = 128  # entropy: bins of the quantized distribution (8 bits: 128)
+    calibration_percentile: float = 99.99  # percentile: the share of values the range keeps
+    per_channel: bool = False
+    overrides: tuple[RangeOverride, ...] = ()
+    threads: int = 0
+    timeout_s: float | None = None
+    backend_options: tuple[tuple[str, Any], ...] = ()
+
+    def backend_option(self, key: str, default: Any = None) -> Any:
+        return dict(self.backend_options).get(key, default)
+
+
+@dataclass
+class Quantized:
+    """A quantized model as the compiler holds it, plus what it discovered on the way."""
+
+    backend: str
+    data: bytes
+    info: dict[str, Any] = field(default_factory=dict)
+    stages: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class CompileResult:
+    """What one compile produced, or where and why it failed. Never raised."""
+
+    ok: bool
+    stage: str | None = None
+    error: str | None = None
+    stderr_tail: str = ""
+    stages: dict[str, float] = field(default_factory=dict)
+    artifact: Artifact | None = None
+    layers: list[LayerPrint] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+    compiled_on: str = "local"
+    cache_hit: bool = False

@@ -1,0 +1,226 @@
+"""Compile many variants at once: cached, deduplicated, in parallel, locally or on Dask.
+
+Cache hits and repeats of an item are never compiled. Misses go to joblib workers (loky
+processes here, or the workers of a Dask cluster), and each worker runs its compile in a
+child process of its own process group (:mod:`loop.flow.compile_child`), so a per-variant
+timeout or a crash fails that variant alone. Results come back by value, in input order,
+and only the parent writes the cache.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from joblib import Parallel, delayed, parallel_config
+from joblib.externals.loky import get_reusable_executor
+
+from loop.core.errors import LoopError
+from loop.core.registry import COMPILERS, compiler_class
+from loop.core.vocab import CompileOptions, CompileResult, Frames
+from loop.flow.compile_child import compile_with, resolve, run_isolated, watch_sweep
+from loop.store.cache import Cache, calibration_sha, key_of
+
+Item = tuple[bytes, Frames, CompileOptions]
+CONNECT_TIMEOUT_S = 20.0  # a scheduler that has not answered by then is taken as unreachable
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One compile to do: its hashes up front, its bytes loaded only when it is dispatched,
+    so a generation of large models never sits in the parent all at once."""
+
+    model_sha: str
+    calib_sha: str
+    options: CompileOptions
+    load: Callable[[], tuple[bytes, Frames]]
+
+
+def as_job(item: Item | Job) -> Job:
+    if isinstance(item, Job):
+        return item
+    model, calibration, options = item
+    return Job(hashlib.sha256(model).hexdigest(), calibration_sha(calibration), options, lambda: (model, calibration))
+
+
+def compile_job(backend: str, model: bytes, calibration: Frames, options: CompileOptions) -> CompileResult:
+    """One compile in this very process (no isolation, no cache); returns a value, never raises."""
+    return compile_with(compiler_class(backend)(), model, calibration, options)
+
+
+def compile_all(
+    backend: str,
+    items: Sequence[Item | Job],
+    *,
+    jobs: int,
+    cache: Cache | None,
+    cluster: str | None = None,
+    progress: Progress | None = None,
+) -> list[CompileResult]:
+    """Compile every ``(model, calibration, options)`` item; results in input order.
+
+    ``jobs`` is joblib's ``n_jobs`` for local compiles (a cluster uses all its workers);
+    ``progress`` is called with how many items each finished compile (or the hits) settled.
+    """
+    out: list[CompileResult | None] = [None] * len(items)
+    for settled in iter_compiled(backend, items, jobs=jobs, cache=cache, cluster=cluster):
+        for index, result in settled:
+            out[index] = result
+        _advance(progress, len(settled))
+    return [r for r in out if r is not None]
+
+
+def iter_compiled(
+    backend: str, items: Sequence[Item | Job], *, jobs: int, cache: Cache | None, cluster: str | None = None
+) -> Iterator[list[tuple[int, CompileResult]]]:
+    """The items' ``(index, result)`` pairs in batches as they settle: all cache hits first,
+    then each finished compile with its repeats, so a caller can measure while compiles run."""
+    ref = _compiler_ref(backend)
+    with _cluster(cluster) as client:
+        versions = _versions(ref, client)
+        work = [as_job(item) for item in items]
+        keys = [key_of(j.model_sha, j.calib_sha, j.options, backend, versions) for j in work]
+        done, todo = _split(keys, work, cache)
+        hits = _settle(keys, done)
+        if hits:
+            yield hits
+        for key, result in _compile(ref, todo, jobs, client is not None):
+            result.info.setdefault("versions", versions)
+            if cache is not None:
+                cache.store(key, result)
+            yield _settle(keys, {key: result})
+
+
+def _compiler_ref(backend: str) -> str:
+    # The parent's registry travels by value, so workers see compilers registered at run time.
+    compiler_class(backend)  # an unknown backend is a user error, before anything starts
+    return COMPILERS[backend]
+
+
+def _split(keys: list[str], items: list[Job], cache: Cache | None) -> tuple[dict[str, CompileResult], dict[str, Job]]:
+    """Cache hits, and the unique misses left to compile."""
+    done: dict[str, CompileResult] = {}
+    todo: dict[str, Job] = {}
+    for key, item in zip(keys, items, strict=True):
+        if key in done or key in todo:
+            continue
+        hit = cache.lookup(key) if cache is not None else None
+        if hit is not None:
+            done[key] = hit
+        else:
+            todo[key] = item
+    return done, todo
+
+
+def _compile(ref: str, todo: dict[str, Job], jobs: int, remote: bool) -> Iterator[tuple[str, CompileResult]]:
+    if not todo:
+        return
+    if not remote:
+        yield from _local(ref, todo, jobs)
+        return
+    # A generator: joblib dispatches a few tasks ahead, so each job loads its bytes just in time.
+    # Inside _cluster, parallel_config already names the Dask backend.
+    tasks = (delayed(_task)(key, ref, *job.load(), job.options) for key, job in todo.items())
+    yield from Parallel(n_jobs=-1, return_as="generator_unordered")(tasks)
+
+
+def _local(ref: str, todo: dict[str, Job], jobs: int) -> Iterator[tuple[str, CompileResult]]:
+    """Compiles on joblib's loky workers, even one (joblib would run ``n_jobs=1`` in this
+    threaded parent, from which a compile cannot be forked). At most two per worker are in
+    flight, so each job loads its bytes just in time."""
+    workers = max(1, min(jobs, len(todo)))
+    # Each worker watches this process: after a kill -9 of the sweep it kills its compile's
+    # group and exits, rather than wait on a hung compile (or idle) for ever.
+    executor = get_reusable_executor(max_workers=workers, initializer=watch_sweep, initargs=(os.getpid(),))
+    queue, running = iter(todo.items()), set[Future[tuple[str, CompileResult]]]()
+    while True:
+        for key, job in itertools.islice(queue, 2 * workers - len(running)):
+            running.add(executor.submit(_task, key, ref, *job.load(), job.options))
+        if not running:
+            return
+        done, running = wait(running, return_when=FIRST_COMPLETED)
+        yield from (future.result() for future in done)
+
+
+def _task(key: str, ref: str, model: bytes, calibration: Frames, options: CompileOptions) -> tuple[str, CompileResult]:
+    result = run_isolated(ref, model, calibration, options)
+    result.compiled_on = _worker_address()
+    return key, result
+
+
+def _worker_address() -> str:
+    if "distributed" not in sys.modules:  # not on a Dask worker; skip importing it
+        return "local"
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except (ImportError, ValueError):
+        return "local"
+
+
+def check_cluster(address: str) -> None:
+    """Reach the scheduler once, so a wrong address is a usage error before anything is written."""
+    with _cluster(address):
+        pass
+
+
+@contextmanager
+def _cluster(address: str | None) -> Iterator[Any]:
+    """A Dask client with joblib pointed at it, or None for local compiles."""
+    if address is None:
+        yield None
+        return
+    try:
+        from distributed import Client
+    except ImportError:
+        raise LoopError("compiling on a cluster needs Dask: install loop[dask]", field="cluster") from None
+    try:
+        client = Client(address, timeout=CONNECT_TIMEOUT_S)
+    except OSError as exc:
+        raise LoopError(f"cannot reach the Dask scheduler at {address}: {exc}", field="cluster") from None
+    with client, parallel_config(backend="dask"):
+        yield client
+
+
+def _versions(ref: str, client: Any) -> dict[str, str]:
+    """The versions of the tools that will compile: the cluster's when there is one."""
+    if client is not None:
+        return client.submit(_describe, ref, pure=False).result()
+    return _describe(ref)
+
+
+def _describe(ref: str) -> dict[str, str]:
+    return resolve(ref)().describe()
+
+
+def _settle(keys: list[str], done: dict[str, CompileResult]) -> list[tuple[int, CompileResult]]:
+    """Every item whose key is in ``done``; a repeat gets its own copy, marked as not compiled."""
+    out, seen = [], set()
+    for index, key in enumerate(keys):
+        if key not in done:
+            continue
+        result = done[key]
+        if key in seen:
+            result = copy.deepcopy(result)
+            result.cache_hit = True
+        seen.add(key)
+        out.append((index, result))
+    return out
+
+
+def _advance(progress: Progress | None, count: int) -> None:
+    if progress is not None and count:
+        progress(count)
+
+
+__all__ = ["Cache", "Item", "Job", "compile_all", "compile_job", "iter_compiled"]

@@ -1,0 +1,116 @@
+"""What a sweep finds in the ledger when it starts: finished runs to skip, live runs of
+another process to leave alone, and dead ones to mark ``interrupted`` and redo.
+
+A sweep claims its variants in the same transaction as it reads them (:func:`claim`), so two
+sweeps of one file started together can never both take a variant: the second reads the
+first one's ``running`` rows. A run that failed for a reason outside the variant (the disk
+was full when its artifact or row was written, a record found corrupt) is redone, and so is
+an ``ok`` row whose record no longer parses.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loop.core.errors import LoopError
+from loop.store.ledger import Ledger, corrupt_reason, is_live
+
+HEARTBEAT_S = 30.0
+FINISHED = ("ok", "failed")
+RETRIED_STAGES = ("store", "ledger")  # failed where the variant is not to blame: redone on resume
+
+
+@dataclass
+class ResumeState:
+    finished: dict[str, sqlite3.Row] = field(default_factory=dict)
+    live: set[str] = field(default_factory=set)
+    interrupted: list[int] = field(default_factory=list)
+
+
+def sweep_key(ledger: Ledger, spec_sha: str, fresh: bool) -> str:
+    """The key of the sweep to continue, or a new one with ``fresh``."""
+    if fresh:
+        return f"{spec_sha}/{time.time_ns()}"
+    latest = ledger.latest_key(spec_sha)
+    return latest or spec_sha
+
+
+def finished(row: sqlite3.Row) -> bool:
+    """Whether ``row`` settles its variant for good (a resume skips it)."""
+    if row["status"] not in FINISHED or (row["status"] == "failed" and row["stage"] in RETRIED_STAGES):
+        return False
+    return corrupt_reason(row) is None
+
+
+def scan(ledger: Ledger, key: str) -> ResumeState:
+    """Read the rows of ``key`` and mark the dead ones ``interrupted``, in one transaction."""
+    state = ResumeState()
+    with ledger.write():
+        for row in ledger.rows_for_key(key):
+            name = row["variant"]
+            if finished(row):
+                state.finished.setdefault(name, row)
+            elif row["status"] == "running":
+                if is_live(row):
+                    state.live.add(name)
+                else:
+                    state.interrupted.append(row["id"])
+        ledger.mark_interrupted(state.interrupted)
+    return state
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a sweep asks for: its key and the variants (name, spec hash) it wants to run."""
+
+    sweep: str
+    identity: str
+    fresh: bool
+    variants: tuple[tuple[str, str], ...]
+    backend: str
+    generation: int | None = None
+
+
+def claim(ledger: Ledger, want: Claim) -> tuple[str, ResumeState, dict[str, int]]:
+    """The sweep's key, what the ledger holds for it, and a ``running`` row (its id) for every
+    variant neither finished nor live elsewhere: all read and written in one transaction."""
+    with ledger.write():
+        key = sweep_key(ledger, want.identity, want.fresh)
+        state = scan(ledger, key)
+        ids = {
+            name: ledger.begin(want.sweep, key, name, sha, want.backend, want.generation)
+            for name, sha in want.variants
+            if name not in state.finished and name not in state.live
+        }
+    return key, state, ids
+
+
+class Heartbeat:
+    """Refreshes this process's running rows from a thread with its own connection."""
+
+    def __init__(self, path: str, run_ids: list[int], every_s: float = HEARTBEAT_S) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, args=(path, run_ids, every_s), daemon=True)
+
+    def _beat(self, path: str, run_ids: list[int], every_s: float) -> None:
+        ledger = Ledger(Path(path))
+        try:
+            while not self._stop.wait(every_s):
+                try:
+                    ledger.heartbeat(run_ids)
+                except LoopError:  # a full disk or a busy ledger: the next beat tries again
+                    pass
+        finally:
+            ledger.close()
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()

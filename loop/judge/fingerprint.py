@@ -1,0 +1,50 @@
+"""Backend-neutral fingerprints: hashes that cover integers together with their scales."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from loop.core.vocab import LayerPrint
+
+
+def array_sha(*arrays: np.ndarray) -> str:
+    """SHA-256 over dtype, shape and bytes of each array, so a moved scale is a new hash."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def model_sha(shas: Iterable[str | None]) -> str:
+    """The model-level hash: one hash over the layers' hashes, in graph order."""
+    h = hashlib.sha256()
+    for sha in shas:
+        h.update((sha or "-").encode())
+    return h.hexdigest()
+
+
+def kernel_sha(layers: list[LayerPrint]) -> str:
+    return model_sha(lp.kernel_sha for lp in layers)
+
+
+def bias_sha(layers: list[LayerPrint]) -> str:
+    return model_sha(lp.bias_sha for lp in layers)
+
+
+def to_record(layer: LayerPrint) -> dict[str, Any]:
+    return asdict(layer)
+
+
+def from_record(record: dict[str, Any]) -> LayerPrint:
+    values = dict(record)
+    for key in ("weight_scale", "weight_zero_point", "bias", "bias_step"):
+        if values.get(key) is not None:
+            values[key] = tuple(values[key])
+    return LayerPrint(**values)

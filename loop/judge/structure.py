@@ -1,0 +1,233 @@
+"""What a float ONNX graph looks like to a quantizer: its layers and their tensors.
+
+ONNX Runtime's QDQ flow (and the Dataflow Compiler) removes a Relu or Clip that follows a
+layer and quantizes only the activation's output, so "a layer's output" means the tensor
+after those activations. The bounds of the removed activations are kept: a forced range
+wider than them changes the function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+QUANTIZED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+FOLDED_ACTIVATIONS = ("Relu", "Clip")
+# Ops whose quantized output takes their input's scale and zero point: ONNX Runtime's QDQ
+# quantizer (onnxruntime/quantization/registry.py, QDQDirect8BitOp and kin) gives them one
+# shared grid when their input is already quantized, so a forced range must be placed on
+# the first tensor of the chain and reaches through them. The value is the lowest opset at
+# which the quantizer shares (below it the op keeps its own grid, or none).
+SAME_SCALE_OPS: dict[str, int] = {
+    "Reshape": 1,
+    "Transpose": 1,
+    "Squeeze": 1,
+    "Unsqueeze": 1,
+    "Flatten": 1,
+    "AveragePool": 1,
+    "Slice": 1,
+    "Split": 1,
+    "Gather": 1,
+    "GatherElements": 1,
+    "TopK": 1,
+    "Pad": 1,
+    "Resize": 11,
+    "MaxPool": 12,
+}
+# Ops whose outputs the quantizer never marks (shapes, indices, casts).
+UNQUANTIZED_OUTPUTS = (
+    "Shape",
+    "Size",
+    "Cast",
+    "ArgMax",
+    "ArgMin",
+    "NonZero",
+    "ConstantOfShape",
+    "Range",
+    "Equal",
+    "Greater",
+    "Less",
+    "Not",
+    "And",
+    "Or",
+)
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    op: str
+    index: int
+    weight: str | None
+    bias: str | None
+    in_tensor: str
+    out_tensor: str
+
+
+@dataclass(frozen=True)
+class Structure:
+    layers: tuple[Layer, ...]
+    node_names: tuple[str, ...]
+    bounds: dict[str, tuple[float, float]]
+    inputs: tuple[str, ...]
+    input_shape: tuple[int, ...] = ()
+    grid_of: dict[str, str] = field(default_factory=dict)  # tensor -> the tensor whose grid it shares
+
+    def grid(self, tensor: str) -> str:
+        return self.grid_of.get(tensor, tensor)
+
+    def layer(self, name: str) -> Layer | None:
+        return next((lp for lp in self.layers if lp.name == name), None)
+
+    def producer_of(self, tensor: str) -> list[Layer]:
+        return [lp for lp in self.layers if self.grid(lp.out_tensor) == self.grid(tensor)]
+
+    def consumers_of(self, tensor: str) -> list[Layer]:
+        """Layers reading ``tensor``, directly or through ops that keep its quantization grid."""
+        return [lp for lp in self.layers if self.grid(lp.in_tensor) == self.grid(tensor)]
+
+
+def describe(structure: Structure) -> list[dict[str, object]]:
+    """Each layer as ``loop layers`` shows it: the names an op takes, and the tensors a forced
+    range would land on (after removed activations, at the head of a shared grid)."""
+    return [
+        {
+            "layer": lp.name,
+            "op": lp.op,
+            "weights": lp.weight is not None,
+            "in_tensor": structure.grid(lp.in_tensor),
+            "out_tensor": structure.grid(lp.out_tensor),
+            "out_bounds": [b if np.isfinite(b) else None for b in structure.bounds[lp.out_tensor]]
+            if lp.out_tensor in structure.bounds
+            else None,
+        }
+        for lp in structure.layers
+    ]
+
+
+def _consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    out: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            out.setdefault(name, []).append(node)
+    return out
+
+
+def _clip_bounds(node: onnx.NodeProto, consts: dict[str, np.ndarray]) -> tuple[float, float]:
+    lo, hi = -np.inf, np.inf
+    for attr in node.attribute:  # opset < 11 carries bounds as attributes
+        if attr.name == "min":
+            lo = attr.f
+        if attr.name == "max":
+            hi = attr.f
+    if len(node.input) > 1 and node.input[1] in consts:
+        lo = float(consts[node.input[1]])
+    if len(node.input) > 2 and node.input[2] in consts:
+        hi = float(consts[node.input[2]])
+    return float(lo), float(hi)
+
+
+def follow_activations(
+    tensor: str, graph: onnx.GraphProto, consts: dict[str, np.ndarray] | None = None
+) -> tuple[str, tuple[float, float]]:
+    """The tensor actually quantized after ``tensor``, and the bounds of what was removed."""
+    consts = consts if consts is not None else _constants(graph)
+    consumers = _consumers(graph)
+    lo, hi = -np.inf, np.inf
+    while len(consumers.get(tensor, [])) == 1 and consumers[tensor][0].op_type in FOLDED_ACTIVATIONS:
+        node = consumers[tensor][0]
+        a, b = (0.0, np.inf) if node.op_type == "Relu" else _clip_bounds(node, consts)
+        lo, hi = max(lo, a), min(hi, b)
+        tensor = node.output[0]
+    return tensor, (float(lo), float(hi))
+
+
+def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
+    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute:
+            consts[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+    return consts
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+
+def analyse(model: onnx.ModelProto) -> Structure:
+    graph = model.graph
+    consts = _constants(graph)
+    inits = {t.name for t in graph.initializer}
+    layers: list[Layer] = []
+    bounds: dict[str, tuple[float, float]] = {}
+    for node in graph.node:
+        if node.op_type not in QUANTIZED_OPS:
+            continue
+        weight = next((i for i in node.input[1:2] if i in consts), None)
+        if weight is None and node.op_type != "MatMul":
+            continue  # a Conv or Gemm over a computed kernel is not quantized as a layer
+        bias = node.input[2] if len(node.input) > 2 and node.input[2] in consts else None
+        out, bound = follow_activations(node.output[0], graph, consts)
+        if bound != (-np.inf, np.inf):
+            bounds[out] = bound
+        layers.append(Layer(node.name, node.op_type, len(layers), weight, bias, node.input[0], out))
+    values = [v for v in graph.input if v.name not in inits]
+    shape = tuple(int(d.dim_value) for d in values[0].type.tensor_type.shape.dim) if values else ()
+    return Structure(
+        tuple(layers),
+        tuple(n.name for n in graph.node),
+        bounds,
+        tuple(v.name for v in values),
+        shape,
+        _grids(graph, consts, _opset(model)),
+    )
+
+
+def _pad_shares(node: onnx.NodeProto, consts: dict[str, np.ndarray]) -> bool:
+    """ONNX Runtime shares a Pad's grid only when padding adds no new value (QDQPad)."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    mode = attrs.get("mode", b"constant")
+    if mode in (b"reflect", b"edge", b"wrap"):
+        return True
+    value = consts.get(node.input[2]) if len(node.input) > 2 and node.input[2] else attrs.get("value", 0.0)
+    return value is not None and float(np.asarray(value).reshape(-1)[0] if np.size(value) else 0.0) == 0.0
+
+
+def _grids(graph: onnx.GraphProto, consts: dict[str, np.ndarray], opset: int) -> dict[str, str]:
+    """For each tensor whose quantization grid is another tensor's, that tensor.
+
+    Mirrors what ONNX Runtime's QDQ quantizer does, in graph order: a same-scale op whose
+    input is already quantized shares that input's grid; a Relu or Clip that is the only
+    reader of a quantized tensor is removed, and its output carries the grid."""
+    parent: dict[str, str] = {}
+    quantized: set[str] = set()  # what the quantizer has marked so far, in its node order
+    consumers = _consumers(graph)
+    ends = {v.name for v in graph.input} | {v.name for v in graph.output}
+    for node in graph.node:
+        src = node.input[0] if node.input else ""
+        if (
+            node.op_type in FOLDED_ACTIVATIONS
+            and src in quantized
+            and src not in ends
+            and len(consumers.get(src, [])) == 1
+        ):
+            parent[src] = node.output[0]
+        if node.op_type in SAME_SCALE_OPS:
+            shares = opset >= SAME_SCALE_OPS[node.op_type] and src in quantized
+            if shares and (node.op_type != "Pad" or _pad_shares(node, consts)):
+                parent.update((out, src) for out in node.output)
+                quantized.update(node.output)
+        elif node.op_type not in UNQUANTIZED_OUTPUTS:
+            quantized.update(n for n in (src, *node.output) if n and n not in consts)
+    return {t: _root(parent, t) for t in parent}
+
+
+def _root(parent: dict[str, str], tensor: str) -> str:
+    seen = set()
+    while tensor in parent and tensor not in seen:
+        seen.add(tensor)
+        tensor = parent[tensor]
+    return tensor

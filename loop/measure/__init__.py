@@ -1,0 +1,6 @@
+"""Stages 6 and its figures: the three quantities and what spoils them.
+
+Owns the measurement protocol (time to first output, steady-state rate, bytes per inference),
+host load and the host/device locks, ladders, the controlled-input check, interleaved compare
+and its statistics. Measures through the ``devices`` interface; imports no compiler.
+"""

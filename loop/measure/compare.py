@@ -1,0 +1,242 @@
+"""``loop compare``: does run B's rate differ from run A's beyond noise, and on what evidence?
+
+Two bases, always named in the result:
+
+* ``interleaved`` (the default, when both artifacts and the device are at hand): A and B are
+  re-measured in one process, A B A' ... for ``rounds`` rounds, with a second session of A
+  (A') as a control. B is called faster or slower only when the 95% interval of the paired
+  ratio B/A lies wholly beyond the noise floor, which is the outer edge of the control's own
+  interval A'/A (at least ``MIN_FLOOR_PCT``): an effect has to exceed what this very call
+  measures between A and itself.
+* ``ledger`` (``from_ledger``, or an artifact is gone): the recorded figures only. Each side
+  needs at least ``MIN_REPEATS`` repeats and no ``host-busy`` flag; non-overlapping 95% intervals
+  of the medians call it, overlapping ones are noise, anything less is ``undecided`` with the reason.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from loop.measure.hostload import HOST_BUSY
+from loop.measure.interleave import Interleaved, interleave
+from loop.measure.stats import ratio_ci95
+from loop.spec.sweepfile import MeasureSpec
+
+NOISE, FASTER, SLOWER, UNDECIDED = "noise", "faster", "slower", "undecided"
+INTERLEAVED, LEDGER = "interleaved", "ledger"
+MIN_REPEATS = 3
+ROUNDS = 5
+# One runtime thread when re-measuring: on a shared host a pool of several swings 2-3x from one
+# short chunk to the next (benchmarks/harness_overhead.py), which buries a 10% effect. Devices
+# that run off the host ignore it.
+COMPARE_SPEC = MeasureSpec(threads=1)
+# Never call an effect under 1.5%: the seed's power-mode and DMA knobs (within 1.5%) are noise,
+# and one A/A control cannot show a session-to-session difference of that order.
+MIN_FLOOR_PCT = 1.5
+
+
+def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """From ledger figures: ``a`` and ``b`` are runs in their JSON shape; the verdict is about b
+    relative to a."""
+    ra, rb = _rate(a), _rate(b)
+    out = {
+        "basis": LEDGER,
+        "ratio": rb["median"] / ra["median"],
+        "ci95": None,
+        "noise_floor_pct": None,
+        "rounds": None,
+        "diff_pct": 100.0 * (rb["median"] / ra["median"] - 1),
+        "a": _side(a),
+        "b": _side(b),
+    }
+    short = [r for r, rate in ((a, ra), (b, rb)) if (rate.get("repeats") or 0) < MIN_REPEATS or not rate.get("ci95")]
+    if short:
+        which = ", ".join(f"run {r['id']} has {_rate(r).get('repeats') or 'no recorded'} repeats" for r in short)
+        return {
+            **out,
+            "verdict": UNDECIDED,
+            "reason": f"{which}; the ledger basis needs {MIN_REPEATS} or more "
+            f"with a 95% interval on each side (re-measure: loop compare without --from-ledger)",
+        }
+    busy = [r for r in (a, b) if HOST_BUSY in set(r.get("flags") or []) | set(r["measure"].get("flags") or [])]
+    if busy:
+        return {**out, "verdict": UNDECIDED, "reason": "; ".join(_busy_reason(r) for r in busy)}
+    (alo, ahi), (blo, bhi) = ra["ci95"], rb["ci95"]
+    out["ci95"] = [blo / ahi, bhi / alo] if alo > 0 else None  # the ratio's widest reading of both intervals
+    if blo > ahi:
+        return {**out, "verdict": FASTER, "reason": "95% intervals apart"}
+    if bhi < alo:
+        return {**out, "verdict": SLOWER, "reason": "95% intervals apart"}
+    return {**out, "verdict": NOISE, "reason": "95% intervals overlap"}
+
+
+def decide(b_over_a: tuple[float, float, float], control: tuple[float, float, float]) -> tuple[str, float]:
+    """The verdict from the paired ratio (ratio, lo, hi) and the A/A control's; also the floor in %."""
+    _, clo, chi = control
+    floor = max(chi, 1 / clo, 1 + MIN_FLOOR_PCT / 100) - 1
+    _, lo, hi = b_over_a
+    if lo > 1 + floor:
+        return FASTER, 100 * floor
+    if hi < 1 / (1 + floor):
+        return SLOWER, 100 * floor
+    return NOISE, 100 * floor
+
+
+def interleaved_result(m: Interleaved) -> dict[str, Any]:
+    """The verdict, ratio and floor of one interleaved measurement (sides A, B, A')."""
+    a, b, control = m.side(0), m.side(1), m.side(2)
+    effect, floor_ci = ratio_ci95(b, a), ratio_ci95(control, a)
+    verdict, floor = decide(effect, floor_ci)
+    return {
+        "verdict": verdict,
+        "basis": INTERLEAVED,
+        "ratio": effect[0],
+        "ci95": [effect[1], effect[2]],
+        "noise_floor_pct": floor,
+        "rounds": len(m.rounds),
+        "diff_pct": 100 * (effect[0] - 1),
+        "control": {"ratio": floor_ci[0], "ci95": [floor_ci[1], floor_ci[2]]},
+        "round_fps": {"a": a, "b": b, "a_again": control},
+        "wall_s": m.wall_s,
+        "host": m.host,
+        "flags": m.flags,
+    }
+
+
+def remeasure(
+    a: dict[str, Any], b: dict[str, Any], spec: MeasureSpec | None = None, rounds: int = ROUNDS
+) -> dict[str, Any]:
+    """Re-measure both runs' artifacts interleaved, each at its own recorded depth."""
+    from loop.core.registry import device_class
+    from loop.store.artifacts import load_artifact
+
+    _rate(a), _rate(b)
+    device = device_class(a["device"])()
+    art_a, art_b = load_artifact(Path(a["artifact"])), load_artifact(Path(b["artifact"]))
+    depths = [_depth(a), _depth(b), _depth(a)]
+    m = interleave(device, [art_a, art_b, art_a], spec or COMPARE_SPEC, rounds, depths)
+    return {**interleaved_result(m), "a": _side(a), "b": _side(b)}
+
+
+def compare_runs(
+    a: dict[str, Any],
+    b: dict[str, Any],
+    from_ledger: bool = False,
+    spec: MeasureSpec | None = None,
+    rounds: int = ROUNDS,
+) -> dict[str, Any]:
+    """What ``loop compare A B`` does: re-measure where it can, else decide from the ledger."""
+    gone = [r for r in (a, b) if not _measurable(r)]
+    if from_ledger or gone:
+        out = compare(a, b)
+        if gone and not from_ledger:
+            out["fallback"] = "; ".join(
+                f"run {r['id']}: artifact {r.get('artifact') or '(none)'} is gone" for r in gone
+            )
+        return out
+    return remeasure(a, b, spec, rounds)
+
+
+def a_a(run: dict[str, Any], pairs: int = 10, spec: MeasureSpec | None = None, rounds: int = ROUNDS) -> dict[str, Any]:
+    """One artifact against itself ``pairs`` times: every call but ``noise`` is a false call."""
+    results = [remeasure(run, run, spec, rounds) for _ in range(pairs)]
+    false = sum(r["verdict"] != NOISE for r in results)
+    return {
+        "basis": INTERLEAVED,
+        "run": run["id"],
+        "pairs": pairs,
+        "false_calls": false,
+        "false_call_rate": false / pairs,
+        "rounds": rounds,
+        "noise_floor_pct": statistics.median(r["noise_floor_pct"] for r in results),
+        "verdicts": [r["verdict"] for r in results],
+        "ratios": [r["ratio"] for r in results],
+        "ci95": [r["ci95"] for r in results],
+        "wall_s": sum(r["wall_s"] for r in results),
+        "host_busy": sum("host-busy" in r["flags"] for r in results),
+    }
+
+
+def _busy_reason(run: dict[str, Any]) -> str:
+    """Another process's load can move a rate several-fold: such a figure decides nothing."""
+    pct = (run["measure"].get("host") or {}).get("others_core_pct")
+    return (
+        f"run {run['id']} was measured host-busy (other processes used "
+        f"{'?' if pct is None else f'{pct:.0f}'}% of a core); re-measure: loop compare without --from-ledger"
+    )
+
+
+def _measurable(run: dict[str, Any]) -> bool:
+    return bool(run.get("artifact")) and Path(run["artifact"]).is_file() and bool(run.get("device"))
+
+
+def _depth(run: dict[str, Any]) -> int:
+    return int((run.get("measure") or {}).get("depth") or 1)
+
+
+def _rate(run: dict[str, Any]) -> dict[str, Any]:
+    from loop.core.errors import LoopError
+    from loop.judge.audit import NOT_COMPARABLE
+
+    if run.get("verdict") in NOT_COMPARABLE:
+        raise LoopError(
+            f"run {run['id']} ({run['variant']}) is {run['verdict']}: kept in the ledger, left out of comparisons"
+        )
+    rate = (run.get("measure") or {}).get("rate_fps")
+    if not rate:
+        raise LoopError(f"run {run['id']} ({run['variant']}) has no measured rate (status {run['status']})")
+    return rate
+
+
+def _side(run: dict[str, Any]) -> dict[str, Any]:
+    m = run["measure"]
+    return {
+        "id": run["id"],
+        "variant": run["variant"],
+        "rate_fps": m["rate_fps"],
+        "spread_pct": m["spread_pct"],
+        "depth": m.get("depth"),
+    }
+
+
+def describe(result: dict[str, Any]) -> str:
+    """Both runs' recorded figures, then the verdict with its basis and interval."""
+
+    def line(s: dict[str, Any]) -> str:
+        r = s["rate_fps"]
+        ci = f", 95% CI [{r['ci95'][0]:.1f}, {r['ci95'][1]:.1f}]" if r.get("ci95") else ""
+        return (
+            f"run {s['id']} ({s['variant']}): median {r['median']:.1f} fps [{r['min']:.1f}, {r['max']:.1f}]"
+            f"{ci}, spread {s['spread_pct']:.1f}%"
+        )
+
+    ci = result.get("ci95")
+    head = f"{result['verdict']}: B/A {result['ratio']:.4f}"
+    head += f" (95% CI {ci[0]:.4f}..{ci[1]:.4f})" if ci else ""
+    if result["basis"] == INTERLEAVED:
+        head += (
+            f", noise floor +-{result['noise_floor_pct']:.2f}% from an A/A control; "
+            f"{result['rounds']} interleaved rounds"
+        )
+        head += f"; flagged {', '.join(result['flags'])}" if result.get("flags") else ""
+    else:
+        head += f"; from ledger figures: {result.get('reason')}"
+        head += f" ({result['fallback']})" if result.get("fallback") else ""
+    return "\n".join([line(result["a"]), line(result["b"]), head])
+
+
+def describe_a_a(result: dict[str, Any]) -> str:
+    calls = ", ".join(f"{v} {r:.4f}" for v, r in zip(result["verdicts"], result["ratios"], strict=True))
+    return (
+        f"run {result['run']} against itself, {result['pairs']} interleaved pairs of {result['rounds']} rounds: "
+        f"{result['false_calls']} false call(s), rate {100 * result['false_call_rate']:.0f}%; "
+        f"median noise floor +-{result['noise_floor_pct']:.2f}%; {result['wall_s']:.0f} s\n{calls}"
+    )
+
+
+def summarize(results: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """How many of several comparisons gave each verdict."""
+    return {v: sum(r["verdict"] == v for r in results) for v in (NOISE, FASTER, SLOWER, UNDECIDED)}

@@ -1,0 +1,315 @@
+"""The measurement protocol, written once over the device interface.
+
+Three quantities are kept apart, always:
+
+* time to first output: a fresh session each time (open, then the first inference);
+* steady-state rate: after warm-up, ``depth`` frames in flight, repeated, min/median/max;
+* transferred bytes: per inference as the device sees them, and bytes x rate as MB/s.
+
+The first inference of a session is reported on its own and never averaged into a rate.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loop.core.capture import captured_stderr
+from loop.core.vocab import Artifact
+from loop.devices.base import Device, RuntimeOptions, Session
+from loop.measure.hostload import LoadProbe, busy_flags
+from loop.measure.stats import ci_pct, median_ci95
+from loop.spec.sweepfile import MeasureSpec
+
+POWER_WARNING = "USB-C source electrical current advertised"
+DRIFT_MIN_S = 60.0
+
+
+@dataclass
+class DepthRate:
+    depth: int
+    rate_fps: dict[str, Any]
+    spread_pct: float
+    chunks: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Measurement:
+    ttfo_ms: float
+    ttfo_parts: dict[str, float | None]
+    first_infer_ms: float
+    rate_fps: dict[str, Any]
+    spread_pct: float
+    depth: int
+    by_depth: list[dict[str, Any]]
+    basis: str
+    duration_s: float
+    bytes_in: int
+    bytes_out: int
+    mb_s: dict[str, float]
+    latency_ms: dict[str, float]
+    hw_latency_ms: float | None
+    health_before: dict[str, Any]
+    health_after: dict[str, Any]
+    warnings: list[str]
+    flags: list[str]
+    host: dict[str, Any] = field(default_factory=dict)
+    drift: dict[str, float] | None = None
+    notes: list[str] = field(default_factory=list)  # what the device did other than asked, and why
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def spread(values: Sequence[float]) -> float:
+    med = statistics.median(values)
+    return 100.0 * (max(values) - min(values)) / med if med else 0.0
+
+
+def summary(values: Sequence[float]) -> dict[str, Any]:
+    """min/median/max of the repeats, the median's 95% interval (absolute, and its half-width
+    in % of the median: what a ``target_ci_pct`` is held to) and how many repeats there were."""
+    lo, hi = median_ci95(values)
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "ci95": [lo, hi],
+        "ci95_pct": ci_pct(values),
+        "repeats": len(values),
+    }
+
+
+def time_to_first_output(
+    device: Device, artifact: Artifact, frames: Sequence[np.ndarray], options: RuntimeOptions, repeats: int
+) -> tuple[dict[str, float | None], float]:
+    """Fresh sessions: median open and first-inference times; open+first is the figure."""
+    opens, firsts = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        with device.open(artifact, options) as session:  # closed even when the first call fails
+            t1 = time.perf_counter()
+            session.infer(frames)  # checks included: this is what a user's first call costs
+            t2 = time.perf_counter()
+        opens.append((t1 - t0) * 1e3)
+        firsts.append((t2 - t1) * 1e3)
+    parts: dict[str, float | None] = {
+        "open_ms": statistics.median(opens),
+        "first_ms": statistics.median(firsts),
+        "transfer_ms": None,
+    }
+    return parts, statistics.median(o + f for o, f in zip(opens, firsts, strict=True))
+
+
+def steady_rate(session: Session, frames: Sequence[np.ndarray], spec: MeasureSpec, depth: int) -> DepthRate:
+    """Frames/s over repeats (each at least ``spec.frames`` frames and ``spec.min_duration_s``),
+    or over ``spec.duration_s`` in chunks; ``rate_fps.frames`` is how many frames were timed."""
+    if spec.warmup:
+        session.pipelined(frames, spec.warmup, depth)
+    if spec.duration_s is None:
+        rates, counted = _repeats(session, frames, spec, depth)
+    else:
+        rates, counted = _rates_for_duration(session, frames, spec.duration_s, depth)
+    return DepthRate(depth, {**summary(rates), "frames": counted}, spread(rates), rates)
+
+
+def one_repeat(
+    session: Session, frames: Sequence[np.ndarray], count: int, min_s: float, depth: int
+) -> tuple[float, int]:
+    """At least ``count`` frames and ``min_s`` seconds: a rate over a few milliseconds is a
+    rate of whatever else the host did in those milliseconds. Returns (fps, frames)."""
+    elapsed = session.pipelined(frames, count, depth)
+    while elapsed < min_s:
+        # sized from the rate so far, so a repeat overshoots min_s by about one frame
+        more = max(depth, int((min_s - elapsed) * count / max(elapsed, 1e-9)) + 1)
+        elapsed += session.pipelined(frames, more, depth)
+        count += more
+    return count / elapsed, count
+
+
+def _repeats(session: Session, frames: Sequence[np.ndarray], spec: MeasureSpec, depth: int) -> tuple[list[float], int]:
+    """``spec.repeats`` repeats, then more while a ``target_ci_pct`` is unmet and time is left."""
+    rates: list[float] = []
+    counted, started = 0, time.perf_counter()
+    while len(rates) < spec.repeats or _wants_more(rates, spec, time.perf_counter() - started):
+        rate, n = one_repeat(session, frames, spec.frames, spec.min_duration_s, depth)
+        rates.append(rate)
+        counted += n
+    return rates, counted
+
+
+def _wants_more(rates: Sequence[float], spec: MeasureSpec, elapsed_s: float) -> bool:
+    return spec.target_ci_pct is not None and elapsed_s < spec.max_duration_s and ci_pct(rates) > spec.target_ci_pct
+
+
+def _rates_for_duration(
+    session: Session, frames: Sequence[np.ndarray], duration_s: float, depth: int
+) -> tuple[list[float], int]:
+    """Chunks of about a twentieth of the duration each, until the duration has passed."""
+    probe = max(depth, 4)
+    per_frame = session.pipelined(frames, probe, depth) / probe
+    chunk = max(depth, int(duration_s / 20 / max(per_frame, 1e-9)))
+    rates: list[float] = []
+    end = time.perf_counter() + duration_s
+    while time.perf_counter() < end or len(rates) < 3:
+        rates.append(chunk / session.pipelined(frames, chunk, depth))
+    return rates, chunk * len(rates)
+
+
+def latencies(session: Session, frames: Sequence[np.ndarray], count: int) -> dict[str, float]:
+    """Single frames, one at a time: p50/p90/p99 in ms, apart from the pipelined rate."""
+    if count <= 0:
+        return {}
+    call, samples = session.bound(frames), []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        call()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    p50, p90, p99 = np.percentile(samples, [50, 90, 99])
+    return {"p50": float(p50), "p90": float(p90), "p99": float(p99)}
+
+
+def drift(rate: DepthRate, elapsed_s: float) -> dict[str, Any] | None:
+    """On runs of a minute or more: the last tenth's median rate against the first tenth's,
+    flagged past max(2%, the spread). The spread is the first tenth's own (the noise before
+    any drift): the whole run's would contain the drift and could never be exceeded."""
+    chunks = rate.chunks
+    if elapsed_s < DRIFT_MIN_S or len(chunks) < 20:
+        return None
+    tenth = max(len(chunks) // 10, 2)
+    first, last = statistics.median(chunks[:tenth]), statistics.median(chunks[-tenth:])
+    drop = 100.0 * (first - last) / first
+    threshold = max(2.0, spread(chunks[:tenth]))
+    return {
+        "first_fps": first,
+        "last_fps": last,
+        "drop_pct": drop,
+        "threshold_pct": threshold,
+        "drifted": drop > threshold,
+    }
+
+
+@dataclass
+class _Timed:
+    first_ms: float
+    by_depth: list[DepthRate]
+    elapsed_s: float
+    latency_ms: dict[str, float]
+    hw_latency_ms: float | None
+    bytes_in: int
+    bytes_out: int
+    notes: list[str]
+
+
+def _timed(
+    device: Device, artifact: Artifact, frames: Sequence[np.ndarray], spec: MeasureSpec, options: RuntimeOptions
+) -> _Timed:
+    with device.open(artifact, options) as session:
+        call = session.bound(frames)
+        t0 = time.perf_counter()
+        call()
+        first = (time.perf_counter() - t0) * 1e3
+        started = time.perf_counter()
+        depths = sorted({min(d, session.max_depth or d) for d in spec.depth})
+        by_depth = [steady_rate(session, frames, spec, d) for d in depths]
+        elapsed = time.perf_counter() - started
+        return _Timed(
+            first,
+            by_depth,
+            elapsed,
+            latencies(session, frames, spec.latency_frames),
+            session.hw_latency_ms(),
+            sum(t.frame_bytes for t in session.inputs),
+            sum(t.frame_bytes for t in session.outputs),
+            list(session.notes),
+        )
+
+
+def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], spec: MeasureSpec) -> Measurement:
+    """Run the whole protocol on ``artifact`` with ``frames`` in the device's own dtype."""
+    options = RuntimeOptions(
+        threads=spec.threads,
+        power_mode=spec.power_mode,
+        dma_map=spec.dma_map,
+        batch_size=spec.batch_size,
+        hw_latency=spec.hw_latency,
+        group_id=spec.group_id,
+    )
+    before = device.health()
+    probe = LoadProbe.start()
+    with captured_stderr() as err:
+        parts, ttfo = time_to_first_output(device, artifact, frames, options, spec.ttfo_repeats)
+        t = _timed(device, artifact, frames, spec, options)
+    host = probe.stop()
+    after = device.health()
+    best = max(t.by_depth, key=lambda r: r.rate_fps["median"])
+    printed = [line for line in err.getvalue().splitlines() if "warn" in line.lower()]
+    warnings = list(before.warnings) + printed + list(after.warnings)
+    drifted = drift(best, t.elapsed_s)
+    flags = flags_for(warnings) + (["thermal-drift"] if drifted and drifted["drifted"] else [])
+    flags += busy_flags(host, spec.host_busy_pct)
+    rate = best.rate_fps["median"]
+    return Measurement(
+        ttfo_ms=ttfo,
+        ttfo_parts=parts,
+        first_infer_ms=t.first_ms,
+        rate_fps=best.rate_fps,
+        spread_pct=best.spread_pct,
+        depth=best.depth,
+        by_depth=[{"depth": r.depth, "rate_fps": r.rate_fps, "spread_pct": r.spread_pct} for r in t.by_depth],
+        basis="duration" if spec.duration_s else "frames",
+        duration_s=t.elapsed_s,
+        bytes_in=t.bytes_in,
+        bytes_out=t.bytes_out,
+        mb_s={"in": t.bytes_in * rate / 1e6, "out": t.bytes_out * rate / 1e6},
+        latency_ms=t.latency_ms,
+        hw_latency_ms=t.hw_latency_ms,
+        health_before=asdict(before),
+        health_after=asdict(after),
+        warnings=warnings,
+        flags=flags,
+        host=host,
+        drift=drifted,
+        notes=t.notes,
+    )
+
+
+def measuring_stick(
+    device: str, artifact_path: Path, m: dict[str, Any], spec: MeasureSpec | None = None
+) -> dict[str, Any] | None:
+    """Where ``hailortcli`` is installed, its own benchmark of the same HEF beside loop's rate.
+
+    ``comparable`` is false when loop ran with settings the tool did not (a hardware latency
+    measurement, or a batch size or power mode that ``benchmark`` 5.x parses and ignores)."""
+    if device != "hailort":
+        return None
+    from loop.devices import hailortcli
+
+    ok, _ = hailortcli.available()
+    if not ok:
+        return None
+    spec = spec or MeasureSpec()
+    figures = hailortcli.run_benchmark(artifact_path, batch_size=spec.batch_size or None, power_mode=spec.power_mode)
+    differ: list[str] = [f for f in ("--batch-size", "--power-mode") if f in figures.ignored]
+    differ += ["hw_latency"] if spec.hw_latency else []
+    out = {
+        "fps": figures.rate,
+        "version": figures.version,
+        "ignored_by_hailortcli": list(figures.ignored),
+        "settings_differ": differ,
+        "comparable": not differ,
+    }
+    if figures.rate is None:
+        return {**out, "agree": False, "detail": "hailortcli printed no rate"}
+    agreement = hailortcli.agreement(m["rate_fps"]["median"], figures.rate)
+    return {**out, "ratio": agreement.ratio, "agree": not agreement.flagged}
+
+
+def flags_for(warnings: Sequence[str]) -> list[str]:
+    return ["power-limited"] if any(POWER_WARNING in w for w in warnings) else []

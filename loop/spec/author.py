@@ -1,0 +1,153 @@
+"""Stage 1: author each variant as ONNX, with its compile options, frames and footprint."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from loop.core.vocab import CompileOptions
+from loop.judge.structure import Structure
+from loop.spec import frames as frames_mod
+from loop.spec.graphs import load
+from loop.spec.perturb import Allow, Calibration
+from loop.spec.sweepfile import DataSpec, SweepSpec, VariantSpec
+
+
+@dataclass
+class Authored:
+    """One variant, ready to compile. The model waits on disk and frames are made on demand
+    from their (seeded) source, so a sweep of many variants, or of 4K frames, never holds
+    them all in memory at once."""
+
+    variant: VariantSpec
+    model_path: Path
+    onnx_sha: str
+    structure: Structure
+    options: CompileOptions
+    calib_source: DataSpec
+    calib_sha: str
+    input_source: DataSpec
+    inputs_sha: str
+    input_shape: tuple[int, ...]  # the first input's
+    input_shapes: dict[str, tuple[int, ...]]
+    footprint: list[Allow]
+    reference: bool
+    folder: Path
+    notes: tuple[str, ...] = ()
+    author_s: float = 0.0
+
+    def model(self) -> bytes:
+        return self.model_path.read_bytes()
+
+    def calibration(self) -> frames_mod.Frames:
+        return make_frames(self.calib_source, self.input_shapes, self.folder)
+
+    def inputs(self) -> frames_mod.Frames:
+        return make_frames(self.input_source, self.input_shapes, self.folder, "inputs.path")
+
+
+Shapes = tuple[int, ...] | dict[str, tuple[int, ...]]  # one input's shape, or each input's by name
+
+
+def _shapes(shape: Shapes) -> dict[str, tuple[int, ...]]:
+    return dict(shape) if isinstance(shape, dict) else {"input": shape}
+
+
+def make_frames(data: DataSpec, shape: Shapes, folder: Path, field: str = "calibration.path") -> frames_mod.Frames:
+    shapes = _shapes(shape)
+    if data.path is not None:
+        stored = frames_mod.load_file(folder / data.path, shapes, field, data.scale)
+        total = frames_mod.count(stored)
+        order = np.random.default_rng(data.seed).permutation(total) if data.seed else np.arange(total)
+        return frames_mod.select(stored, order[: data.count])
+    return frames_mod.seeded_set(shapes, data.count, data.seed)
+
+
+def _frames_sha(data: DataSpec, shape: Shapes, folder: Path, field: str) -> str:
+    """The hash of a frame set. Seeded ones are hashed once per distinct source (most variants
+    of a sweep share them, and a 4K ladder's are large); a file is read every time, since it
+    may change between sweeps of one process."""
+    if data.path is not None:
+        return frames_mod.frames_sha(make_frames(data, shape, folder, field))
+    return _seeded_sha(data, tuple(_shapes(shape).items()))
+
+
+@lru_cache(maxsize=32)
+def _seeded_sha(data: DataSpec, shapes: tuple[tuple[str, tuple[int, ...]], ...]) -> str:
+    return frames_mod.frames_sha(frames_mod.seeded_set(dict(shapes), data.count, data.seed))
+
+
+def _calibration_source(spec: SweepSpec, variant: VariantSpec) -> DataSpec:
+    data: DataSpec = spec.calibration
+    for op in variant.ops:
+        if isinstance(op, Calibration):
+            data = replace(data, count=op.count or data.count, seed=data.seed if op.seed is None else op.seed)
+    return data
+
+
+def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path, threads: int = 0) -> Authored:
+    """Stage 1 for one variant; its ONNX bytes are written to ``staging`` (a scratch folder),
+    once per distinct content: a variant that only forces a range or changes calibration
+    shares the base's bytes."""
+    t0 = time.perf_counter()
+    base = load(Path(variant.base or spec.base), variant.params if variant.params is not None else spec.params)
+    structure = base.structure
+    data, sha = base.data, base.sha
+    rewriting = [op for op in variant.ops if op.rewrites_model]
+    if rewriting:
+        model = onnx.load_from_string(base.data)
+        for op in rewriting:
+            op.apply(model, structure)
+        data = model.SerializeToString(deterministic=True)
+        sha = hashlib.sha256(data).hexdigest()
+    overrides = tuple(o for op in variant.ops for o in op.overrides(structure))
+    base_options = variant.compile or spec.compile
+    options = replace(base_options, overrides=overrides, threads=threads or base_options.threads)
+    path = staging / f"{sha}.onnx"
+    if not path.exists():
+        path.write_bytes(data)
+    source = _calibration_source(spec, variant)
+    folder = spec.path.parent
+    return Authored(
+        variant=variant,
+        model_path=path,
+        onnx_sha=sha,
+        structure=structure,
+        options=options,
+        calib_source=source,
+        calib_sha=_frames_sha(source, base.shapes, folder, "calibration.path"),
+        input_source=spec.inputs,
+        inputs_sha=_frames_sha(spec.inputs, base.shapes, folder, "inputs.path"),
+        input_shape=base.shape,
+        input_shapes=base.shapes,
+        footprint=[rule for op in variant.ops for rule in op.footprint(structure, options)],
+        reference=reference,
+        folder=folder,
+        notes=base.notes,
+        author_s=time.perf_counter() - t0,
+    )
+
+
+def _plain(spec: SweepSpec, v: VariantSpec) -> bool:
+    """The base itself: no ops, no base or params of its own, the sweep's compile options."""
+    return not v.ops and not v.own_base and not spec.own_compile(v)
+
+
+def with_reference(spec: SweepSpec) -> tuple[VariantSpec, ...]:
+    """The sweep's variants, with an unperturbed reference first if a perturbed variant needs
+    one and the file names none. A pure ladder (every variant its own base) needs none."""
+    if any(_plain(spec, v) for v in spec.variants) or all(v.own_base for v in spec.variants):
+        return spec.variants
+    names = {v.name for v in spec.variants}
+    name = "base" if "base" not in names else "base (reference)"
+    return (VariantSpec(name=name, measure=spec.measure), *spec.variants)
+
+
+def reference_of(spec: SweepSpec, variants: tuple[VariantSpec, ...]) -> VariantSpec | None:
+    return next((v for v in variants if _plain(spec, v)), None)

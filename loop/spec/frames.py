@@ -1,0 +1,149 @@
+"""Controlled inputs: seeded frames, or frames read from a .npy file, and host-side
+quantization to the device's own dtype."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from loop.core.errors import LoopError
+from loop.core.vocab import Frames, TensorLayout
+
+
+def seeded(shape: tuple[int, ...], count: int, seed: int, stream: int = 0) -> np.ndarray:
+    """``count`` frames uniform in [0, 1), shape ``(count, *shape[1:])``, float32. Input
+    ``stream`` of a model gets its own sequence (the first keeps the plain seed's)."""
+    rng = np.random.default_rng(seed if stream == 0 else (seed, stream))
+    return rng.random((count, *shape[1:]), dtype=np.float32)
+
+
+def seeded_set(shapes: dict[str, tuple[int, ...]], count: int, seed: int) -> Frames:
+    """Seeded frames for every input: an array for one input, a mapping for several."""
+    if len(shapes) == 1:
+        return seeded(next(iter(shapes.values())), count, seed)
+    return {name: seeded(shape, count, seed, i) for i, (name, shape) in enumerate(shapes.items())}
+
+
+def count(frames: Frames) -> int:
+    return len(frames) if isinstance(frames, np.ndarray) else len(next(iter(frames.values())))
+
+
+def feed(frames: Frames, index: int, names: Sequence[str]) -> dict[str, np.ndarray]:
+    """Frame ``index`` of every input, as a batch of one, by input name."""
+    if isinstance(frames, np.ndarray):
+        return {names[0]: frames[index][None]}
+    return {name: frames[name][index][None] for name in names}
+
+
+def select(frames: Frames, order: np.ndarray) -> Frames:
+    if isinstance(frames, np.ndarray):
+        return frames[order]
+    return {name: value[order] for name, value in frames.items()}
+
+
+def load_file(path: Path, shapes: dict[str, tuple[int, ...]], field: str, scale: float | None) -> Frames:
+    """Frames stored in ``path``: an .npy for a one-input model, or an .npz keyed by input name."""
+    if path.suffix != ".npz":
+        if len(shapes) != 1:
+            raise LoopError(
+                f"the model has {len(shapes)} inputs ({', '.join(shapes)}); give an .npz keyed by input name",
+                field=field,
+            )
+        return from_file(path, next(iter(shapes.values())), field, scale)
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            stored = {name: archive[name] for name in archive.files}
+    except (OSError, ValueError) as exc:
+        raise LoopError(f"cannot read frames from {path}: {exc}", field=field) from None
+    missing = [name for name in shapes if name not in stored]
+    if missing:
+        raise LoopError(
+            f"{path} has no frames for input '{missing[0]}' (it holds: {', '.join(stored) or 'nothing'})", field=field
+        )
+    checked = {name: _checked(stored[name], path, shape, field, scale) for name, shape in shapes.items()}
+    if len({len(v) for v in checked.values()}) != 1:
+        raise LoopError(f"{path} holds a different number of frames per input", field=field)
+    return next(iter(checked.values())) if len(checked) == 1 else checked
+
+
+def from_file(
+    path: Path, shape: tuple[int, ...], field: str = "calibration.path", scale: float | None = None
+) -> np.ndarray:
+    """Frames stored as one .npy array of shape (N, *shape[1:]), times ``scale`` if given.
+
+    Integer frames (uint8 pixels, say) need an explicit scale: taking them as 0-255 floats
+    for a model trained on [0, 1) would be wrong without a word."""
+    try:
+        frames = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise LoopError(f"cannot read frames from {path}: {exc}", field=field) from None
+    if not isinstance(frames, np.ndarray):
+        raise LoopError(f"{path} is not one .npy array (an .npz archive?)", field=field)
+    return _checked(frames, path, shape, field, scale)
+
+
+def _checked(frames: np.ndarray, path: Path, shape: tuple[int, ...], field: str, scale: float | None) -> np.ndarray:
+    if frames.ndim != len(shape) or tuple(frames.shape[1:]) != tuple(shape[1:]) or not len(frames):
+        raise LoopError(
+            f"{path} holds frames of shape {frames.shape}, the model takes (N, {', '.join(map(str, shape[1:]))})",
+            field=field,
+        )
+    if not np.issubdtype(frames.dtype, np.number) or not np.isfinite(frames).all():
+        raise LoopError(f"{path} holds non-numeric or non-finite values", field=field)
+    if np.issubdtype(frames.dtype, np.integer) and scale is None:
+        key = field.rsplit(".", 1)[0]
+        raise LoopError(
+            f"{path} holds {frames.dtype} frames; say how they map to the model's floats with "
+            f"'{key}.scale' (e.g. 0.00392156862745098 for 1/255)",
+            field=field,
+        )
+    frames = frames.astype(np.float32)
+    return frames * np.float32(scale) if scale is not None else frames
+
+
+def frames_sha(frames: Frames) -> str:
+    """Covers the bytes, the shape and the dtype (and the input names, for several)."""
+    if not isinstance(frames, np.ndarray):
+        return hashlib.sha256("|".join(f"{k}:{frames_sha(v)}" for k, v in sorted(frames.items())).encode()).hexdigest()
+    h = hashlib.sha256(np.ascontiguousarray(frames).tobytes())
+    h.update(f"{frames.shape}|{frames.dtype.str}".encode())
+    return h.hexdigest()
+
+
+def to_device_order(x: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    """An NCHW model frame in the device's order (NHWC for a HEF)."""
+    return x.transpose(0, 2, 3, 1) if layout.channels_last and x.ndim == 4 else x
+
+
+def to_model_order(y: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    return y.transpose(0, 3, 1, 2) if layout.channels_last and y.ndim == 4 else y
+
+
+def onto_grid(x: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    """Float values (already in the device's order) onto the layout's grid:
+    ``q = x / scale + zero_point``, rounded and saturated to the dtype."""
+    if not layout.quantized:
+        return np.ascontiguousarray(x.reshape(layout.shape), dtype=layout.dtype)
+    info = np.iinfo(np.dtype(layout.dtype))
+    q = np.round(x / layout.scale + (layout.zero_point or 0))
+    return np.clip(q, info.min, info.max).astype(layout.dtype).reshape(layout.shape)
+
+
+def off_grid(q: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    """Device values as float, in the device's order: ``x = (q - zero_point) * scale``."""
+    if not layout.quantized:
+        return q.astype(np.float32)
+    return ((q.astype(np.float32) - (layout.zero_point or 0)) * np.float32(layout.scale)).astype(np.float32)
+
+
+def quantize(x: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    """A model-order float frame as the device takes it."""
+    return onto_grid(to_device_order(x, layout), layout)
+
+
+def dequantize(q: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    """What the device returned, as float in the model's own order."""
+    return off_grid(to_model_order(q.reshape(layout.shape), layout), layout)

@@ -1,0 +1,294 @@
+"""Base networks: build them from ``graphs/*.yaml`` recipes, or load any ``.onnx`` model.
+
+A recipe is deterministic from its seed::
+
+    name: two_conv
+    seed: 0
+    params: {height: 32, width: 32}        # defaults; a sweep or variant may override
+    input: {name: input, shape: [1, 3, $height, $width]}
+    layers:
+      - {name: conv1, op: conv, out: 16, kernel: 3, act: relu, weight_std: 0.25}
+      - {name: conv2, op: conv, out: 8, kernel: 3}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from loop.core.errors import LoopError
+from loop.judge.structure import Structure, analyse
+from loop.spec import schema
+from loop.spec.normalize import normalize
+from loop.spec.yamlio import LineDict, line_of, load_yaml, regular_file
+
+OPSET = 17
+
+
+def _substitute(value: Any, params: Mapping[str, Any], where: tuple[str, int | None]) -> Any:
+    if isinstance(value, str) and value.startswith("$"):
+        if value[1:] not in params:
+            raise LoopError(f"unknown recipe parameter '{value}'", file=where[0], line=where[1])
+        return params[value[1:]]
+    if isinstance(value, list):
+        return [_substitute(v, params, where) for v in value]
+    return value
+
+
+MAX_RECIPE_BYTES = 2 << 30  # float32 weights plus activations of one frame; past this, refuse
+
+
+def build_recipe(path: Path, overrides: Mapping[str, Any] | None = None) -> onnx.ModelProto:
+    """Author the recipe at ``path`` as a float ONNX model, with ``overrides`` on its params.
+
+    Every layer is validated and the model's memory estimated before any tensor exists."""
+    raw = load_yaml(path)
+    if not isinstance(raw, LineDict):
+        raise LoopError("a recipe needs 'input' and 'layers'", file=str(path), line=line_of(raw))
+    try:
+        recipe = schema.validate_as(schema.Recipe, raw)
+    except LoopError as exc:
+        raise exc.where(file=str(path)) from None
+    params = dict(recipe.params or {})
+    unknown = set(overrides or {}) - set(params)
+    if unknown:
+        raise LoopError(
+            f"recipe {path.name} has no parameter '{sorted(unknown)[0]}' "
+            f"(it has: {', '.join(sorted(params)) or 'none'})",
+            field="params",
+        )
+    params.update(overrides or {})
+    shape, layers = _resolve(path, raw, params)
+    _check_size(shape, layers)
+    rng = np.random.default_rng(recipe.seed)
+    x = helper.make_tensor_value_info(recipe.input.name, TensorProto.FLOAT, shape)
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+    tensor, channels = x.name, shape[1]
+    for layer in layers:
+        tensor, channels = _conv(layer, tensor, channels, rng, nodes, inits)
+    out_shape = _infer_out_shape(nodes, inits, x, tensor)
+    y = helper.make_tensor_value_info(tensor, TensorProto.FLOAT, out_shape)
+    graph = helper.make_graph(nodes, str(recipe.name or path.stem), [x], [y], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def _resolve(path: Path, raw: LineDict, params: Mapping[str, Any]) -> tuple[list[int], list[schema.RecipeLayer]]:
+    """The input shape and the layers with ``$param``s substituted, each validated at its line."""
+    spec = raw["input"]
+    shape = _substitute(list(spec["shape"]), params, (str(path), line_of(spec)))
+    if len(shape) != 4 or not all(isinstance(d, int) and not isinstance(d, bool) and 0 < d <= 1 << 20 for d in shape):
+        raise LoopError(
+            f"input shape must be 4 positive whole numbers (NCHW), got {shape}",
+            file=str(path),
+            line=line_of(spec, "shape"),
+            field="input.shape",
+        )
+    layers = []
+    for i, node in enumerate(raw["layers"]):
+        if not isinstance(node, LineDict):
+            raise LoopError(
+                "a recipe layer is a mapping", file=str(path), line=raw["layers"].item_lines[i], field=f"layers[{i}]"
+            )
+        done = LineDict((k, _substitute(v, params, (str(path), node.line_of(k)))) for k, v in node.items())
+        done.line, done.key_lines = node.line, node.key_lines
+        try:
+            layers.append(schema.validate_as(schema.RecipeLayer, done))
+        except LoopError as exc:
+            exc.field = f"layers[{i}].{exc.field}" if exc.field else f"layers[{i}]"
+            raise exc.where(file=str(path)) from None
+    return shape, layers
+
+
+def _check_size(shape: list[int], layers: list[schema.RecipeLayer]) -> None:
+    """Refuse a recipe whose float32 weights and activations (one frame) would not fit, before
+    allocating any of them: 100000 x 100000 params once asked numpy for 1.75 TiB."""
+    channels, height, width = shape[1], shape[2], shape[3]
+    weights, activations = 0, channels * height * width
+    for layer in layers:
+        weights += layer.out * channels * layer.kernel**2 + layer.out
+        height = (height + 2 * (layer.kernel // 2) - layer.kernel) // layer.stride + 1
+        width = (width + 2 * (layer.kernel // 2) - layer.kernel) // layer.stride + 1
+        if height < 1 or width < 1:
+            raise LoopError(f"layer '{layer.name}' leaves no pixels ({height} x {width})", field="params")
+        channels = layer.out
+        activations += channels * height * width
+    size = 4 * (weights + activations)
+    if size > MAX_RECIPE_BYTES:
+        raise LoopError(
+            f"the recipe's tensors would take {size / 2**30:.1f} GiB (weights {4 * weights / 2**30:.1f}, "
+            f"activations {4 * activations / 2**30:.1f}), more than {MAX_RECIPE_BYTES / 2**30:g} GiB",
+            field="params",
+        )
+
+
+def _conv(
+    layer: schema.RecipeLayer, x: str, c_in: int, rng: np.random.Generator, nodes: list, inits: list
+) -> tuple[str, int]:
+    name, c_out, k = layer.name, layer.out, layer.kernel
+    std = layer.weight_std if layer.weight_std is not None else float(np.sqrt(2.0 / (c_in * k * k)))
+    w = rng.normal(layer.weight_mean, std, (c_out, c_in, k, k)).astype(np.float32)
+    b = rng.normal(layer.bias_mean, layer.bias_std, c_out)
+    inits += [
+        numpy_helper.from_array(w, f"{name}.weight"),
+        numpy_helper.from_array(b.astype(np.float32), f"{name}.bias"),
+    ]
+    out = f"{name}_out" if layer.act == "none" else f"{name}_pre"
+    pad = k // 2
+    nodes.append(
+        helper.make_node(
+            "Conv",
+            [x, f"{name}.weight", f"{name}.bias"],
+            [out],
+            name=name,
+            kernel_shape=[k, k],
+            pads=[pad] * 4,
+            strides=[layer.stride] * 2,
+        )
+    )
+    if layer.act == "relu":
+        nodes.append(helper.make_node("Relu", [out], [f"{name}_out"], name=f"{name}_relu"))
+    elif layer.act == "relu6":
+        inits += [
+            numpy_helper.from_array(np.array(0.0, np.float32), f"{name}_min"),
+            numpy_helper.from_array(np.array(6.0, np.float32), f"{name}_max"),
+        ]
+        nodes.append(
+            helper.make_node("Clip", [out, f"{name}_min", f"{name}_max"], [f"{name}_out"], name=f"{name}_relu6")
+        )
+    return f"{name}_out", c_out
+
+
+def _infer_out_shape(nodes: list, inits: list, x: onnx.ValueInfoProto, y: str) -> list[int]:
+    probe = helper.make_graph(nodes, "probe", [x], [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)], inits)
+    model = onnx.shape_inference.infer_shapes(helper.make_model(probe, opset_imports=[helper.make_opsetid("", OPSET)]))
+    dims = model.graph.output[0].type.tensor_type.shape.dim
+    return [d.dim_value for d in dims]
+
+
+def load_onnx(path: Path, notes: list[str] | None = None) -> onnx.ModelProto:
+    """Load a user's model, give every node a name, hold every weight as an initializer
+    (see :mod:`loop.spec.normalize`) and pin a dynamic batch dimension to 1. What was changed
+    is appended to ``notes``."""
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+        _check_external_data(model, path)
+        onnx.load_external_data_for_model(model, str(path.parent))
+        onnx.checker.check_model(model)
+    except LoopError:
+        raise
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise LoopError(f"unreadable ONNX model {path}: {first}") from None
+    _name_nodes(model, path)
+    changed = normalize(model)
+    changed += _pin_batch(model, path)
+    if notes is not None:
+        notes.extend(changed)
+    return model
+
+
+def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
+    """Weights stored beside the model must be regular files in its folder: a location of
+    /dev/zero or a FIFO would hang the load, one outside the folder reads what it should not."""
+    from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, uses_external_data
+
+    folder = path.parent.resolve()
+    for tensor in _get_all_tensors(model):
+        if uses_external_data(tensor):
+            where = (folder / ExternalDataInfo(tensor).location).resolve()
+            if folder not in where.parents:
+                raise LoopError(f"{path}: external data of '{tensor.name}' lies outside the model's folder")
+            regular_file(where, "external data")
+
+
+def _name_nodes(model: onnx.ModelProto, path: Path) -> None:
+    names = [n.name for n in model.graph.node if n.name]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise LoopError(f"{path}: node name '{twice[0]}' is used by more than one node; layers are named by node")
+    taken = set(names)
+    for i, node in enumerate(model.graph.node):
+        if not node.name:
+            node.name = next(
+                n for n in (f"{node.op_type}_{i}{s}" for s in ("", *map(str, range(1, 99)))) if n not in taken
+            )
+            taken.add(node.name)
+
+
+def _pin_batch(model: onnx.ModelProto, path: Path) -> list[str]:
+    inits = {t.name for t in model.graph.initializer}
+    notes = []
+    for value in model.graph.input:
+        if value.name in inits:
+            continue
+        for j, dim in enumerate(value.type.tensor_type.shape.dim):
+            if not dim.HasField("dim_value"):
+                if j != 0:
+                    raise LoopError(
+                        f"{path}: input '{value.name}' has a dynamic dimension {j}; export it with a static shape"
+                    )
+                dim.dim_value = 1
+                notes.append(f"input '{value.name}': dynamic batch dimension fixed to 1")
+    return notes
+
+
+def load_base(path: Path, params: Mapping[str, Any] | None = None, notes: list[str] | None = None) -> onnx.ModelProto:
+    if not path.exists():
+        raise LoopError(f"base model {path} not found")
+    if path.suffix in (".yaml", ".yml"):
+        return build_recipe(path, params)
+    if params:
+        raise LoopError(f"'params' applies to recipes (.yaml) only, not {path.name}", field="params")
+    return load_onnx(path, notes)
+
+
+def input_shapes(model: onnx.ModelProto, structure: Structure) -> dict[str, tuple[int, ...]]:
+    """Each input's shape, by name, in the model's order."""
+    values = {v.name: v for v in model.graph.input}
+    return {name: tuple(int(d.dim_value) for d in values[name].type.tensor_type.shape.dim) for name in structure.inputs}
+
+
+@dataclass(frozen=True)
+class Base:
+    """A base network loaded once: its ONNX bytes as authored, and what loading changed."""
+
+    data: bytes
+    sha: str
+    structure: Structure
+    shapes: dict[str, tuple[int, ...]]
+    notes: tuple[str, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The first input's shape."""
+        return next(iter(self.shapes.values()), ())
+
+
+def load(path: Path, params: dict[str, Any] | None) -> Base:
+    """The base at ``path`` with ``params``; loaded once per content, so a sweep of many
+    variants (and the sweep file's own check) reads and serializes a large model once."""
+    stat = path.stat() if path.exists() else None
+    stamp = (stat.st_mtime_ns, stat.st_size) if stat else None
+    return _load(str(path), json.dumps(params, sort_keys=True, default=str), stamp)
+
+
+@lru_cache(maxsize=4)
+def _load(path: str, params: str, stamp: tuple[int, int] | None) -> Base:
+    notes: list[str] = []
+    model = load_base(Path(path), json.loads(params), notes)
+    structure = analyse(model)
+    data = model.SerializeToString(deterministic=True)
+    return Base(data, hashlib.sha256(data).hexdigest(), structure, input_shapes(model, structure), tuple(notes))

@@ -1,0 +1,392 @@
+"""The sweep file's schema: every key declared once, with its type, bounds and default.
+
+pydantic v2 rather than msgspec: msgspec is fastest when it decodes the bytes itself, but a
+sweep file is loaded by our own YAML loader (line numbers, alias and size limits), so both
+would validate an already-built dict, and a sweep file is a few KB. What decides it is the
+errors: pydantic's carry a ``loc`` path into that dict, which :func:`locate` maps back to a
+YAML line, and its fields expose description, bounds and default to render the README's
+table (:mod:`loop.spec.schema_doc`) from these same declarations. Strict mode refuses what YAML
+coerces by accident (``'5'`` for 5, ``true`` for 1); ``allow_inf_nan=False`` refuses
+``.nan`` and ``.inf`` everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from loop.core.errors import LoopError
+from loop.spec.yamlio import LineDict, LineList
+
+MAX_SEED = 2**32 - 1
+MAX_FRAMES = 1_000_000
+MAX_NAME = 256
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+Layer = Annotated[str, Field(min_length=1, max_length=1024, description="an ONNX node name")]
+Path_ = Annotated[str, Field(min_length=1, max_length=4096)]
+Threads = Annotated[int, Field(ge=0, le=1024)]
+Depth = Annotated[int, Field(ge=1, le=4096)]
+Param = (
+    Annotated[int, Field(ge=-(2**31), le=2**31)]
+    | Annotated[float, Field(ge=-1e9, le=1e9)]
+    | Annotated[str, Field(max_length=256)]
+    | bool
+)
+Params = Annotated[dict[Annotated[str, Field(max_length=64)], Param], Field(max_length=64)]
+
+
+class Data(Strict):
+    """``calibration:`` and ``inputs:``: seeded frames, or frames stored in a file."""
+
+    count: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
+        None, description="seeded frames (default: calibration 64, inputs 8)"
+    )
+    seed: Seed | None = Field(None, description="the sweep's `seed` (inputs: seed + 1)")
+    path: Path_ | None = Field(None, description="an `.npy`/`.npz` of frames, relative to the sweep file")
+    scale: Annotated[float, Field(gt=0, le=1e6)] | None = Field(None, description="multiplies stored frames")
+
+
+class Measure(Strict):
+    """``measure:``: how each device is driven (no recompile when these change)."""
+
+    warmup: int = Field(10, ge=0, le=MAX_FRAMES, description="frames run before timing")
+    frames: int = Field(200, ge=1, le=MAX_FRAMES, description="frames per timed repeat")
+    repeats: int = Field(5, ge=1, le=1000, description="timed repeats")
+    depth: Depth | Annotated[list[Depth], Field(min_length=1, max_length=64)] = Field(
+        1, description="frames in flight; a list measures each"
+    )
+    duration_s: float | None = Field(None, gt=0, le=86_400, description="time each repeat instead of counting frames")
+    ttfo_repeats: int = Field(3, ge=1, le=1000, description="fresh sessions timed to first output")
+    latency_frames: int = Field(50, ge=0, le=MAX_FRAMES, description="single frames for latency percentiles")
+    threads: Threads = Field(0, description="device threads (0: the runtime's choice)")
+    power_mode: Annotated[str, Field(max_length=64)] | None = Field(None, description="HailoRT power mode")
+    dma_map: bool = Field(False, description="HailoRT: map buffers for DMA once")
+    batch_size: int = Field(
+        0, ge=0, le=4096, description="frames per transfer (0: the device's default, as hailortcli)"
+    )
+    hw_latency: bool = Field(False, description="HailoRT: the device's own latency figure (off, as hailortcli)")
+    group_id: Annotated[str, Field(pattern=r"^[^;]{1,64}$")] | None = Field(
+        None, description="HailoRT: processes with the same group share a Hailo-10H"
+    )
+    min_duration_s: float = Field(1.0, ge=0, le=3600, description="each repeat lasts at least this long")
+    target_ci_pct: float | None = Field(
+        None, ge=0.01, le=100, description="repeat until the median's 95% CI is within +-this %"
+    )
+    max_duration_s: float = Field(
+        60.0, ge=0.01, le=86_400, description="the most steady-state time target_ci_pct takes"
+    )
+    host_busy_pct: float = Field(
+        10.0, ge=0, le=10_000, description="others' CPU (% of one core) past which a run is host-busy"
+    )
+
+
+class Compile(Strict):
+    """``compile:``: everything that changes what a compile produces (and its cache key)."""
+
+    bias_correction: bool = Field(True, description="re-derive biases layer by layer from calibration")
+    io: Literal["uint8", "float32"] = Field("uint8", description="the artifact's input/output type")
+    calibration_method: Literal["minmax", "entropy", "percentile", "distribution"] = Field(
+        "minmax", description="how activation ranges are taken from calibration"
+    )
+    calibration_bins: int = Field(2048, ge=16, le=1 << 16, description="histogram bins")
+    calibration_quantized_bins: int = Field(128, ge=16, le=1 << 16, description="entropy: quantized bins")
+    calibration_percentile: float = Field(99.99, ge=50, le=100, description="percentile: share of values kept")
+    per_channel: bool = Field(False, description="one weight scale per output channel")
+    threads: Threads = Field(0, description="compile threads (0: the tool's choice)")
+    timeout_s: float | None = Field(None, gt=0, le=7 * 86_400, description="kill a compile running longer")
+    hw_arch: Literal["hailo8", "hailo8l", "hailo8r", "hailo10h", "hailo15h", "hailo15m"] | None = Field(
+        None, description="hailo: target chip (hailo10h)"
+    )
+    optimization_level: int | None = Field(None, ge=0, le=4, description="hailo: DFC optimization level")
+    compression_level: int | None = Field(None, ge=0, le=5, description="hailo: DFC compression level")
+    model_script: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(max_length=1000)] | None = Field(
+        None, description="hailo: model script lines, verbatim"
+    )
+    net_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,64}$")] | None = Field(
+        None, description="hailo: network name"
+    )
+    calibration_batch_size: int | None = Field(None, ge=1, le=4096, description="hailo: calibration batch")
+
+
+HAILO_ONLY = (
+    "hw_arch",
+    "optimization_level",
+    "compression_level",
+    "model_script",
+    "net_name",
+    "calibration_batch_size",
+)
+# Keys the hailo backend would silently ignore: refused instead, with why (write model_script lines).
+HAILO_REFUSED = {
+    "io": "a HEF's frames are what the Dataflow Compiler made them; HailoRT picks float32 per stream at run time",
+    "calibration_method": "the Dataflow Compiler has no verified model-script equivalent",
+    "per_channel": "the Dataflow Compiler has no verified model-script equivalent",
+}
+
+
+class ScaleWeightsOp(Strict):
+    op: Literal["scale_weights"]
+    layer: Layer
+    factor: float = Field(ge=-1e6, le=1e6, description="multiplies the layer's float kernel")
+
+
+class AddWeightNoiseOp(Strict):
+    op: Literal["add_weight_noise"]
+    layer: Layer
+    std: float = Field(ge=0, le=1e6, description="noise standard deviation, in kernel units")
+    seed: Seed = 0
+
+
+class ForceRangeOp(Strict):
+    op: Literal["force_range_out", "force_range_in"]
+    layer: Layer
+    range: Annotated[list[Annotated[float, Field(ge=-1e9, le=1e9)]], Field(min_length=2, max_length=2)] = Field(
+        description="[lo, hi] with lo < hi"
+    )
+
+
+class CalibrationOp(Strict):
+    op: Literal["calibration"]
+    count: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    seed: Seed | None = None
+
+
+OpModel = Annotated[ScaleWeightsOp | AddWeightNoiseOp | ForceRangeOp | CalibrationOp, Field(discriminator="op")]
+
+
+@lru_cache(maxsize=1)
+def op_adapter() -> TypeAdapter:
+    """A validator of one op on its own (built once: building it costs milliseconds)."""
+    return TypeAdapter(OpModel)
+
+
+Rules = Annotated[list[Annotated[str, Field(max_length=1024)]], Field(max_length=1000)]
+
+
+class ExpectModel(Strict):
+    allow: Rules = Field([], description="LAYER:WHAT changes inside the footprint too")
+    deny: Rules = Field([], description="LAYER:WHAT changes outside it after all")
+
+
+class Variant(Strict):
+    """One item of ``variants:``."""
+
+    name: Name | Annotated[int, Field(ge=0)] = Field(description="unique in the sweep")
+    perturb: Annotated[list[OpModel], Field(max_length=1000)] | None = Field(None, description="ops, in order")
+    expect: ExpectModel | None = Field(None, description="widen (`allow`) or narrow (`deny`) the footprint")
+    base: Path_ | None = Field(None, description="a base of its own (verdict `n/a`)")
+    params: Params | None = Field(None, description="recipe params of its own (verdict `n/a`)")
+    measure: Measure | None = Field(None, description="over the sweep's `measure`")
+    compile: Compile | None = Field(None, description="over the sweep's `compile`")
+
+
+class Sweep(Strict):
+    """The sweep file's top level."""
+
+    sweep: Name | Annotated[int, Field(ge=0)] = Field(description="the sweep's name")
+    base: Path_ = Field(description="a recipe (.yaml) or an .onnx model, relative to the sweep file")
+    backend: Name = Field("onnxruntime", description="the compiler: `onnxruntime` or `hailo` (`loop backends`)")
+    devices: Name | Annotated[list[Name], Field(min_length=1, max_length=8)] | None = Field(
+        None, description="where to run: `onnxruntime`, `hailort`, `hailo-emulator` (default: the backend's own)"
+    )
+    seed: Seed = Field(0, description="seeds generated frames")
+    calibration: Data | None = Field(None, description="calibration frames")
+    inputs: Data | None = Field(None, description="scoring frames")
+    compile: Compile | None = Field(None, description="compile options")
+    measure: Measure | None = Field(None, description="measurement protocol")
+    params: Params | None = Field(None, description="recipe parameter overrides")
+    variants: Annotated[list[Variant], Field(min_length=1, max_length=10_000)] = Field(description="the variants")
+
+
+def validate(raw: Any) -> Sweep:
+    """``raw`` (from :func:`loop.spec.yamlio.load_yaml`) as a :class:`Sweep`, or a LoopError at its line."""
+    if not isinstance(raw, dict):
+        raise LoopError("a sweep file is a mapping with 'sweep', 'base' and 'variants'", line=line_of_doc(raw))
+    try:
+        return Sweep.model_validate(raw)
+    except ValidationError as exc:
+        raise locate(exc, raw) from None
+
+
+def line_of_doc(raw: Any) -> int:
+    return getattr(raw, "line", 0) or 1
+
+
+def _walk(raw: Any, loc: tuple[Any, ...]) -> tuple[list[str], int | None]:
+    """The path of ``loc`` that exists in ``raw`` (union labels skipped), and its line."""
+    parts: list[str] = []
+    line = getattr(raw, "line", None)
+    node = raw
+    for part in loc:
+        if isinstance(node, LineDict) and part in node:
+            line, node = node.line_of(str(part)), node[part]
+            parts.append(f".{printable(part)}" if parts else printable(part))
+        elif isinstance(node, LineList) and isinstance(part, int) and 0 <= part < len(node):
+            line, node = node.item_lines[part], node[part]
+            parts.append(f"[{part}]")
+        elif isinstance(node, dict) and isinstance(part, str) and not _is_label(part):
+            parts.append(f".{printable(part)}" if parts else printable(part))  # a missing key: the mapping's line
+            break
+    return parts, line
+
+
+def _is_label(part: str) -> bool:
+    """pydantic names union members in ``loc`` (``int``, ``list[int]``, ``scale_weights``)."""
+    return (
+        "[" in part
+        or part in ("int", "str", "float", "bool", "none")
+        or part
+        in (
+            "scale_weights",
+            "add_weight_noise",
+            "force_range_out",
+            "force_range_in",
+            "calibration",
+            "function-after",
+            "constrained-str",
+            "constrained-int",
+            "constrained-float",
+        )
+        or "-" in part
+    )
+
+
+def _loc(error: Any) -> tuple[Any, ...]:
+    """Where the error is; a bad tag of a tagged union is at the tag's own key."""
+    loc = tuple(error["loc"])
+    return (*loc, "op") if error["type"] == "union_tag_invalid" else loc
+
+
+def _message(error: Any) -> str:
+    kind = error["type"]
+    if kind == "union_tag_invalid":
+        return f"unknown op {_short(error['ctx']['tag'])} (known: {', '.join(_OPS)})"
+    if kind == "union_tag_not_found":
+        return "a perturbation is a mapping with an 'op'"
+    if kind == "extra_forbidden":
+        return f"unknown key '{printable(error['loc'][-1])}'"
+    if kind == "missing":
+        return f"missing required key '{printable(error['loc'][-1])}'"
+    message = str(error["msg"]).replace("Input should be", "should be").replace(" after validation", "")
+    message = re.sub(r"a valid dictionary or (instance of \w+|object to extract fields from)", "a mapping", message)
+    return message[:1].lower() + message[1:]
+
+
+def _got(error: Any) -> str:
+    value = error.get("input")
+    plain = not isinstance(value, (dict, list)) and error["type"] not in ("union_tag_invalid", "missing")
+    return f", got {_short(value)}" if plain else ""
+
+
+def printable(value: Any) -> str:
+    """``value`` as text that cannot break the one-line error (a key may hold a newline)."""
+    text = str(value)
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def locate(exc: ValidationError, raw: Any, root: Any = None) -> LoopError:
+    """One LoopError for ``exc``: the deepest error (the most precise), and its siblings at
+    that same place joined, since a union reports one error per member."""
+    placed = [(_walk(raw, _loc(e)), e) for e in exc.errors(include_url=False)]
+    depth = max(len(parts) for (parts, _), _ in placed)
+    best = [(parts, line, e) for (parts, line), e in placed if len(parts) == depth]
+    parts, line, first = best[0]
+    same = [e for p, _, e in best if p == parts]
+    # A union reports each member; a bound broken by the member of the right type says more.
+    same = [e for e in same if not e["type"].endswith("_type")] or same
+    messages = list(dict.fromkeys(_message(e) for e in same))
+    message = messages[0] + "".join(f"; or {m}" for m in messages[1:3]) + _got(first)
+    if first["type"] == "extra_forbidden":
+        message += _known(first["loc"], root or Sweep)
+    return LoopError(message, line=line or line_of_doc(raw), field="".join(parts) or None)
+
+
+def _known(loc: tuple[Any, ...], root: Any) -> str:
+    """`` (known: ...)`` for an unknown key, from the model that refused it."""
+    model: Any = root
+    for part in loc[:-1]:
+        fields = getattr(model, "model_fields", {})
+        if isinstance(part, str) and part in fields:
+            model = _model_in(fields[part].annotation)
+        elif isinstance(part, str) and part in _OPS:
+            model = _OPS[part]
+        elif not (isinstance(part, int) or _is_label(str(part))):
+            return ""
+    keys = sorted(getattr(model, "model_fields", {}))
+    return f" (known: {', '.join(keys)})" if keys else ""
+
+
+_OPS: dict[str, type[Strict]] = {
+    "scale_weights": ScaleWeightsOp,
+    "add_weight_noise": AddWeightNoiseOp,
+    "force_range_out": ForceRangeOp,
+    "force_range_in": ForceRangeOp,
+    "calibration": CalibrationOp,
+}
+
+
+def _model_in(annotation: Any) -> Any:
+    """The first pydantic model inside an annotation (``Measure | None``, ``list[Variant]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) + getattr(annotation, "__metadata__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return getattr(annotation, "__origin__", None) and _model_in(annotation.__origin__)
+
+
+Dim = Annotated[int, Field(ge=1, le=1 << 20)]
+
+
+class RecipeInput(Strict):
+    name: Name = "input"
+    shape: Annotated[list[Dim | Annotated[str, Field(pattern=r"^\$\w+$")]], Field(min_length=2, max_length=8)]
+
+
+class RecipeLayer(Strict):
+    """One layer of a graph recipe, after ``$param`` substitution."""
+
+    name: Name
+    op: Literal["conv"] = "conv"
+    out: int = Field(ge=1, le=1 << 16, description="output channels")
+    kernel: int = Field(3, ge=1, le=31)
+    stride: int = Field(1, ge=1, le=16)
+    act: Literal["none", "relu", "relu6"] = "none"
+    weight_std: float | None = Field(None, ge=0, le=1e3, description="default: He, sqrt(2 / fan_in)")
+    weight_mean: float = Field(0.0, ge=-1e3, le=1e3)
+    bias_std: float = Field(0.05, ge=0, le=1e3)
+    bias_mean: float = Field(0.0, ge=-1e3, le=1e3)
+
+
+class Recipe(Strict):
+    """A graph recipe: conv layers, deterministic from its seed."""
+
+    name: Name | None = None
+    seed: Seed = 0
+    params: Params | None = None
+    input: RecipeInput
+    layers: Annotated[list[dict[str, Any]], Field(min_length=1, max_length=1024)]
+
+
+def validate_as(model: type[Strict], raw: Any) -> Any:
+    """``raw`` as ``model``, or a LoopError at its line."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise locate(exc, raw, model) from None

@@ -1,0 +1,104 @@
+"""The README's sweep-file reference, rendered from :mod:`loop.spec.schema`'s declarations.
+
+The tables are generated so that a bound or default changed in the schema cannot drift from
+the documentation: ``python tools/readme_schema.py`` rewrites the README between
+:data:`BEGIN` and :data:`END`, and a test checks the README holds exactly this rendering.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from loop.spec import schema
+
+BEGIN = "<!-- sweep-keys: generated from loop/spec/schema.py by tools/readme_schema.py; do not edit -->"
+END = "<!-- /sweep-keys -->"
+
+SECTIONS: tuple[tuple[str, type[schema.Strict]], ...] = (
+    ("top level", schema.Sweep),
+    ("each of `variants:`", schema.Variant),
+    ("`calibration:` and `inputs:`", schema.Data),
+    ("`compile:` (`hailo:` keys only with `backend: hailo`)", schema.Compile),
+    ("`measure:`", schema.Measure),
+    ("`perturb:` op `scale_weights`", schema.ScaleWeightsOp),
+    ("`perturb:` op `add_weight_noise`", schema.AddWeightNoiseOp),
+    ("`perturb:` ops `force_range_out`, `force_range_in`", schema.ForceRangeOp),
+    ("`perturb:` op `calibration`", schema.CalibrationOp),
+    ("`expect:`", schema.ExpectModel),
+    ("a recipe's `layers:` item", schema.RecipeLayer),
+)
+BOUNDS = (
+    ("minimum", ">= {}"),
+    ("exclusiveMinimum", "> {}"),
+    ("maximum", "<= {}"),
+    ("exclusiveMaximum", "< {}"),
+    ("minLength", "{}+ chars"),
+    ("maxLength", "<= {} chars"),
+    ("minItems", "{}+ items"),
+    ("maxItems", "<= {} items"),
+    ("pattern", "`{}`"),
+)
+NAMES = {"integer": "int", "number": "number", "string": "str", "boolean": "bool", "object": "mapping"}
+
+
+def _type(prop: dict[str, Any]) -> str:
+    """One property's JSON schema as a short phrase: type, allowed values, bounds."""
+    if "$ref" in prop:
+        return "mapping"
+    if "oneOf" in prop:
+        return "op (tables below)"
+    if "anyOf" in prop:
+        parts = [_type(p) for p in prop["anyOf"] if p.get("type") != "null"]
+        return " or ".join(dict.fromkeys(parts))
+    if "enum" in prop or "const" in prop:
+        return " \\| ".join(f"`{v}`" for v in prop.get("enum", [prop.get("const")]))
+    kind = prop.get("type", "any")
+    text = NAMES.get(kind, kind)
+    if kind == "array":
+        text = f"list of {_type(prop.get('items', {}))}"
+    bounds = [fmt.format(_num(prop[key])) for key, fmt in BOUNDS if key in prop]
+    return text + (f" ({', '.join(bounds)})" if bounds else "")
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, int) and abs(value) >= 100_000:
+        exp = value.bit_length() - 1
+        return f"2^{exp}" if value == 1 << exp else f"{value:,}".replace(",", "_")
+    return str(value)
+
+
+def _default(name: str, prop: dict[str, Any], required: list[str]) -> str:
+    if name in required:
+        return "required"
+    if "default" not in prop or prop["default"] is None:
+        return "-"
+    return f"`{json.dumps(prop['default'])}`"
+
+
+def table(model: type[schema.Strict]) -> str:
+    """The markdown table of ``model``'s keys."""
+    js = model.model_json_schema()
+    required = js.get("required", [])
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for name, prop in js["properties"].items():
+        if name == "op":
+            continue
+        meaning = prop.get("description", "").replace("|", "\\|")
+        rows.append(f"| `{name}` | {_type(prop)} | {_default(name, prop, required)} | {meaning} |")
+    return "\n".join(rows)
+
+
+def reference() -> str:
+    """Every section's table, between the README markers."""
+    blocks = [f"{title}:\n\n{table(model)}" for title, model in SECTIONS]
+    return "\n".join([BEGIN, "", "\n\n".join(blocks), "", END])
+
+
+def splice(readme: str) -> str:
+    """``readme`` with its generated block replaced by :func:`reference`."""
+    head, sep, rest = readme.partition(BEGIN)
+    _, sep2, tail = rest.partition(END)
+    if not sep or not sep2:
+        raise ValueError(f"README has no {BEGIN} ... {END} block")
+    return head + reference() + tail

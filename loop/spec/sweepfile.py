@@ -1,0 +1,428 @@
+"""The sweep file: parsed and validated into dataclasses before anything is written.
+
+Every error is a :class:`LoopError` naming the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from loop.core.errors import LoopError
+from loop.core.vocab import CompileOptions
+from loop.judge.structure import Structure
+from loop.spec import schema
+from loop.spec.graphs import load
+from loop.spec.perturb import Expect, Op, op_from, parse_expect
+from loop.spec.yamlio import LineDict, LineList, line_of, load_yaml, regular_file
+
+MAX_FRAME_BYTES = 2 << 30  # generated frames held at once: past this, refuse before allocating
+# A backend's own compile keys. hailo's are typed in loop.spec.schema; a backend registered at run
+# time (a plugin, a test's fake) names its keys here and they pass to it as they are.
+BACKEND_COMPILE_KEYS: dict[str, set[str]] = {"hailo": set(schema.HAILO_ONLY)}
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Controlled frames: ``count`` seeded ones, or the frames stored at ``path``."""
+
+    count: int = 64
+    seed: int = 0
+    path: str | None = None
+    scale: float | None = None  # stored frames are multiplied by it (needed for integer frames)
+
+
+@dataclass(frozen=True)
+class MeasureSpec:
+    warmup: int = 10
+    frames: int = 200
+    repeats: int = 5
+    depth: tuple[int, ...] = (1,)
+    duration_s: float | None = None
+    ttfo_repeats: int = 3
+    latency_frames: int = 50
+    threads: int = 0
+    power_mode: str | None = None
+    dma_map: bool = False
+    batch_size: int = 0  # 0: the device's own default (HailoRT's HAILO_DEFAULT_BATCH_SIZE, as hailortcli)
+    hw_latency: bool = False  # the device's own latency figure (off, as hailortcli measures rates)
+    group_id: str | None = None  # HailoRT VDevice group: processes with the same one share a Hailo-10H
+    min_duration_s: float = 1.0  # each repeat lasts at least this long, and at least `frames` frames
+    target_ci_pct: float | None = None  # repeat until the median's 95% CI is within +-this %
+    max_duration_s: float = 60.0  # ...or until this much steady-state time has passed
+    host_busy_pct: float = 10.0  # other processes' CPU, in % of one core, past which a run is host-busy
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    name: str
+    ops: tuple[Op, ...] = ()
+    expect: Expect = field(default_factory=Expect)
+    base: Path | None = None
+    params: dict[str, Any] | None = None
+    measure: MeasureSpec = field(default_factory=MeasureSpec)
+    compile: CompileOptions | None = None  # the variant's own compile options, over the sweep's
+    line: int | None = None
+
+    @property
+    def own_base(self) -> bool:
+        return self.base is not None or self.params is not None
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    path: Path
+    base: Path
+    backend: str
+    devices: tuple[str, ...]
+    seed: int
+    calibration: DataSpec
+    inputs: DataSpec
+    compile: CompileOptions
+    params: dict[str, Any]
+    measure: MeasureSpec
+    variants: tuple[VariantSpec, ...]
+    sha: str
+
+    def own_compile(self, variant: VariantSpec) -> bool:
+        """Compiled with other options than the sweep's (its timeout or threads aside): then it
+        has nothing like-for-like to be audited against, nor to be audited against it."""
+        own = variant.compile
+        plain = lambda o: replace(o, threads=0, timeout_s=None)  # noqa: E731
+        return own is not None and plain(own) != plain(self.compile)
+
+    def variant_sha(self, variant: VariantSpec) -> str:
+        """Hash of everything that defines one variant's run (for resume and provenance)."""
+        blob = json.dumps([self.sha, variant.name], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def parse(path: Path, *, check_backends: bool = False, cluster: bool = False) -> SweepSpec:
+    """Parse and validate ``path`` (layers included); raise :class:`LoopError` on anything bad.
+
+    ``check_backends`` refuses a backend or device that cannot run on this machine (the CLI
+    asks, so a sweep fails up front rather than in every variant); with ``cluster`` the
+    compiler runs elsewhere, so only the devices, which always run here, are checked."""
+    try:
+        return _parse(path, check_backends, cluster)
+    except LoopError as exc:
+        # Names and values from the file end up in the message: keep it one line whatever they hold.
+        exc.message, exc.field = schema.printable(exc.message), exc.field and schema.printable(exc.field)
+        exc.file = exc.file and schema.printable(exc.file)
+        raise exc.where(file=schema.printable(path)) from None
+
+
+def _parse(path: Path, check_backends: bool, cluster: bool) -> SweepSpec:
+    raw = load_yaml(path)
+    foreign = _foreign_keys(raw)
+    model = schema.validate(_without(raw, foreign) if foreign else raw)
+    devices = _check_names(model, raw)
+    if check_backends:
+        _available(model.backend, devices, cluster, raw)
+    _hailo_keys(model, raw)
+    measure = _measure(model.measure, MeasureSpec())
+    compile_options = _compile(model.compile, extra=_extra(raw, foreign))
+    variants = tuple(
+        _variant(i, v, raw["variants"][i], path.parent, measure, compile_options, foreign)
+        for i, v in enumerate(model.variants)
+    )
+    _unique(variants, raw["variants"])
+    spec = SweepSpec(
+        name=str(model.sweep),
+        path=path,
+        base=path.parent / model.base,
+        backend=model.backend,
+        devices=devices,
+        seed=model.seed,
+        calibration=_data(model.calibration, model.seed, 64),
+        inputs=_data(model.inputs, model.seed + 1, 8),
+        compile=compile_options,
+        params=dict(model.params or {}),
+        measure=measure,
+        variants=variants,
+        sha=_sha(raw),
+    )
+    _check_layers(spec, raw)
+    return spec
+
+
+def _foreign_keys(raw: Any) -> set[str]:
+    """Compile keys of a registered backend that the schema does not declare."""
+    backend = raw.get("backend") if isinstance(raw, dict) else None
+    return (
+        BACKEND_COMPILE_KEYS.get(backend, set()) - set(schema.Compile.model_fields)
+        if isinstance(backend, str)
+        else set()
+    )
+
+
+def _without(raw: LineDict, keys: set[str]) -> LineDict:
+    """A copy of ``raw`` whose ``compile:`` mappings lack ``keys`` (lines kept)."""
+    out = _without_compile(raw, keys)
+    variants = raw.get("variants")
+    if isinstance(variants, LineList):
+        items = LineList(_without_compile(v, keys) for v in variants)
+        items.line, items.item_lines = variants.line, variants.item_lines
+        out["variants"] = items
+    return out
+
+
+def _without_compile(node: Any, keys: set[str]) -> Any:
+    if not (isinstance(node, LineDict) and isinstance(node.get("compile"), LineDict)):
+        return _copy(node) if isinstance(node, LineDict) else node
+    out = _copy(node)
+    out["compile"] = _copy(node["compile"], keys)
+    return out
+
+
+def _copy(node: LineDict, drop: set[str] | None = None) -> LineDict:
+    copy = LineDict((k, v) for k, v in node.items() if k not in (drop or ()))
+    copy.line, copy.key_lines = node.line, node.key_lines
+    return copy
+
+
+def _extra(node: Any, foreign: set[str]) -> dict[str, Any]:
+    options = node.get("compile") if isinstance(node, LineDict) else None
+    return {k: v for k, v in options.items() if k in foreign} if isinstance(options, LineDict) else {}
+
+
+def _check_names(model: schema.Sweep, raw: LineDict) -> tuple[str, ...]:
+    """The backend and devices must be registered (the registry can grow at run time)."""
+    from loop.core.registry import COMPILERS, DEFAULT_DEVICES, DEVICES
+
+    if model.backend not in COMPILERS:
+        raise LoopError(
+            f"unknown backend '{model.backend}' (known: {', '.join(COMPILERS)})",
+            line=line_of(raw, "backend"),
+            field="backend",
+        )
+    listed = model.devices if model.devices is not None else DEFAULT_DEVICES.get(model.backend, ("onnxruntime",))
+    devices = (listed,) if isinstance(listed, str) else tuple(listed)
+    for d in devices:
+        if d not in DEVICES:
+            raise LoopError(
+                f"unknown device '{d}' (known: {', '.join(DEVICES)})", line=line_of(raw, "devices"), field="devices"
+            )
+    return devices
+
+
+def _available(backend: str, devices: tuple[str, ...], cluster: bool, raw: LineDict) -> None:
+    from loop.core.registry import compiler_class, device_class
+
+    if not cluster:
+        ok, why = compiler_class(backend).available()
+        if not ok:
+            raise LoopError(
+                f"backend '{backend}' cannot compile here ({why}); or compile on a cluster with --cluster",
+                line=line_of(raw, "backend"),
+                field="backend",
+            )
+    for name in devices:
+        ok, why = device_class(name).available()
+        if not ok:
+            raise LoopError(
+                f"device '{name}' cannot run here ({why})",
+                line=line_of(raw, "devices" if "devices" in raw else "backend"),
+                field="devices",
+            )
+
+
+def _hailo_keys(model: schema.Sweep, raw: LineDict) -> None:
+    """The DFC's own compile keys mean nothing to another backend, and some of ours mean
+    nothing to the DFC: refuse rather than ignore."""
+    places = [("compile", model.compile, raw)] + [
+        (f"variants[{i}].compile", v.compile, raw["variants"][i]) for i, v in enumerate(model.variants)
+    ]
+    for where, options, node in places:
+        if options is None:
+            continue
+        if model.backend == "hailo":
+            for key, why in schema.HAILO_REFUSED.items():
+                if key in options.model_fields_set:
+                    raise LoopError(
+                        f"'compile.{key}' would be ignored by the hailo backend ({why}); remove it",
+                        line=line_of(node["compile"], key),
+                        field=f"{where}.{key}",
+                    )
+            continue
+        for key in schema.HAILO_ONLY:
+            if key in options.model_fields_set:
+                raise LoopError(
+                    f"'{key}' applies to backend hailo only", line=line_of(node["compile"], key), field=f"{where}.{key}"
+                )
+
+
+def _data(model: schema.Data | None, seed: int, default_count: int) -> DataSpec:
+    model = model or schema.Data.model_validate({})
+    return DataSpec(
+        count=default_count if model.count is None else model.count,
+        seed=seed if model.seed is None else model.seed,
+        path=model.path,
+        scale=None if model.scale is None else float(model.scale),
+    )
+
+
+def _measure(model: schema.Measure | None, inherit: MeasureSpec) -> MeasureSpec:
+    """The keys ``model`` sets, over ``inherit`` (a variant's over its sweep's)."""
+    if model is None:
+        return inherit
+    values: dict[str, Any] = {k: getattr(model, k) for k in model.model_fields_set}
+    if "depth" in values:
+        values["depth"] = tuple(values["depth"]) if isinstance(values["depth"], list) else (values["depth"],)
+    if values.get("duration_s") is not None:
+        values["duration_s"] = float(values["duration_s"])
+    return replace(inherit, **values)
+
+
+def _compile(
+    model: schema.Compile | None, inherit: CompileOptions | None = None, extra: dict[str, Any] | None = None
+) -> CompileOptions:
+    """The keys ``model`` sets over ``inherit``; a backend's own keys go to ``backend_options``."""
+    base = inherit or CompileOptions()
+    if model is None:
+        return base
+    values: dict[str, Any] = {}
+    merged = dict(base.backend_options)
+    merged.update((k, tuple(v) if isinstance(v, list) else v) for k, v in (extra or {}).items())
+    for key in model.model_fields_set:
+        value = getattr(model, key)
+        if key in schema.HAILO_ONLY:
+            merged[key] = tuple(value) if isinstance(value, list) else value
+        elif key in ("timeout_s", "calibration_percentile") and value is not None:
+            values[key] = float(value)
+        else:
+            values[key] = value
+    return replace(base, **values, backend_options=tuple(sorted(merged.items())))
+
+
+def _variant(
+    i: int,
+    model: schema.Variant,
+    node: LineDict,
+    sweep_dir: Path,
+    measure: MeasureSpec,
+    compile_options: CompileOptions,
+    foreign: set[str],
+) -> VariantSpec:
+    ops = []
+    for j, op in enumerate(model.perturb or ()):
+        try:
+            ops.append(op_from(op))
+        except LoopError as exc:
+            item = node["perturb"][j]
+            exc.field = f"variants[{i}].perturb[{j}].{exc.field}"
+            raise exc.where(line=line_of(item, "range")) from None
+    try:
+        expect = parse_expect(model.expect.model_dump() if model.expect else None)
+    except LoopError as exc:
+        exc.field = f"variants[{i}].expect"
+        raise exc.where(line=line_of(node, "expect")) from None
+    return VariantSpec(
+        name=str(model.name),
+        ops=tuple(ops),
+        expect=expect,
+        base=(sweep_dir / model.base) if model.base is not None else None,
+        params=dict(model.params) if model.params is not None else None,
+        measure=_measure(model.measure, measure),
+        compile=_compile(model.compile, compile_options, _extra(node, foreign)) if model.compile is not None else None,
+        line=node.line,
+    )
+
+
+def _unique(variants: tuple[VariantSpec, ...], raw: list) -> None:
+    seen: set[str] = set()
+    for i, (variant, node) in enumerate(zip(variants, raw, strict=True)):
+        if variant.name in seen:
+            raise LoopError(
+                f"duplicate variant name '{variant.name}'", line=line_of(node, "name"), field=f"variants[{i}].name"
+            )
+        seen.add(variant.name)
+
+
+def _check_base(spec: SweepSpec, raw: LineDict, variant: VariantSpec, node: LineDict) -> Structure:
+    """Load one base: it must read, have inputs, and fit any stored frames."""
+    base = variant.base or spec.base
+    field_name = "base" if variant.base or variant.params is None else "params"
+    where = node if variant.own_base else raw
+    try:
+        if os.path.lexists(base):
+            regular_file(base, "base")
+        loaded = load(base, variant.params if variant.params is not None else spec.params)
+    except LoopError as exc:
+        key = "params" if exc.field == "params" and "params" in where else field_name
+        raise exc.where(line=line_of(where, key), field=key) from None
+    if not loaded.shapes:
+        raise LoopError("the base has no inputs", line=line_of(where, field_name), field=field_name)
+    _check_frame_sizes(spec, raw, loaded.shapes)
+    _check_frame_files(spec, raw, loaded.shapes)
+    return loaded.structure
+
+
+def _check_layers(spec: SweepSpec, raw: LineDict) -> None:
+    """Load each distinct base once and check every op's layer against it."""
+    cache: dict[tuple, Structure] = {}
+    for v, (variant, node) in enumerate(zip(spec.variants, raw["variants"], strict=True)):
+        params = variant.params if variant.params is not None else spec.params
+        key = (str(variant.base or spec.base), json.dumps(params, sort_keys=True))
+        if key not in cache:
+            cache[key] = _check_base(spec, raw, variant, node)
+        forced: dict[str, str] = {}
+        for i, op in enumerate(variant.ops):
+            try:
+                op.check(cache[key])
+                _check_forced_once(op, cache[key], forced)
+            except LoopError as exc:
+                item = node["perturb"][i]
+                name = exc.field or "layer"
+                exc.field = f"variants[{v}].perturb[{i}].{name}"
+                raise exc.where(line=line_of(item, name)) from None
+
+
+def _check_forced_once(op: Op, structure: Structure, forced: dict[str, str]) -> None:
+    """Two forced ranges on one quantized tensor: the quantizer would keep one silently."""
+    for o in op.overrides(structure):
+        mine = f"force_range_{o.side}({o.layer})"
+        if o.tensor in forced:
+            raise LoopError(
+                f"{forced[o.tensor]} and {mine} both force tensor '{o.tensor}'; a tensor takes one range", field="range"
+            )
+        forced[o.tensor] = mine
+
+
+def _check_frame_sizes(spec: SweepSpec, raw: LineDict, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Generated frames are float32 arrays of ``count`` frames per input: refuse a count whose
+    arrays would not fit, with their size, before anything is allocated."""
+    frame = sum(4 * math.prod(shape[1:]) for shape in shapes.values())
+    for key, data in (("calibration", spec.calibration), ("inputs", spec.inputs)):
+        size = frame * data.count
+        if data.path is None and size > MAX_FRAME_BYTES:
+            node = raw.get(key)
+            raise LoopError(
+                f"{data.count} frames of {frame} bytes are {size / 2**30:.1f} GiB, more than "
+                f"{MAX_FRAME_BYTES / 2**30:g} GiB",
+                line=line_of(node, "count") if node else None,
+                field=f"{key}.count",
+            )
+
+
+def _check_frame_files(spec: SweepSpec, raw: LineDict, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Stored calibration or scoring frames must load and fit the model, before any write."""
+    from loop.spec.frames import load_file
+
+    for key, data in (("calibration", spec.calibration), ("inputs", spec.inputs)):
+        if data.path is not None:
+            try:
+                regular_file(spec.path.parent / data.path, f"{key}.path")
+                load_file(spec.path.parent / data.path, shapes, f"{key}.path", data.scale)
+            except LoopError as exc:
+                raise exc.where(line=line_of(raw[key], "path")) from None
+
+
+def _sha(raw: Any) -> str:
+    return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()

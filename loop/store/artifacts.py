@@ -1,0 +1,113 @@
+"""Artifacts on disk: an ONNX artifact carries its I/O layout in its own metadata, so
+``loop check runs/artifacts/x.onnx`` needs nothing else; a HEF's layout comes from HailoRT.
+
+An artifact is named by the hash of its bytes, stored only once they match it, and checked
+against it whenever it is read back: a file swapped for another variant's, or flipped on
+disk, is never measured as the variant.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import onnx
+
+from loop.core.errors import LoopError
+from loop.core.vocab import Artifact, CompileResult, TensorLayout
+from loop.store.files import StoreFault, read_regular, sha256, store_artifact, store_verified
+
+LAYOUT_KEY = "loop.layout"
+BACKEND_BY_SUFFIX = {".onnx": "onnxruntime", ".hef": "hailo"}
+DEVICE_BY_SUFFIX = {".onnx": "onnxruntime", ".hef": "hailort"}
+
+
+def with_layout(data: bytes, inputs: tuple[TensorLayout, ...], outputs: tuple[TensorLayout, ...]) -> bytes:
+    model = onnx.load_from_string(data)
+    entry = model.metadata_props.add()
+    entry.key = LAYOUT_KEY
+    entry.value = json.dumps({"inputs": [asdict(t) for t in inputs], "outputs": [asdict(t) for t in outputs]})
+    return model.SerializeToString()
+
+
+def spill(runs: Path, result: CompileResult) -> CompileResult:
+    """Store a finished compile's artifact (and extras) under ``runs/artifacts`` and keep only
+    its path and hashes in memory."""
+    artifact = result.artifact
+    if artifact is None or not artifact.data:
+        return result
+    sha = artifact.sha
+    path = store_artifact(runs, sha, artifact.suffix, artifact.data)
+    extras_sha = {key: sha256(data) for key, data in artifact.extras.items()}
+    for key, data in artifact.extras.items():
+        store_verified(extra_path(path, key, extras_sha[key]), extras_sha[key], data)
+    # extras keep their names (and lose their bytes): they lie beside the artifact
+    result.artifact = replace(
+        artifact,
+        data=b"",
+        extras={k: b"" for k in artifact.extras},
+        path=str(path),
+        stored_sha=sha,
+        extras_sha=extras_sha,
+    )
+    return result
+
+
+def extra_path(path: Path, key: str, sha: str) -> Path:
+    """Where an extra (a HAR) of the artifact at ``path`` lies: beside it, and named by its own
+    hash too, since two compiles may give one HEF from two different HARs."""
+    return path.with_name(f"{path.stem}.{sha[:16]}.{key}")
+
+
+def read_checked(path: Path, sha: str | None) -> bytes:
+    """The bytes at ``path`` (never through a link), if their hash starts with ``sha``."""
+    try:
+        data = read_regular(path)
+    except OSError as exc:
+        raise StoreFault(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if sha and not sha256(data).startswith(sha):
+        raise StoreFault(f"{path} does not match its hash {sha[:12]} (swapped or damaged): not used")
+    return data
+
+
+def materialize(artifact: Artifact) -> Artifact:
+    """The artifact with its bytes, read back from where :func:`spill` put them and checked
+    against the hashes it had then."""
+    if artifact.data or artifact.path is None:
+        return artifact
+    path = Path(artifact.path)
+    extras = {
+        key: read_checked(extra_path(path, key, artifact.extras_sha[key]), artifact.extras_sha[key])
+        for key in artifact.extras
+    }
+    return replace(artifact, data=read_checked(path, artifact.sha), extras=extras)
+
+
+def _layouts(items: list[dict]) -> tuple[TensorLayout, ...]:
+    return tuple(TensorLayout(**{**t, "shape": tuple(t["shape"])}) for t in items)
+
+
+def load_artifact(path: Path, sha: str | None = None) -> Artifact:
+    """Read an artifact file; a file loop cannot read is a one-line user error. With ``sha``
+    (a run's artifact, read back from the runs folder) the file must match it and must not be a
+    link; without it (``loop check FILE``) the user's own path is read as given."""
+    if path.suffix not in BACKEND_BY_SUFFIX:
+        raise LoopError(f"{path}: not an artifact (expected {', '.join(BACKEND_BY_SUFFIX)})")
+    if sha is not None:
+        data = read_checked(path, sha)
+    else:
+        try:
+            data = read_regular(path, follow=True)
+        except OSError as exc:
+            raise LoopError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if path.suffix == ".hef":
+        return Artifact("hailo", data, ".hef", (), ())
+    try:
+        meta = {p.key: p.value for p in onnx.load_from_string(data).metadata_props}
+    except Exception as exc:
+        raise LoopError(f"{path}: unreadable ONNX artifact: {type(exc).__name__}") from None
+    if LAYOUT_KEY not in meta:
+        raise LoopError(f"{path}: no {LAYOUT_KEY} metadata; is it an artifact compiled by loop?")
+    layout = json.loads(meta[LAYOUT_KEY])
+    return Artifact("onnxruntime", data, ".onnx", _layouts(layout["inputs"]), _layouts(layout["outputs"]))

@@ -1,0 +1,237 @@
+"""Content-addressed store of compile results under ``<runs>/cache/``.
+
+The key covers everything that changes what a compile produces: the float ONNX bytes, the
+compile options (less ``threads`` and ``timeout_s``, which change only how fast), the
+calibration frames, the backend and the versions of the tools behind it.
+
+An entry is data, never code: ``KEY.meta.json`` holds the result's fields as JSON under a
+header line with the JSON's hash, and ``KEY.blob`` the artifact's bytes, whose hashes the
+JSON gives (:mod:`loop.store.codec`). The JSON also names the key it was stored under, so an
+entry copied under another key does not pass. A hit is checked in full when read; a torn,
+flipped or swapped entry is a miss with a one-line warning, and is removed, so the compile
+that follows writes it anew. The hashes catch damage and mix-ups, not forgery: whoever can
+write the cache can make it hold a wrong result (never run code), as with the ledger itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loop.core.errors import LoopError
+from loop.core.vocab import CompileOptions, CompileResult, Frames
+from loop.spec.frames import frames_sha
+from loop.store.codec import Damaged, body, decode, encode
+from loop.store.files import StoreWarning, atomic_write, read_regular, safe_component
+
+SPEED_ONLY = ("threads", "timeout_s")  # options that change how fast, not what comes out
+META, BLOB = ".meta.json", ".blob"
+LEGACY = (".pkl", ".json")  # the pickled format before; never read, `loop doctor` removes it
+
+
+@dataclass
+class Entry:
+    """One cached compile; ``info`` is its summary (backend, artifact sha, sizes)."""
+
+    key: str
+    size: int
+    mtime: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def backend(self) -> str | None:
+        return self.info.get("backend")
+
+
+def calibration_sha(frames: Frames) -> str:
+    return frames_sha(frames)
+
+
+def options_json(options: CompileOptions) -> str:
+    data = {k: v for k, v in dataclasses.asdict(options).items() if k not in SPEED_ONLY}
+    return json.dumps(data, sort_keys=True, default=repr, separators=(",", ":"))
+
+
+def cache_key(
+    model: bytes, calibration: Frames, options: CompileOptions, backend: str, versions: dict[str, str]
+) -> str:
+    return key_of(hashlib.sha256(model).hexdigest(), calibration_sha(calibration), options, backend, versions)
+
+
+def key_of(model_sha: str, calib_sha: str, options: CompileOptions, backend: str, versions: dict[str, str]) -> str:
+    """The key from hashes the caller already holds (the ONNX bytes' and the frames')."""
+    h = hashlib.sha256()
+    # Length-prefixed parts, so no two different inputs can concatenate to the same stream.
+    for part in (
+        model_sha.encode(),
+        options_json(options).encode(),
+        calib_sha.encode(),
+        backend.encode(),
+        json.dumps(versions, sort_keys=True).encode(),
+    ):
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.hexdigest()
+
+
+class Cache:
+    """The cache in one folder; every method is safe against concurrent sweeps."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    @classmethod
+    def for_runs(cls, runs: Path) -> Cache:
+        return cls(Path(runs) / "cache")
+
+    def path(self, key: str, suffix: str) -> Path:
+        return self.root / f"{safe_component(key, 'cache key')}{suffix}"
+
+    def lookup(self, key: str) -> CompileResult | None:
+        """The stored result, as a fresh copy marked ``cache_hit``; None on a miss."""
+        try:
+            meta = read_regular(self.path(key, META))
+            blob = read_regular(self.path(key, BLOB))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self._damaged(key, f"unreadable ({exc.strerror or exc})")
+            return None
+        try:
+            result = verified(key, meta, blob)
+        except Damaged as exc:
+            self._damaged(key, str(exc))
+            return None
+        _touch(self.path(key, META))  # pruning drops the least recently used first
+        result.cache_hit = True
+        return result
+
+    def _damaged(self, key: str, why: str) -> None:
+        warnings.warn(
+            f"cache entry {key[:16]}: {why}; a miss, compiled again and rewritten", StoreWarning, stacklevel=3
+        )
+        self.remove(key)
+
+    def store(self, key: str, result: CompileResult) -> bool:
+        """Keep ``result`` if it succeeded; failures are never cached (they may be transient).
+        The cache only saves time, so a write that fails (a full disk) is a warning."""
+        if not result.ok or result.artifact is None:
+            return False
+        stored = dataclasses.replace(result, cache_hit=False)
+        meta, blob = encode(stored, {"key": key, "summary": _summary(result)})
+        try:
+            atomic_write(self.path(key, BLOB), blob)
+            atomic_write(self.path(key, META), meta)  # last: an entry without it is not one
+        except (OSError, LoopError) as exc:
+            warnings.warn(f"cache entry {key[:16]} not stored: {exc}", StoreWarning, stacklevel=2)
+            self.remove(key)
+            return False
+        return True
+
+    def remove(self, key: str) -> None:
+        for suffix in (META, BLOB, *LEGACY):
+            try:
+                self.path(key, suffix).unlink(missing_ok=True)
+            except OSError:
+                pass
+
+    def entries(self) -> list[Entry]:
+        """Every entry, oldest (least recently used) first."""
+        metas = self.root.glob(f"*{META}") if self.root.is_dir() else []
+        out = [e for e in (self._entry(p) for p in metas) if e is not None]
+        return sorted(out, key=lambda e: (e.mtime, e.key))
+
+    def _entry(self, meta: Path) -> Entry | None:
+        key = meta.name[: -len(META)]
+        try:
+            stat = meta.lstat()
+            size = stat.st_size + self.path(key, BLOB).lstat().st_size
+        except (OSError, LoopError):  # pruned by another process meanwhile, or half written
+            return None
+        try:
+            info = body(read_regular(meta))["extra"].get("summary", {})
+        except (OSError, Damaged, AttributeError):
+            info = {}
+        return Entry(key, size, stat.st_mtime, info)
+
+    def prune(self, older_than_s: float | None = None, max_bytes: int | None = None) -> list[Entry]:
+        """Remove entries unused for ``older_than_s``, then the oldest until the cache fits
+        in ``max_bytes``. Returns what was removed."""
+        entries, removed = self.entries(), []
+        if older_than_s is not None:
+            cutoff = time.time() - older_than_s
+            removed = [e for e in entries if e.mtime < cutoff]
+            entries = [e for e in entries if e.mtime >= cutoff]
+        total = sum(e.size for e in entries)
+        while max_bytes is not None and entries and total > max_bytes:
+            oldest = entries.pop(0)
+            total -= oldest.size
+            removed.append(oldest)
+        for entry in removed:
+            self.remove(entry.key)
+        return removed
+
+
+def verified(key: str, meta: bytes, blob: bytes) -> CompileResult:
+    """The result of an entry that passes every check for ``key``; :class:`Damaged` otherwise."""
+    result, extra = decode(meta, blob)
+    if extra.get("key") != key:
+        raise Damaged("it was stored under another key (a copied entry)")
+    if not result.ok or result.artifact is None:
+        raise Damaged("it holds no successful compile")
+    return result
+
+
+SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+BYTES = {"b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def parse_age(text: str) -> float:
+    """``90``, ``90s``, ``15m``, ``12h``, ``7d``, ``2w`` as seconds (for ``loop cache``)."""
+    return _scaled(text, SECONDS, "s", "an age like 12h or 7d")
+
+
+def parse_size(text: str) -> int:
+    """``500M``, ``2G``, ``1024`` (bytes) as bytes, binary units (for ``loop cache``)."""
+    return int(_scaled(text.lower().removesuffix("ib").removesuffix("b") or "0", BYTES, "b", "a size like 500M or 2G"))
+
+
+def _scaled(text: str, units: dict[str, int], default: str, what: str) -> float:
+    raw = text.strip().lower()
+    unit = raw[-1] if raw and raw[-1] in units else default
+    try:
+        value = float(raw[:-1] if raw and raw[-1] in units else raw)
+    except ValueError:
+        raise LoopError(f"'{text}' is not {what}") from None
+    if value < 0:
+        raise LoopError(f"'{text}' is not {what}")
+    return value * units[unit]
+
+
+def _summary(result: CompileResult) -> dict[str, Any]:
+    artifact = result.artifact
+    assert artifact is not None
+    return {
+        "backend": artifact.backend,
+        "artifact_sha": artifact.sha,
+        "artifact_bytes": len(artifact.data),
+        "compiled_on": result.compiled_on,
+        "host": result.info.get("host"),
+        "versions": result.info.get("versions", {}),
+        "stages": result.stages,
+        "stored": time.time(),
+    }
+
+
+def _touch(path: Path) -> None:
+    try:
+        os.utime(path, follow_symlinks=False)
+    except (OSError, NotImplementedError):  # read-only cache or pruned meanwhile: the hit is still good
+        pass

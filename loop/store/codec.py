@@ -1,0 +1,163 @@
+"""A compile result as plain data: its fields as JSON, its artifact as raw bytes.
+
+What comes back from disk (the cache) or from a compile child is parsed, never unpickled, so
+a planted file can at worst be a wrong result, never run code. Each part is checked against
+its hash when read: the JSON against the hash in its header line, each byte part (the
+artifact, its extras) against the hash the JSON gives it. The hashes catch damage and
+swapped files; they are not a signature (whoever can write the files can rewrite both).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+import numpy as np
+
+from loop.core.vocab import Artifact, CompileOptions, CompileResult, LayerPrint, RangeOverride, TensorLayout
+
+FORMAT = "loop-result-1"
+
+
+class Damaged(ValueError):
+    """A stored result that is not what it claims to be; the message says which part."""
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """JSON for values json does not know (numpy's, say); the rest becomes its repr."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    return repr(value)
+
+
+def _layout(t: dict[str, Any]) -> TensorLayout:
+    return TensorLayout(**{**t, "shape": tuple(t["shape"])})
+
+
+def _layer(d: dict[str, Any]) -> LayerPrint:
+    names = {f.name for f in dataclasses.fields(LayerPrint)}
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in names}
+    return LayerPrint(**values)
+
+
+def _artifact_json(artifact: Artifact) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
+    if not artifact.data:
+        raise ValueError("an artifact spilled to disk has no bytes to encode")
+    parts = [("artifact", artifact.data), *((f"extra:{k}", v) for k, v in sorted(artifact.extras.items()))]
+    head = {
+        "backend": artifact.backend,
+        "suffix": artifact.suffix,
+        "inputs": [dataclasses.asdict(t) for t in artifact.inputs],
+        "outputs": [dataclasses.asdict(t) for t in artifact.outputs],
+    }
+    return head, parts
+
+
+def encode(result: CompileResult, extra: dict[str, Any] | None = None) -> tuple[bytes, bytes]:
+    """``(meta, blob)``: a header line and JSON, and the artifact's bytes one after another.
+    ``extra`` travels in the JSON (the cache keeps its key there)."""
+    head, parts = _artifact_json(result.artifact) if result.artifact is not None else (None, [])
+    body = {
+        "format": FORMAT,
+        "ok": result.ok,
+        "stage": result.stage,
+        "error": result.error,
+        "stderr_tail": result.stderr_tail,
+        "stages": result.stages,
+        "compiled_on": result.compiled_on,
+        "layers": [dataclasses.asdict(lp) for lp in result.layers],
+        "info": result.info,
+        "artifact": head,
+        "parts": [{"name": n, "size": len(d), "sha256": _sha(d)} for n, d in parts],
+        "extra": extra or {},
+    }
+    text = json.dumps(body, sort_keys=True, default=_plain).encode()
+    return f"{FORMAT} {_sha(text)}\n".encode() + text, b"".join(d for _, d in parts)
+
+
+def body(meta: bytes) -> dict[str, Any]:
+    """The JSON of ``meta`` once its header's hash holds; :class:`Damaged` otherwise."""
+    header, _, text = meta.partition(b"\n")
+    fields = header.split(b" ")
+    if len(fields) != 2 or fields[0] != FORMAT.encode():
+        raise Damaged("not a loop result")
+    if _sha(text).encode() != fields[1]:
+        raise Damaged("its JSON does not match its hash")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise Damaged("its JSON does not parse") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise Damaged("not a loop result")
+    return data
+
+
+def _parts(data: dict[str, Any], blob: bytes) -> dict[str, bytes]:
+    out, offset = {}, 0
+    for part in data["parts"]:
+        chunk = blob[offset : offset + int(part["size"])]
+        offset += int(part["size"])
+        if len(chunk) != int(part["size"]) or _sha(chunk) != part["sha256"]:
+            raise Damaged(f"its {part['name']} bytes do not match their hash")
+        out[part["name"]] = chunk
+    if offset != len(blob):
+        raise Damaged("its bytes are longer than its parts")
+    return out
+
+
+def decode(meta: bytes, blob: bytes) -> tuple[CompileResult, dict[str, Any]]:
+    """The result and the ``extra`` that :func:`encode` was given; :class:`Damaged` if any part
+    fails its hash or is not the shape of a result."""
+    data = body(meta)
+    parts = _parts(data, blob)
+    try:
+        return _result(data, parts), dict(data["extra"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise Damaged(f"a malformed field ({type(exc).__name__}: {exc})") from None
+
+
+def _result(data: dict[str, Any], parts: dict[str, bytes]) -> CompileResult:
+    artifact = None
+    if data["artifact"] is not None:
+        a = data["artifact"]
+        extras = {name.split(":", 1)[1]: chunk for name, chunk in parts.items() if name.startswith("extra:")}
+        artifact = Artifact(
+            str(a["backend"]),
+            parts["artifact"],
+            str(a["suffix"]),
+            tuple(_layout(t) for t in a["inputs"]),
+            tuple(_layout(t) for t in a["outputs"]),
+            extras=extras,
+        )
+    return CompileResult(
+        ok=bool(data["ok"]),
+        stage=data["stage"],
+        error=data["error"],
+        stderr_tail=str(data["stderr_tail"]),
+        stages=dict(data["stages"]),
+        artifact=artifact,
+        layers=[_layer(lp) for lp in data["layers"]],
+        info=dict(data["info"]),
+        compiled_on=str(data["compiled_on"]),
+    )
+
+
+def options_to_json(options: CompileOptions) -> str:
+    return json.dumps(dataclasses.asdict(options), default=_plain)
+
+
+def options_from_json(text: str) -> CompileOptions:
+    data = json.loads(text)
+    data["overrides"] = tuple(RangeOverride(**o) for o in data["overrides"])
+    data["backend_options"] = tuple((str(k), v) for k, v in data["backend_options"])
+    return CompileOptions(**data)

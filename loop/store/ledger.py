@@ -1,0 +1,428 @@
+"""The SQLite ledger: every run, with what reproduces it.
+
+WAL mode, ``synchronous=FULL``, a busy timeout, and every write in ``BEGIN IMMEDIATE``.
+The schema version lives in ``PRAGMA user_version``; a newer one than this code knows is
+refused. A run row is inserted ``running`` (pid, host, heartbeat) before work starts and
+finished ``ok`` or ``failed``. Only the sweep's parent process writes.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import socket
+import sqlite3
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loop.core.errors import LoopError
+from loop.core.leftovers import process_alive
+from loop.store.files import NETWORK_FILESYSTEMS, StoreFault, filesystem_type, nearly_full
+
+SCHEMA_VERSION = 2
+BUSY_TIMEOUT_MS = 60_000
+SQLITE_FULL = getattr(sqlite3, "SQLITE_FULL", 13)
+# The newest schema, for a new ledger; an older ledger is brought up by MIGRATIONS[v] (v -> v+1).
+SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        sweep TEXT NOT NULL, sweep_key TEXT NOT NULL, variant TEXT NOT NULL,
+        generation INTEGER, status TEXT NOT NULL, error TEXT, stage TEXT,
+        pid INTEGER, host TEXT, heartbeat REAL, started REAL, finished REAL,
+        spec_sha TEXT, onnx_sha TEXT, calib_sha TEXT, kernel_sha TEXT, bias_sha TEXT,
+        backend TEXT, device TEXT, artifact TEXT, verdict TEXT, flags TEXT NOT NULL DEFAULT '[]',
+        record TEXT NOT NULL DEFAULT '{}', compiled_on TEXT, cache_hit INTEGER NOT NULL DEFAULT 0)""",
+    "CREATE INDEX IF NOT EXISTS runs_by_sweep ON runs (sweep_key, variant, status)",
+]
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "ALTER TABLE runs ADD COLUMN compiled_on TEXT",
+        "ALTER TABLE runs ADD COLUMN cache_hit INTEGER NOT NULL DEFAULT 0",
+    ],
+}
+COLUMNS = (
+    "error",
+    "stage",
+    "onnx_sha",
+    "calib_sha",
+    "kernel_sha",
+    "bias_sha",
+    "device",
+    "artifact",
+    "verdict",
+    "compiled_on",
+    "cache_hit",
+)
+
+
+class LedgerWarning(UserWarning):
+    """Something about the ledger a user should know, that does not stop the work."""
+
+
+def _finite(value: Any) -> Any:
+    """Plain JSON values: numpy scalars and arrays (a user scorer's, say) become Python ones,
+    and inf/nan, which JSON lacks, strings a reader can still tell apart."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    elif isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+class LedgerFault(StoreFault):
+    """SQLite failed under the ledger (a damaged file, a full disk): one line, not a traceback."""
+
+    def __init__(self, message: str, full: bool = False) -> None:
+        super().__init__(message)
+        self.full = full
+
+
+def is_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk (or the database's size limit) is full."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+    return getattr(exc, "sqlite_errorcode", None) == SQLITE_FULL or "database or disk is full" in str(exc)
+
+
+def _refuse_links(path: Path) -> None:
+    """SQLite would write through a link at the ledger (or its WAL) to wherever it points."""
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{path}{suffix}").is_symlink():
+            raise LoopError(f"{path}{suffix} is a symbolic link; loop does not write through links", field="--runs")
+
+
+class Garbled(str):
+    """Text whose bytes in the file are not UTF-8 (flipped bytes): shown with replacement
+    characters, and its row read as corrupt, rather than failing the whole query."""
+
+
+def _text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return Garbled(raw.decode("utf-8", "replace"))
+
+
+class Ledger:
+    """The ledger file. ``readonly`` (every command that only reads) opens it with SQLite's
+    ``mode=ro``: never migrated, never written, readable in a read-only runs folder."""
+
+    def __init__(self, path: Path, readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        self._db = self._connect()
+        with self._faults():
+            if readonly:
+                self._check_schema()
+            else:
+                self._wal()
+                self._db.execute("PRAGMA synchronous=FULL")
+                self._migrate()
+        kind = filesystem_type(self.path.parent)
+        if kind in NETWORK_FILESYSTEMS:
+            warnings.warn(
+                f"ledger {self.path} is on a network filesystem ({kind}); SQLite's locking is not "
+                "safe there: keep --runs on a local disk",
+                LedgerWarning,
+                stacklevel=2,
+            )
+
+    def _connect(self, immutable: bool = False) -> sqlite3.Connection:
+        try:
+            if self.readonly:
+                uri = self.path.resolve().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
+                db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                _refuse_links(self.path)
+                db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        except (OSError, sqlite3.Error) as exc:
+            raise LoopError(f"cannot open the ledger {self.path}: {exc}", field="--runs") from None
+        db.row_factory = sqlite3.Row
+        db.text_factory = _text
+        return db
+
+    def _version(self) -> int:
+        try:
+            return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "unable to open" not in str(exc) or not self.readonly:
+                raise
+        # A read-only folder holding a WAL ledger without its -shm file, which a reader cannot
+        # create: read the main file as it is (what a finished sweep left there).
+        self._db.close()
+        self._db = self._connect(immutable=True)
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    def _check_schema(self) -> None:
+        """A reader takes the schema as it finds it: a newer one is refused, an older one read
+        as it is (a sweep upgrades it), and a file without runs is not a ledger."""
+        version = self._version()
+        if version > SCHEMA_VERSION:
+            raise LoopError(
+                f"ledger {self.path} has schema version {version}, newer than this loop "
+                f"knows ({SCHEMA_VERSION}); upgrade loop to read it"
+            )
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "runs" not in tables:
+            raise LoopError(f"{self.path} is not a loop ledger (it has no runs table)")
+        if version < SCHEMA_VERSION:
+            warnings.warn(
+                f"ledger {self.path} has schema version {version}, older than this loop's "
+                f"({SCHEMA_VERSION}): read as it is; the next sweep on it upgrades it",
+                LedgerWarning,
+                stacklevel=3,
+            )
+
+    @contextmanager
+    def _faults(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            # SQLite reports some out-of-space writes (growing the WAL or its index) as I/O errors
+            full = is_full(exc) or ("disk I/O error" in str(exc) and nearly_full(self.path.parent))
+            hint = (
+                "the disk is full: free space, then run the sweep again to finish it"
+                if full
+                else f"'loop doctor --runs {self.path.parent}' says more"
+            )
+            raise LedgerFault(f"ledger {self.path}: {exc}: {hint}", full=full) from None
+
+    def _wal(self) -> None:
+        """Switch to WAL. The switch needs the database to itself and SQLite does not wait for
+        it through the busy timeout, so several processes opening a new ledger at once retry."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        delay = 0.01
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+    @classmethod
+    def open_existing(cls, path: Path, readonly: bool = True) -> Ledger:
+        if not Path(path).exists():
+            raise LoopError(f"no ledger at {path} (run 'loop sweep' first, or pass --runs)")
+        return cls(path, readonly=readonly)
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction; a write inside another joins it."""
+        if self._db.in_transaction:
+            yield self._db
+            return
+        with self._faults():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+
+    def _rollback(self) -> None:
+        if not self._db.in_transaction:  # SQLite may have rolled back itself (a full disk)
+            return
+        try:
+            self._db.execute("ROLLBACK")
+        except sqlite3.Error:  # the error being raised says more than this one
+            pass
+
+    def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """Rows of a read; SQLite's failures as :class:`LedgerFault`."""
+        with self._faults():
+            return list(self._db.execute(sql, args))
+
+    def integrity(self) -> list[str]:
+        """``PRAGMA integrity_check``: ``["ok"]``, or what is wrong."""
+        return [str(r[0]) for r in self.query("PRAGMA integrity_check")]
+
+    def _migrate(self) -> None:
+        if self._version() == SCHEMA_VERSION:  # nothing to write (so a full disk still opens)
+            return
+        with self.write() as db:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise LoopError(
+                    f"ledger {self.path} has schema version {version}, newer than this loop "
+                    f"knows ({SCHEMA_VERSION}); upgrade loop to read it"
+                )
+            steps = [SCHEMA] if version == 0 else [MIGRATIONS[v] for v in range(version, SCHEMA_VERSION)]
+            for statement in (s for step in steps for s in step):
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def begin(
+        self, sweep: str, sweep_key: str, variant: str, spec_sha: str, backend: str, generation: int | None = None
+    ) -> int:
+        now = time.time()
+        with self.write() as db:
+            cur = db.execute(
+                "INSERT INTO runs (sweep, sweep_key, variant, generation, status, pid, host, heartbeat, started,"
+                " spec_sha, backend) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                (sweep, sweep_key, variant, generation, os.getpid(), socket.gethostname(), now, now, spec_sha, backend),
+            )
+            return int(cur.lastrowid or 0)
+
+    def heartbeat(self, run_ids: list[int]) -> None:
+        with self.write() as db:
+            db.executemany(
+                "UPDATE runs SET heartbeat=? WHERE id=? AND status='running'", [(time.time(), i) for i in run_ids]
+            )
+
+    def finish(self, run_id: int, status: str, flags: list[str], record: dict[str, Any], **columns: Any) -> None:
+        unknown = set(columns) - set(COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown ledger columns {sorted(unknown)}")
+        sets = ", ".join(f"{c}=?" for c in columns)
+        with self.write() as db:
+            db.execute(
+                f"UPDATE runs SET status=?, finished=?, flags=?, record=?{', ' + sets if sets else ''} WHERE id=?",
+                (
+                    status,
+                    time.time(),
+                    json.dumps(flags),
+                    json.dumps(_finite(record), default=repr),
+                    *columns.values(),
+                    run_id,
+                ),
+            )
+
+    def latest_key(self, spec_sha: str) -> str | None:
+        rows = self.query(
+            "SELECT sweep_key FROM runs WHERE sweep_key=? OR sweep_key LIKE ? ORDER BY id DESC LIMIT 1",
+            (spec_sha, spec_sha + "/%"),
+        )
+        return rows[0][0] if rows else None
+
+    def rows_for_key(self, key: str) -> list[sqlite3.Row]:
+        return self.query("SELECT * FROM runs WHERE sweep_key=? ORDER BY id", (key,))
+
+    def mark_interrupted(self, run_ids: list[int]) -> None:
+        if not run_ids:
+            return
+        with self.write() as db:
+            db.executemany(
+                "UPDATE runs SET status='interrupted', finished=? WHERE id=? AND status='running'",
+                [(time.time(), i) for i in run_ids],
+            )
+
+    def rows(self, sweep: str | None = None) -> list[sqlite3.Row]:
+        query, args = "SELECT * FROM runs", tuple[str, ...]()
+        if sweep:
+            query, args = query + " WHERE sweep=?", (sweep,)
+        return self.query(query + " ORDER BY id", args)
+
+    def get(self, run_id: int) -> sqlite3.Row:
+        rows = self.query("SELECT * FROM runs WHERE id=?", (run_id,))
+        if not rows:
+            raise LoopError(f"no run {run_id} in {self.path}")
+        return rows[0]
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+CORRUPT = "corrupt"
+
+
+def corrupt_reason(row: sqlite3.Row) -> str | None:
+    """Why ``row`` cannot be read as a run (flipped bytes, a torn record), or None."""
+    for key in row.keys():  # noqa: SIM118 - iterating a sqlite3.Row gives its values
+        if isinstance(row[key], Garbled):
+            return f"its {key} is not valid UTF-8"
+    for key, kind in (("record", dict), ("flags", list)):
+        try:
+            value = json.loads(row[key])
+        except (TypeError, ValueError) as exc:
+            return f"its {key} does not parse ({exc})"
+        if not isinstance(value, kind):
+            return f"its {key} is not a JSON {kind.__name__}"
+    return None
+
+
+def _column(row: sqlite3.Row, name: str) -> Any:
+    return row[name] if name in row.keys() else None  # noqa: SIM118 - a column an older schema lacks; `in row` tests values
+
+
+def run_json(row: sqlite3.Row) -> dict[str, Any]:
+    """The pinned JSON shape of one run (``loop runs --json``); a row that cannot be read is
+    shown with status ``corrupt``, its id and why, so one bad row never hides the rest."""
+    reason = corrupt_reason(row)
+    if reason is None:
+        try:
+            return _run_json(row, json.loads(row["record"]), json.loads(row["flags"]))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            reason = f"its record has an unexpected shape ({type(exc).__name__}: {exc})"
+    return {**_run_json(row, {}, []), "status": CORRUPT, "error": reason, "verdict": None}
+
+
+def _run_json(row: sqlite3.Row, record: dict[str, Any], flags: list[str]) -> dict[str, Any]:
+    measure = record.get("measure") or {}
+    return {
+        "id": row["id"],
+        "sweep": row["sweep"],
+        "variant": row["variant"],
+        "status": row["status"],
+        "error": row["error"],
+        "stage": row["stage"],
+        "generation": row["generation"],
+        "onnx_sha": row["onnx_sha"],
+        "kernel_sha": row["kernel_sha"],
+        "bias_sha": row["bias_sha"],
+        "artifact": row["artifact"],
+        "backend": row["backend"],
+        "device": row["device"],
+        "stages": record.get("stages", {}),
+        "layers": [
+            {k: lp.get(k) for k in ("name", "kernel_sha", "bias_sha", "in_scale", "out_scale")}
+            for lp in record.get("layers", [])
+        ],
+        "measure": measure,
+        "scores": record.get("scores", {}),
+        "verdict": row["verdict"],
+        "flags": flags,
+        "changes": record.get("changes", []),
+        "compiled_on": _column(row, "compiled_on"),
+        "cache_hit": bool(_column(row, "cache_hit")),
+        "perturb": record.get("perturb", []),
+        "warnings": (record.get("info") or {}).get("warnings", []),
+    }
+
+
+STALE_HEARTBEAT_S = 300.0  # a running row whose heartbeat is older belongs to a dead sweep
+
+
+def is_live(row: sqlite3.Row, now: float | None = None) -> bool:
+    """A ``running`` row belongs to a live sweep: its heartbeat is recent and, on this host,
+    its pid still exists (a heartbeat alone covers other hosts; the pid alone could have been
+    reused by another process)."""
+    fresh = (now or time.time()) - float(row["heartbeat"] or 0) < STALE_HEARTBEAT_S
+    if row["host"] == socket.gethostname():
+        return fresh and row["pid"] != os.getpid() and process_alive(int(row["pid"]))
+    return fresh

@@ -1,0 +1,135 @@
+"""compile_all: cached, deduplicated, parallel, isolated compiles; real ORT, loky and Dask."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from authored import TWO_CONV_RECIPE
+
+from loop.core.errors import LoopError
+from loop.core.registry import COMPILERS
+from loop.core.vocab import CompileOptions
+from loop.flow.compile_pool import compile_all, compile_job
+from loop.judge import fingerprint as fp
+from loop.spec.graphs import build_recipe
+from loop.store.cache import Cache
+
+FAKES = "compile_fakes:MisbehavingCompiler"
+
+
+@pytest.fixture
+def misbehaving(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setitem(COMPILERS, "misbehaving", FAKES)
+    return "misbehaving"
+
+
+def _model(tmp_path: Path, seed: int) -> bytes:
+    path = tmp_path / f"tiny{seed}.yaml"
+    path.write_text(TWO_CONV_RECIPE.replace("seed: 0", f"seed: {seed}"))
+    return build_recipe(path).SerializeToString()
+
+
+def _calibration(count: int = 4) -> np.ndarray:
+    return np.random.default_rng(0).random((count, 3, 8, 8), dtype=np.float32)
+
+
+def _options(**backend: object) -> CompileOptions:
+    return CompileOptions(threads=1, timeout_s=60, backend_options=tuple(sorted(backend.items())))
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group is still running (zombies awaiting a reaper count as gone)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def test_in_order_once_per_key_and_rerun_compiles_nothing(tmp_path: Path, misbehaving: str) -> None:
+    log = tmp_path / "compiles.log"
+    models = [_model(tmp_path, seed) for seed in (1, 2, 3)]
+    items = [(m, _calibration(), _options(log=str(log))) for m in models]
+    items.append(items[0])  # a repeat within one call compiles once
+    cache, ticks = Cache(tmp_path / "cache"), list[int]()
+    first = compile_all(misbehaving, items, jobs=2, cache=cache, progress=ticks.append)
+    assert [r.ok for r in first] == [True] * 4
+    assert [r.cache_hit for r in first] == [False, False, False, True]
+    assert len(log.read_text().split()) == 3 and sum(ticks) == 4
+    expected = [compile_job("onnxruntime", m, c, o) for m, c, o in items]
+    assert [fp.kernel_sha(r.layers) for r in first] == [fp.kernel_sha(e.layers) for e in expected]
+    assert len({fp.kernel_sha(r.layers) for r in first}) == 3
+    assert all(r.compiled_on == "local" and r.info["versions"]["compiler"] == "misbehaving" for r in first)
+
+    again = compile_all(misbehaving, items, jobs=2, cache=cache)
+    assert all(r.cache_hit for r in again) and len(log.read_text().split()) == 3
+    assert [r.artifact and r.artifact.sha for r in again] == [r.artifact and r.artifact.sha for r in first]
+
+
+def test_timeout_kills_the_whole_group_and_others_finish(tmp_path: Path, misbehaving: str) -> None:
+    pidfile = tmp_path / "hang.pid"
+    hang = CompileOptions(threads=1, timeout_s=5, backend_options=(("misbehave", "hang"), ("pidfile", str(pidfile))))
+    items = [
+        (_model(tmp_path, 1), _calibration(), _options()),
+        (_model(tmp_path, 2), _calibration(), hang),
+        (_model(tmp_path, 3), _calibration(), _options()),
+    ]
+    results = compile_all(misbehaving, items, jobs=2, cache=Cache(tmp_path / "cache"))
+    assert [r.ok for r in results] == [True, False, True]
+    timed_out = results[1]
+    assert (timed_out.stage, timed_out.error) == ("optimize", "timeout after 5 s")
+    assert "most recent call first" in timed_out.stderr_tail  # its stacks, dumped before the kill
+    pgid, child, _helper = map(int, pidfile.read_text().split())
+    assert pgid == child and not _group_alive(pgid)
+    assert len(Cache(tmp_path / "cache").entries()) == 2  # failures are not cached
+
+
+@pytest.mark.parametrize(
+    "how, error",
+    [("segv", "compile process died with signal SIGSEGV (11)"), ("exit", "compile process died with exit code 139")],
+)
+def test_crash_is_a_value(tmp_path: Path, misbehaving: str, how: str, error: str) -> None:
+    items = [
+        (_model(tmp_path, 1), _calibration(), _options(misbehave=how)),
+        (_model(tmp_path, 2), _calibration(), _options()),
+    ]
+    crashed, fine = compile_all(misbehaving, items, jobs=2, cache=None)
+    assert (crashed.ok, crashed.stage, crashed.error) == (False, "optimize", error)
+    assert fine.ok and fine.artifact is not None
+    if how == "segv":
+        assert "Segmentation fault" in crashed.stderr_tail and "optimize" in crashed.stderr_tail
+
+
+def test_unknown_backend_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(LoopError, match="unknown backend"):
+        compile_all("nope", [], jobs=1, cache=None)
+
+
+def test_missing_dask_says_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    item = (_model(tmp_path, 1), _calibration(), _options())
+    with pytest.raises(LoopError, match=r"install loop\[dask\]"):
+        compile_all("onnxruntime", [item], jobs=1, cache=None, cluster="tcp://127.0.0.1:1")
+
+
+def test_dask_cluster_compiles_and_reports_the_worker(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed", reason="dask is an optional extra (loop[dask])")
+    items = [(_model(tmp_path, seed), _calibration(), _options()) for seed in (1, 2, 3)]
+    cache = Cache(tmp_path / "cache")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, worker_dashboard_address=None
+    ) as cluster:
+        workers = set(cluster.scheduler_info["workers"])
+        results = compile_all("onnxruntime", items, jobs=2, cache=cache, cluster=cluster.scheduler_address)
+        again = compile_all("onnxruntime", items, jobs=2, cache=cache, cluster=cluster.scheduler_address)
+    assert all(r.ok and r.compiled_on in workers for r in results)
+    assert [fp.kernel_sha(r.layers) for r in results] == [
+        fp.kernel_sha(compile_job("onnxruntime", *item).layers) for item in items
+    ]
+    assert all(r.cache_hit for r in again) and len(cache.entries()) == 3

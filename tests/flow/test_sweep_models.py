@@ -1,0 +1,263 @@
+"""Networks shaped like the ones users bring (see benchmarks/zoo.py for the real exports):
+every op on a layer of every kind, with bias correction on and off, and the verdicts the
+footprint table promises. Also attention, old-style exports, and the smaller promises."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import onnx
+import pytest
+from authored import FAST_MEASURE, attention_model, old_style_model, patterns_model
+from sweeps import _sweep_runs
+
+RANGES = {  # each a real change of scale, and none past a removed activation's bounds
+    "in-pool": ("force_range_in", "after_pool", [0, 3]),
+    "in-resize": ("force_range_in", "after_resize", [-2, 3]),
+    "in-flatten": ("force_range_in", "head", [-2, 3]),
+    "out-depthwise": ("force_range_out", "depthwise", [0, 3]),
+    "out-add": ("force_range_out", "to_add", [-3, 3]),
+    "out-concat": ("force_range_out", "to_concat_a", [-3, 3]),
+}
+WEIGHTS = {
+    "w-depthwise": ("scale_weights", "depthwise", "factor: 1.05"),
+    "w-add": ("add_weight_noise", "to_add", "std: 0.02"),
+    "w-last": ("scale_weights", "last", "factor: 1.1"),
+}
+
+
+def _sweep_text(base: str, bc: bool) -> str:
+    lines = [
+        f"sweep: patterns-{bc}",
+        f"base: {base}",
+        "calibration: {count: 12}",
+        "inputs: {count: 3}",
+        f"compile: {{bias_correction: {str(bc).lower()}}}",
+        FAST_MEASURE,
+        "variants:",
+        "  - name: base",
+        "  - {name: calib, perturb: [{op: calibration, count: 16, seed: 5}]}",
+        "  - {name: in-range-only, perturb: [{op: force_range_in, layer: after_pool, range: [0, 3]}]}",
+    ]
+    lines += [
+        f"  - {{name: {n}, perturb: [{{op: {op}, layer: {layer}, range: {rng}}}]}}"
+        for n, (op, layer, rng) in RANGES.items()
+        if n != "in-pool"
+    ]
+    lines += [
+        f"  - {{name: {n}, perturb: [{{op: {op}, layer: {layer}, {arg}}}]}}" for n, (op, layer, arg) in WEIGHTS.items()
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, dict[str, dict]]:
+    folder = tmp_path_factory.mktemp("patterns")
+    onnx.save(patterns_model(), str(folder / "patterns.onnx"))
+    out = {}
+    for bc in (False, True):
+        path = folder / f"bc{bc}.yaml"
+        path.write_text(_sweep_text("patterns.onnx", bc))
+        out[bc] = _sweep_runs(path, folder / "runs", jobs=2)
+    return out
+
+
+def test_every_op_lands_without_bias_correction(swept):
+    runs = swept[False]
+    assert {r["status"] for r in runs.values()} == {"ok"}
+    assert {n: r["verdict"] for n, r in runs.items() if n != "base"} == {n: "clean" for n in runs if n != "base"}
+
+
+def test_with_bias_correction_ranges_are_the_seed_confound(swept):
+    runs = swept[True]
+    assert {r["status"] for r in runs.values()} == {"ok"}
+    assert runs["calib"]["verdict"] == "clean"  # re-derived biases are calibration's own effect
+    assert all(runs[n]["verdict"] == "clean" for n in WEIGHTS)
+    ranges = [n for n in runs if n.startswith(("in-", "out-"))]
+    assert {runs[n]["verdict"] for n in ranges} == {"confounded"}
+    outside = {c["what"] for c in runs["out-add"]["changes"] if not c["allowed"]}
+    assert outside == {"bias"}
+
+
+def test_bias_correction_does_not_lower_quality(swept):
+    assert swept[True]["base"]["scores"]["snr_db"] > swept[False]["base"]["scores"]["snr_db"] - 0.5
+
+
+def test_every_stage_is_timed_and_range_only_variants_reuse_the_base_bytes(swept):
+    runs = swept[True]
+    assert {"author_s", "optimize_s", "compile_s", "audit_s", "score_s", "measure_s"} <= set(runs["base"]["stages"])
+    assert runs["in-range-only"]["onnx_sha"] == runs["calib"]["onnx_sha"] == runs["base"]["onnx_sha"]
+    assert runs["w-add"]["onnx_sha"] != runs["base"]["onnx_sha"]
+
+
+def test_attention_sweeps_with_unweighted_layers(tmp_path):
+    onnx.save(attention_model(), str(tmp_path / "attn.onnx"))
+    text = textwrap.dedent(f"""\
+        sweep: attention
+        base: attn.onnx
+        calibration: {{count: 8}}
+        inputs: {{count: 2}}
+        {FAST_MEASURE}
+        variants:
+          - name: base
+          - {{name: proj, perturb: [{{op: scale_weights, layer: q_proj, factor: 1.1}}]}}
+          - {{name: scores, perturb: [{{op: force_range_out, layer: qk, range: [-8, 8]}}]}}
+        """)
+    (tmp_path / "s.yaml").write_text(text)
+    runs = _sweep_runs(tmp_path / "s.yaml", tmp_path / "runs")
+    assert {r["status"] for r in runs.values()} == {"ok"}
+    layers = {lp["name"]: lp for lp in runs["base"]["layers"]}
+    assert layers["qk"]["kernel_sha"] is None and layers["av"]["kernel_sha"] is None
+    assert layers["q_proj"]["kernel_sha"] is not None
+    assert runs["proj"]["verdict"] == "clean" and runs["scores"]["verdict"] in ("clean", "confounded")
+    assert any(c["layer"] == "qk" and c["what"] == "out_scale" for c in runs["scores"]["changes"])
+
+
+def test_old_style_export_sweeps_and_says_what_was_changed(tmp_path):
+    onnx.save(old_style_model(), str(tmp_path / "old.onnx"))
+    text = (
+        f"sweep: old\nbase: old.onnx\ncalibration: {{count: 8}}\ninputs: {{count: 2}}\n{FAST_MEASURE}\n"
+        "variants:\n  - name: base\n  - {name: w, perturb: [{op: scale_weights, layer: conv, factor: 1.2}]}\n"
+    )
+    (tmp_path / "s.yaml").write_text(text)
+    runs = _sweep_runs(tmp_path / "s.yaml", tmp_path / "runs")
+    assert runs["base"]["status"] == "ok" and runs["w"]["verdict"] == "clean"
+    import json
+
+    from loop.store.ledger import Ledger
+
+    with Ledger(tmp_path / "runs" / "ledger.sqlite") as ledger:
+        info = json.loads(ledger.get(runs["base"]["id"])["record"])["info"]
+    assert "1 Constant nodes made initializers" in info["notes"]
+
+
+def test_a_range_the_quantizer_widened_is_a_warning(write_sweep, tmp_path):
+    path = write_sweep(
+        f"sweep: w\nbase: tiny.yaml\ncalibration: {{count: 4}}\ninputs: {{count: 2}}\n{FAST_MEASURE}\n"
+        "variants:\n  - name: base\n  - {name: r, perturb: [{op: force_range_out, layer: conv1, range: [1, 4]}]}\n"
+    )
+    runs = _sweep_runs(path, tmp_path / "runs")
+    assert any("asked [1, 4]" in w for w in runs["r"]["warnings"])
+
+
+def test_integer_frames_need_a_scale(write_sweep, tmp_path):
+    from loop.core.errors import LoopError
+    from loop.spec.sweepfile import parse
+
+    np.save(tmp_path / "frames.npy", np.random.default_rng(0).integers(0, 255, (4, 3, 8, 8), dtype=np.uint8))
+    head = "sweep: f\nbase: tiny.yaml\ncalibration: {path: frames.npy"
+    with pytest.raises(LoopError, match=r"calibration\.scale"):
+        parse(write_sweep(head + "}\nvariants: [{name: base}]\n"))
+    spec = parse(write_sweep(head + ", scale: 0.00392156862745098}\nvariants: [{name: base}]\n"))
+    from loop.spec.author import make_frames
+
+    frames = make_frames(spec.calibration, (1, 3, 8, 8), tmp_path)
+    assert frames.dtype == np.float32 and frames.max() <= 1.0
+
+
+def test_two_ranges_on_one_tensor_name_both(write_sweep):
+    from loop.core.errors import LoopError
+    from loop.spec.sweepfile import parse
+
+    path = write_sweep(
+        "sweep: t\nbase: tiny.yaml\nvariants:\n  - name: both\n    perturb:\n"
+        "      - {op: force_range_out, layer: conv1, range: [0, 4]}\n"
+        "      - {op: force_range_in, layer: conv2, range: [0, 5]}\n"
+    )
+    with pytest.raises(LoopError) as err:
+        parse(path)
+    assert "force_range_out(conv1) and force_range_in(conv2) both force tensor 'conv1_out'" in str(err.value)
+    assert ":7:" in str(err.value)
+
+
+def test_report_without_a_perturbed_layer_and_without_a_ladder():
+    from loop.report import ladders, sweep_summary
+
+    run = {
+        "variant": "a",
+        "status": "ok",
+        "verdict": "n/a",
+        "kernel_sha": None,
+        "layers": [],
+        "stages": {},
+        "measure": {"bytes_in": 10, "bytes_out": 4, "rate_fps": {"median": 1.0}, "spread_pct": 0},
+        "scores": {},
+        "flags": [],
+        "perturb": [],
+        "warnings": [],
+    }
+    assert "None" not in sweep_summary([run, {**run, "variant": "b"}])
+    assert "plateau" not in ladders([run, {**run, "variant": "b"}])  # two compile options, not a ladder
+
+
+def test_a_calibration_method_far_below_the_sweeps_is_flagged():
+    from types import SimpleNamespace
+
+    from loop.core.vocab import CompileOptions
+    from loop.flow.evaluate import _calibration_flags
+
+    spec = SimpleNamespace(compile=CompileOptions())
+    variant = SimpleNamespace(own_base=False)
+    worse = SimpleNamespace(reference=False, variant=variant, options=CompileOptions(calibration_method="distribution"))
+    assert _calibration_flags(spec, worse, {"snr_db": 10.0}, {"snr_db": 30.0}) == ["calibration-worse"]
+    assert _calibration_flags(spec, worse, {"snr_db": 29.0}, {"snr_db": 30.0}) == []
+
+
+def test_a_model_with_two_inputs_sweeps_with_seeded_and_stored_frames(tmp_path):
+    from authored import two_input_model
+
+    onnx.save(two_input_model(), str(tmp_path / "two.onnx"))
+    rng = np.random.default_rng(0)
+    np.savez(
+        tmp_path / "calib.npz",
+        image=rng.random((6, 3, 8, 8), dtype=np.float32),
+        side=rng.random((6, 4), dtype=np.float32),
+    )
+    for name, calib in (("seeded", "{count: 6}"), ("stored", "{path: calib.npz}")):
+        text = (
+            f"sweep: {name}\nbase: two.onnx\ncalibration: {calib}\ninputs: {{count: 3}}\n{FAST_MEASURE}\n"
+            "variants:\n  - name: base\n  - {name: w, perturb: [{op: scale_weights, layer: head, factor: 1.1}]}\n"
+        )
+        (tmp_path / f"{name}.yaml").write_text(text)
+        runs = _sweep_runs(tmp_path / f"{name}.yaml", tmp_path / "runs")
+        assert {r["status"] for r in runs.values()} == {"ok"}, runs["base"]["error"]
+        assert runs["w"]["verdict"] == "clean" and runs["base"]["measure"]["bytes_in"] == 3 * 8 * 8 + 4
+        assert runs["base"]["scores"]["snr_db"] > 20
+
+
+def test_stored_frames_for_two_inputs_must_name_both(tmp_path):
+    from authored import two_input_model
+
+    from loop.core.errors import LoopError
+    from loop.spec.sweepfile import parse
+
+    onnx.save(two_input_model(), str(tmp_path / "two.onnx"))
+    np.savez(tmp_path / "calib.npz", image=np.zeros((2, 3, 8, 8), np.float32))
+    np.save(tmp_path / "calib.npy", np.zeros((2, 3, 8, 8), np.float32))
+    for path, words in (("calib.npz", "no frames for input 'side'"), ("calib.npy", "keyed by input name")):
+        (tmp_path / "s.yaml").write_text(
+            f"sweep: s\nbase: two.onnx\ncalibration: {{path: {path}}}\nvariants: [{{name: base}}]\n"
+        )
+        with pytest.raises(LoopError, match=words):
+            parse(tmp_path / "s.yaml")
+
+
+def test_sweep_prints_one_line_per_host_busy_run():
+    from loop.report import host_busy_line, sweep_summary
+
+    run = {
+        "variant": "w",
+        "status": "ok",
+        "verdict": "clean",
+        "kernel_sha": "k",
+        "layers": [],
+        "stages": {},
+        "scores": {},
+        "flags": ["host-busy"],
+        "perturb": [],
+        "warnings": [],
+        "measure": {"rate_fps": {"median": 1.0}, "host": {"others_core_pct": 48.0}},
+    }
+    text = sweep_summary([run, {**run, "variant": "quiet", "flags": []}])
+    assert text.count("host-busy") == 1 and "48% of a core" in host_busy_line(run)

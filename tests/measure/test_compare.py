@@ -1,0 +1,110 @@
+import pytest
+from fake_timing import VirtualDevice, virtual
+
+from loop.measure.compare import (
+    FASTER,
+    INTERLEAVED,
+    LEDGER,
+    NOISE,
+    SLOWER,
+    UNDECIDED,
+    compare,
+    compare_runs,
+    decide,
+    interleaved_result,
+)
+from loop.measure.interleave import interleave
+from loop.measure.protocol import spread, summary
+from loop.spec.sweepfile import MeasureSpec
+
+SPEC = MeasureSpec(min_duration_s=0.5)  # virtual seconds: 5 chunks a side a round
+
+
+def run(i: int, rates: list[float]) -> dict:
+    return {
+        "id": i,
+        "variant": f"v{i}",
+        "status": "ok",
+        "measure": {"rate_fps": summary(rates), "spread_pct": spread(rates)},
+    }
+
+
+# The seed's repeats of efficientnet_lite0 (spread 2%).
+SEED_RATES = (1177.4, 1174.0, 1153.9)
+BASELINE = run(1, list(SEED_RATES))
+
+
+def test_seed_power_mode_difference_is_noise():
+    ultra = run(2, [r * 145.8 / 146.2 for r in SEED_RATES])  # 145.8 ms -> 146.2 ms
+    assert compare(BASELINE, ultra)["verdict"] == NOISE
+    dma = run(3, [r * 145.8 / 144.1 for r in SEED_RATES])
+    assert compare(BASELINE, dma)["verdict"] == NOISE
+
+
+def test_pipelining_is_faster_and_its_reverse_slower():
+    sync, pipelined = run(1, [720.0, 724.0, 728.0]), run(2, [2080.0, 2094.0, 2100.0])
+    out = compare(sync, pipelined)
+    assert out["verdict"] == FASTER and round(out["diff_pct"]) == 189 and out["basis"] == LEDGER
+    assert out["ci95"][0] > 1 and compare(pipelined, sync)["verdict"] == SLOWER
+
+
+def test_apart_but_within_the_interval_is_noise():
+    a, b = run(1, [100.0, 101.0, 110.0]), run(2, [110.5, 110.8, 111.0])
+    assert compare(a, b)["verdict"] == NOISE
+
+
+def test_ledger_needs_three_repeats_a_side():
+    one, three = run(1, [100.0]), run(2, [50.0, 51.0, 52.0])
+    out = compare(one, three)
+    assert out["verdict"] == UNDECIDED and "run 1 has 1 repeats" in out["reason"]
+    legacy = {**three, "measure": {"rate_fps": {"median": 50.0, "min": 49.0, "max": 51.0}, "spread_pct": 4.0}}
+    assert compare(legacy, three)["verdict"] == UNDECIDED
+
+
+def test_ledger_refuses_a_host_busy_run():
+    # measured on this host: the same artifact at 203 fps under a busy neighbour and 937 fps after
+    busy = run(1, [169.7, 190.0, 203.5, 220.0, 241.7])
+    busy = {**busy, "flags": ["host-busy"], "measure": {**busy["measure"], "host": {"others_core_pct": 106.0}}}
+    out = compare(busy, run(2, [830.4, 900.0, 937.1, 960.0, 993.2]))
+    assert out["verdict"] == UNDECIDED and "run 1 was measured host-busy" in out["reason"] and "106%" in out["reason"]
+
+
+def test_a_missing_artifact_falls_back_to_the_ledger(tmp_path):
+    a = {**run(1, [100.0, 101.0, 99.0]), "artifact": str(tmp_path / "gone.onnx"), "device": "onnxruntime"}
+    out = compare_runs(a, a)
+    assert out["basis"] == LEDGER and out["verdict"] == NOISE and "is gone" in out["fallback"]
+
+
+def test_decide_needs_the_interval_past_the_floor():
+    control = (1.0, 0.98, 1.03)  # floor: the control's outer edge, 3%
+    assert decide((1.10, 1.05, 1.15), control) == (FASTER, pytest.approx(3.0))
+    assert decide((1.04, 1.02, 1.06), control)[0] == NOISE  # apart from 1, not from the floor
+    assert decide((0.80, 0.78, 0.82), control)[0] == SLOWER
+    tight = (1.0, 0.999, 1.001)  # a floor under the seed's 1.5% is raised to it
+    assert decide((1.012, 1.011, 1.013), tight) == (NOISE, pytest.approx(1.5))
+
+
+def interleaved(ms_a: float, ms_b: float, seed: int, noise: float = 0.03) -> dict:
+    device = VirtualDevice(noise, seed)
+    return interleaved_result(interleave(device, [virtual(ms_a), virtual(ms_b), virtual(ms_a)], SPEC, 5))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_interleaved_same_artifact_is_noise_and_27pct_more_pixels_slower(seed):
+    same = interleaved(5.0, 5.0, seed)
+    assert same["verdict"] == NOISE and same["basis"] == INTERLEAVED and same["rounds"] == 5
+    assert {"ratio", "ci95", "noise_floor_pct", "rounds", "basis"} <= set(same)
+    assert interleaved(5.0, 5.0 * 1.27, seed)["verdict"] == SLOWER
+
+
+def test_interleaved_seed_cases():
+    assert interleaved(145.8, 146.2, 0, noise=0.01)["verdict"] == NOISE
+    assert interleaved(145.8, 144.1, 0, noise=0.01)["verdict"] == NOISE
+    assert interleaved(1e3 / 724, 1e3 / 2094, 0)["verdict"] == FASTER
+
+
+def test_every_side_is_timed_alike():
+    device = VirtualDevice(0.0)
+    m = interleave(device, [virtual(1.0), virtual(2.0), virtual(1.0)], SPEC, 3)
+    timed = [s.seconds for s in device.opened]
+    assert max(timed) / min(timed) < 1.2 and m.chunks == 5 and len(m.rounds) == 3

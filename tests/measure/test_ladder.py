@@ -1,0 +1,51 @@
+from pathlib import Path
+
+from loop.measure.ladder import depth_knee, link_plateau
+from loop.spec.author import author
+from loop.spec.sweepfile import parse
+
+GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
+
+
+def rung(name: str, bytes_in: int, fps: float, spread: float = 1.0) -> dict:
+    return {
+        "variant": name,
+        "measure": {
+            "bytes_in": bytes_in,
+            "bytes_out": bytes_in // 4,
+            "rate_fps": {"median": fps},
+            "spread_pct": spread,
+        },
+    }
+
+
+def test_seed_link_table_plateaus():
+    seed = [
+        rung("512p", 1_048_576, 207),
+        rung("720p", 3_686_400, 63),
+        rung("1080p", 8_294_400, 29),
+        rung("4K", 33_177_600, 7.0),
+    ]
+    name, low, high = link_plateau(seed)
+    assert name == "512p" and 270 < low < high < 305
+
+
+def test_a_link_still_climbing_has_no_plateau_at_the_start():
+    climbing = [rung("a", 800_000, 1), rung("b", 800_000, 5), rung("c", 800_000, 9.8), rung("d", 800_000, 10)]
+    assert link_plateau(climbing)[0] == "c"
+
+
+def test_depth_knee_like_the_seed():
+    rates = {1: 724, 2: 1300, 4: 1800, 8: 2000, 16: 2060, 32: 2094, 64: 2090}
+    by_depth = [{"depth": d, "rate_fps": {"median": r}, "spread_pct": 1.0} for d, r in rates.items()]
+    assert depth_knee(by_depth) == 16  # 2060 is within 2% of 2094
+
+
+def test_shipped_ladders_have_exact_bytes(tmp_path):
+    spec = parse(GRAPHS / "link-ladder.yaml")
+    sizes = [author(spec, v, False, tmp_path).input_shape for v in spec.variants]
+    assert [4 * h * w for _, _, h, w in sizes] == [1_048_576, 3_686_400, 8_294_400, 33_177_600]
+    depth = parse(GRAPHS / "depth-ladder.yaml")
+    assert depth.measure.depth == (1, 2, 4, 8, 16, 32, 64)
+    _, c, h, w = author(depth, depth.variants[0], False, tmp_path).input_shape
+    assert c * h * w == 16_384

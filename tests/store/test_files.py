@@ -1,0 +1,125 @@
+"""Files under runs/: no write through a link, no predictable temporary name, no name from a
+user as a path, content-addressed artifacts checked before they are kept."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+from filesystems import fill, small_filesystem
+
+from loop.core.errors import LoopError
+from loop.store.files import (
+    StoreFault,
+    StoreWarning,
+    atomic_write,
+    check_runs,
+    read_regular,
+    remove_stale_temps,
+    safe_component,
+    store_artifact,
+)
+
+DATA = b"artifact bytes"
+SHA = hashlib.sha256(DATA).hexdigest()
+
+
+def test_a_link_at_the_target_is_replaced_not_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"theirs")
+    (tmp_path / "runs").mkdir()
+    target = tmp_path / "runs" / "file"
+    target.symlink_to(outside)
+    atomic_write(target, b"mine")
+    assert not target.is_symlink() and target.read_bytes() == b"mine" and outside.read_bytes() == b"theirs"
+
+
+def test_a_dangling_link_in_artifacts_does_not_take_the_artifact_outside(tmp_path: Path) -> None:
+    runs, outside = tmp_path / "runs", tmp_path / "elsewhere" / "a.onnx"
+    (runs / "artifacts").mkdir(parents=True)
+    (runs / "artifacts" / f"{SHA[:32]}.onnx").symlink_to(outside)
+    with pytest.warns(StoreWarning, match="did not match its hash; rewritten"):
+        path = store_artifact(runs, SHA, ".onnx", DATA)
+    assert path == runs.resolve() / "artifacts" / f"{SHA[:32]}.onnx" and not path.is_symlink()
+    assert path.read_bytes() == DATA and not outside.exists()
+
+
+def test_a_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    runs, elsewhere = tmp_path / "runs", tmp_path / "elsewhere"
+    runs.mkdir()
+    elsewhere.mkdir()
+    (runs / "artifacts").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(StoreFault, match="symbolic link"):
+        store_artifact(runs, SHA, ".onnx", DATA)
+    with pytest.raises(LoopError, match="symbolic link"):
+        check_runs(runs)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_link_at_the_old_predictable_temporary_name_is_left_alone(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / f".KEY.pkl.{os.getpid()}.tmp").symlink_to(victim)
+    atomic_write(tmp_path / "cache" / "KEY.pkl", b"entry")
+    assert victim.read_bytes() == b"precious" and (tmp_path / "cache" / "KEY.pkl").read_bytes() == b"entry"
+
+
+@pytest.mark.parametrize("damage", ["flip", "swap"])
+def test_a_damaged_artifact_is_rewritten(tmp_path: Path, damage: str) -> None:
+    path = store_artifact(tmp_path, SHA, ".onnx", DATA)
+    path.write_bytes(b"artifact bytez" if damage == "flip" else b"another variant's artifact")
+    with pytest.warns(StoreWarning, match="rewritten"):
+        assert store_artifact(tmp_path, SHA, ".onnx", DATA) == path
+    assert path.read_bytes() == DATA
+
+
+def test_bytes_are_stored_only_under_their_own_hash(tmp_path: Path) -> None:
+    with pytest.raises(StoreFault, match="do not match their hash"):
+        store_artifact(tmp_path, SHA, ".onnx", b"other bytes")
+    assert not (tmp_path / "artifacts").exists() or list((tmp_path / "artifacts").iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["../../x", "a/b", "a\\b", "", ".hidden", "..", "a\x00b", "tab\there"])
+def test_names_that_cannot_be_one_path_component_are_refused(name: str) -> None:
+    with pytest.raises(LoopError, match="cannot name a file"):
+        safe_component(name, "name")
+
+
+def test_unicode_names_are_kept() -> None:
+    assert safe_component("évaluer-名前-g3") == "évaluer-名前-g3"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX only")
+def test_reads_take_regular_files_only(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link").symlink_to(tmp_path / "fifo")
+    with pytest.raises(OSError, match="not a regular file"):
+        read_regular(tmp_path / "fifo")  # would block for ever if opened for reading plainly
+    with pytest.raises(OSError) as link:
+        read_regular(tmp_path / "link")
+    assert link.value.errno == errno.ELOOP
+
+
+def test_a_full_disk_leaves_the_old_file_and_no_temporary_one(tmp_path: Path) -> None:
+    with small_filesystem(tmp_path / "small", 64 * 1024) as small:
+        (small / "f").write_bytes(b"old")
+        filler = fill(small, leave=1024)
+        with pytest.raises(OSError) as full:
+            atomic_write(small / "f", b"x" * 64 * 1024)
+        assert full.value.errno == errno.ENOSPC
+        assert sorted(p.name for p in small.iterdir()) == ["f", filler.name] and (small / "f").read_bytes() == b"old"
+
+
+def test_stale_temporary_files_of_dead_writers_are_removed(tmp_path: Path) -> None:
+    (tmp_path / "cache").mkdir()
+    dead = tmp_path / "cache" / f".k.blob.{2**22 + 12345}-{'0' * 16}.tmp"
+    mine = tmp_path / "cache" / f".k.blob.{os.getpid()}-{'1' * 16}.tmp"
+    old_style = tmp_path / "cache" / f".k.pkl.{2**22 + 12346}.tmp"
+    for path in (dead, mine, old_style):
+        path.write_bytes(b"")
+    assert remove_stale_temps(tmp_path) == [dead, old_style]
+    assert mine.exists()

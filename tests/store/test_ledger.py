@@ -1,0 +1,209 @@
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from loop.core.errors import LoopError
+from loop.store.ledger import SCHEMA_VERSION, Ledger, LedgerWarning, run_json
+
+
+def test_pragmas_and_schema(tmp_path: Path):
+    ledger = Ledger(tmp_path / "l.sqlite")
+    db = sqlite3.connect(tmp_path / "l.sqlite")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    ledger.close()
+
+
+def test_run_lifecycle(tmp_path: Path):
+    ledger = Ledger(tmp_path / "l.sqlite")
+    run = ledger.begin("s", "key", "v", "spec", "onnxruntime")
+    row = ledger.get(run)
+    assert row["status"] == "running" and row["pid"] and row["host"] and row["heartbeat"]
+    ledger.finish(
+        run,
+        "ok",
+        ["power-limited"],
+        {"scores": {"snr_db": float("inf")}, "stages": {"optimize_s": 1.0}},
+        verdict="clean",
+        kernel_sha="abc",
+    )
+    out = run_json(ledger.get(run))
+    assert out["status"] == "ok" and out["verdict"] == "clean" and out["flags"] == ["power-limited"]
+    assert out["scores"]["snr_db"] == "inf" and out["stages"]["optimize_s"] == 1.0
+    json.dumps(out)
+
+
+def test_newer_schema_is_refused(tmp_path: Path):
+    path = tmp_path / "l.sqlite"
+    Ledger(path).close()
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    db.close()
+    with pytest.raises(LoopError, match="newer than this loop knows"):
+        Ledger(path)
+
+
+def test_open_existing_refuses_missing(tmp_path: Path):
+    with pytest.raises(LoopError, match="no ledger"):
+        Ledger.open_existing(tmp_path / "nope.sqlite")
+    assert not (tmp_path / "nope.sqlite").exists()
+
+
+V1_SCHEMA = """CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    sweep TEXT NOT NULL, sweep_key TEXT NOT NULL, variant TEXT NOT NULL,
+    generation INTEGER, status TEXT NOT NULL, error TEXT, stage TEXT,
+    pid INTEGER, host TEXT, heartbeat REAL, started REAL, finished REAL,
+    spec_sha TEXT, onnx_sha TEXT, calib_sha TEXT, kernel_sha TEXT, bias_sha TEXT,
+    backend TEXT, device TEXT, artifact TEXT, verdict TEXT, flags TEXT NOT NULL DEFAULT '[]',
+    record TEXT NOT NULL DEFAULT '{}')"""
+
+OPEN_AND_COUNT = """
+import sys
+from loop.store.ledger import Ledger
+Ledger(sys.argv[1]).close()
+"""
+
+
+def test_old_schema_migrates_once_under_concurrent_opens(tmp_path: Path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(V1_SCHEMA)
+    db.execute("INSERT INTO runs (sweep, sweep_key, variant, status) VALUES ('s', 'k', 'v', 'ok')")
+    db.execute("PRAGMA user_version=1")
+    db.commit()
+    db.close()
+    procs = [
+        subprocess.Popen([sys.executable, "-c", OPEN_AND_COUNT, str(path)], stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    errors = [p.communicate()[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, errors
+    db = sqlite3.connect(path)
+    columns = [r[1] for r in db.execute("PRAGMA table_info(runs)")]
+    assert columns.count("compiled_on") == 1 and columns.count("cache_hit") == 1
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert db.execute("SELECT variant, status, cache_hit FROM runs").fetchall() == [("v", "ok", 0)]
+
+
+def test_network_filesystem_is_detected():
+    from loop.store.ledger import filesystem_type
+
+    mounts = "/dev/vda / ext4 rw 0 0\nserver:/export /mnt/shared nfs4 rw 0 0\n"
+    assert filesystem_type(Path("/mnt/shared/runs"), mounts) == "nfs4"
+    assert filesystem_type(Path("/home/me/runs"), mounts) == "ext4"
+    assert filesystem_type(Path("/mnt/sharedother"), mounts) == "ext4"
+
+
+def test_ledger_on_network_filesystem_warns(tmp_path: Path, monkeypatch):
+    import loop.store.ledger as ledger_mod
+
+    monkeypatch.setattr(ledger_mod, "filesystem_type", lambda path, mounts=None: "nfs")
+    with pytest.warns(ledger_mod.LedgerWarning, match="network filesystem"):
+        Ledger(tmp_path / "l.sqlite").close()
+
+
+def ledger_with_runs(path: Path, count: int = 3) -> list[int]:
+    """A closed ledger of ``count`` ok runs whose records carry a findable marker."""
+    with Ledger(path) as ledger:
+        ids = [ledger.begin("s", "k", f"v{i}", "spec", "onnxruntime") for i in range(count)]
+        for i in ids:
+            ledger.finish(i, "ok", [], {"scores": {"snr_db": 30.0}, "marker": f"MARK{i:04d}"})
+    return ids
+
+
+def flip(path: Path, old: bytes, new: bytes) -> None:
+    """Replace bytes in place in the file, as a bad disk or a tamperer would."""
+    data = path.read_bytes()
+    assert data.count(old) == 1 and len(old) == len(new)
+    path.write_bytes(data.replace(old, new))
+
+
+@pytest.mark.parametrize("new", [b"MARK0002#", b'MARK\xff\xfe02"'], ids=["json", "utf8"])
+def test_a_row_that_does_not_parse_is_corrupt_and_the_rest_are_listed(tmp_path: Path, new: bytes):
+    path = tmp_path / "l.sqlite"
+    ledger_with_runs(path)
+    flip(path, b'MARK0002"', new)
+    with Ledger(path, readonly=True) as ledger:
+        assert ledger.integrity() == ["ok"]
+        runs = [run_json(r) for r in ledger.rows()]
+    assert [(r["id"], r["status"]) for r in runs] == [(1, "ok"), (2, "corrupt"), (3, "ok")]
+    assert "does not parse" in runs[1]["error"] or "UTF-8" in runs[1]["error"]
+    assert runs[1]["variant"] == "v1" and set(runs[1]) == set(runs[0])
+    json.dumps(runs)
+
+
+def test_readers_open_read_only_and_never_migrate(tmp_path: Path):
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(V1_SCHEMA)
+    db.execute("INSERT INTO runs (sweep, sweep_key, variant, status) VALUES ('s', 'k', 'v', 'ok')")
+    db.execute("PRAGMA user_version=1")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    with pytest.warns(LedgerWarning, match="older than this loop's"), Ledger.open_existing(path) as ledger:
+        [run] = [run_json(r) for r in ledger.rows()]
+        with pytest.raises(LoopError, match="readonly"):
+            ledger.heartbeat([1])
+    assert run["status"] == "ok" and run["cache_hit"] is False and run["compiled_on"] is None
+    assert path.read_bytes() == before
+
+
+def test_a_newer_schema_is_refused_read_only_too(tmp_path: Path):
+    path = tmp_path / "l.sqlite"
+    ledger_with_runs(path, 1)
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    db.close()
+    with pytest.raises(LoopError, match="newer than this loop knows"):
+        Ledger(path, readonly=True)
+
+
+def test_a_read_only_runs_folder_can_be_read(tmp_path: Path):
+    from filesystems import read_only
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    ledger_with_runs(folder / "ledger.sqlite")
+    assert sorted(p.name for p in folder.iterdir()) == ["ledger.sqlite"]  # no -wal/-shm once closed
+    with read_only(folder), Ledger.open_existing(folder / "ledger.sqlite") as ledger:
+        assert [r["status"] for r in ledger.rows()] == ["ok"] * 3
+        with pytest.raises(LoopError):
+            Ledger(folder / "ledger.sqlite")  # a writer cannot, and says so in one line
+
+
+@pytest.mark.parametrize(
+    "damage, words", [("header", "file is not a database"), ("page", "database disk image is malformed")]
+)
+def test_a_damaged_file_is_one_ledger_fault(tmp_path: Path, damage: str, words: str):
+    from loop.store.ledger import LedgerFault
+
+    path = tmp_path / "l.sqlite"
+    ledger_with_runs(path)
+    data = bytearray(path.read_bytes())
+    if damage == "header":
+        data[:16] = b"\xff" * 16
+    else:
+        page = 4096
+        data[page : 2 * page] = b"\xa5" * page  # the runs table's page
+    path.write_bytes(bytes(data))
+    with pytest.raises(LedgerFault, match=words), Ledger.open_existing(path) as ledger:
+        ledger.rows()
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal"])
+def test_a_writer_never_writes_through_a_link_at_the_ledger(tmp_path: Path, suffix: str):
+    elsewhere = tmp_path / "elsewhere.sqlite"
+    ledger_with_runs(elsewhere, 1)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / f"ledger.sqlite{suffix}").symlink_to(elsewhere)
+    before = elsewhere.read_bytes()
+    with pytest.raises(LoopError, match="symbolic link"):
+        Ledger(tmp_path / "runs" / "ledger.sqlite")
+    assert elsewhere.read_bytes() == before

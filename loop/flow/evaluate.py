@@ -15,7 +15,7 @@ import numpy as np
 
 from loop.core.errors import LoopError
 from loop.core.sessions import session as onnx_session
-from loop.core.vocab import Artifact, CompileResult, TensorLayout
+from loop.core.vocab import Artifact, CompileResult, LayerPrint, TensorLayout
 from loop.devices.base import Device, RuntimeOptions
 from loop.judge import audit as audit_mod
 from loop.judge import score as score_mod
@@ -46,6 +46,25 @@ class RunOutcome:
     stages: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Reference:
+    """What every other variant of a sweep is judged against, fixed once the reference is
+    evaluated (or read back on resume): its layer prints, its raw device outputs (None when its
+    artifact is gone, so no outputs are compared) and its SNR."""
+
+    layers: tuple[LayerPrint, ...]
+    raw: tuple[tuple[np.ndarray, ...], ...] | None
+    snr_db: float | None
+
+
+@dataclass(frozen=True)
+class Against:
+    """The reference a variant is evaluated against, or why there is none (for ``no-reference``)."""
+
+    reference: Reference | None
+    missing: str = ""
+
+
 @dataclass
 class DeviceOutputs:
     raw: Raw
@@ -54,17 +73,16 @@ class DeviceOutputs:
     inputs: tuple[TensorLayout, ...]
 
 
-def verdict_for(
-    spec: SweepSpec, authored: Authored, compiled: CompileResult, base_state: dict[str, Any]
-) -> audit_mod.Audit:
+def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult, against: Against) -> audit_mod.Audit:
     if authored.variant.own_base or spec.own_compile(authored.variant):
         return audit_mod.Audit(audit_mod.NA)
     if authored.reference or not authored.variant.ops:  # the base itself (say, measured another way)
         return audit_mod.Audit(audit_mod.REFERENCE)
-    if "layers" not in base_state:
+    if against.reference is None:
         return audit_mod.Audit(audit_mod.NO_REFERENCE)
+    v = authored.variant
     return audit_mod.audit(
-        base_state["layers"], compiled.layers, authored.footprint, authored.variant.expect, authored.structure.bounds
+        against.reference.layers, compiled.layers, authored.footprint, v.expect, authored.structure.bounds
     )
 
 
@@ -112,7 +130,7 @@ def _score(
     first: DeviceOutputs,
     others: dict[str, DeviceOutputs],
     inputs: frames_mod.Frames,
-    base_state: dict[str, Any],
+    against: Reference | None,
     scorer: Callable[..., dict[str, Any]] | None,
 ) -> dict[str, Any]:
     reference = float_outputs(authored.model(), inputs)
@@ -121,7 +139,7 @@ def _score(
         first.raw,
         reference,
         first.deterministic,
-        None if authored.variant.own_base else base_state.get("raw"),
+        None if authored.variant.own_base or against is None or against.raw is None else _lists(against.raw),
     )
     if others:
         scores["devices"] = {name: _disagreement(first, out) for name, out in others.items()}
@@ -136,27 +154,28 @@ def evaluate_variant(
     compiled: CompileResult,
     devices: Sequence[Device],
     runs: Path,
-    base_state: dict[str, Any],
+    against: Against,
     scorer: Callable[..., dict[str, Any]] | None,
-) -> RunOutcome:
+) -> tuple[RunOutcome, Reference | None]:
+    """The variant's outcome and, when it is the sweep's reference and ran, the Reference it
+    sets for every other variant."""
     name = authored.variant.name
     if not compiled.ok or compiled.artifact is None:
-        return RunOutcome(name, "failed", stage=compiled.stage, error=compiled.error)
+        return RunOutcome(name, "failed", stage=compiled.stage, error=compiled.error), None
     try:
         artifact = materialize(compiled.artifact)
     except LoopError as exc:  # swapped or damaged on disk since it was stored: never measured as this variant
-        return RunOutcome(name, "failed", stage="store", error=str(exc))
+        return RunOutcome(name, "failed", stage="store", error=str(exc)), None
     path = Path(artifact.path) if artifact.path else store_artifact(runs, artifact.sha, artifact.suffix, artifact.data)
     clock = _Clock()
-    verdict = verdict_for(spec, authored, compiled, base_state)
+    verdict = verdict_for(spec, authored, compiled, against)
     clock.lap("audit_s")
     inputs = authored.inputs()
     first = run_inputs(devices[0], artifact, inputs)
     others = {d.name: run_inputs(d, artifact, inputs) for d in devices[1:]}
-    scores = _score(authored, first, others, inputs, base_state, scorer)
-    if authored.reference:
-        base_state.update(layers=compiled.layers, raw=first.raw, snr_db=scores.get("snr_db"))
-    flags = _calibration_flags(spec, authored, scores, base_state)
+    scores = _score(authored, first, others, inputs, against.reference, scorer)
+    made = Reference(tuple(compiled.layers), _tuples(first.raw), scores.get("snr_db")) if authored.reference else None
+    flags = _calibration_flags(spec, authored, scores, against.reference)
     clock.lap("score_s")
     frame = device_frame(inputs, 0, first.inputs)
     del inputs, others
@@ -164,7 +183,8 @@ def evaluate_variant(
     stick = measuring_stick(devices[0].name, path, m, authored.variant.measure)
     clock.lap("measure_s")
     flags += m["flags"] + (["hailortcli-disagrees"] if stick and stick["comparable"] and not stick["agree"] else [])
-    return RunOutcome(
+    info = {"no_reference": against.missing} if verdict.verdict == audit_mod.NO_REFERENCE and against.missing else {}
+    outcome = RunOutcome(
         name,
         "ok",
         verdict=verdict.verdict,
@@ -174,7 +194,17 @@ def evaluate_variant(
         flags=flags,
         artifact=str(path),
         stages=clock.laps,
+        info=info,
     )
+    return outcome, made
+
+
+def _tuples(raw: Raw) -> tuple[tuple[np.ndarray, ...], ...]:
+    return tuple(tuple(outs) for outs in raw)
+
+
+def _lists(raw: tuple[tuple[np.ndarray, ...], ...]) -> Raw:
+    return [list(outs) for outs in raw]
 
 
 class _Clock:
@@ -194,11 +224,11 @@ CALIBRATION_WORSE_DB = 3.0  # below the reference's SNR by more than this: the m
 
 
 def _calibration_flags(
-    spec: SweepSpec, authored: Authored, scores: dict[str, Any], base_state: dict[str, Any]
+    spec: SweepSpec, authored: Authored, scores: dict[str, Any], reference: Reference | None
 ) -> list[str]:
     """A calibration method other than the sweep's that scores far below it is flagged:
     ONNX Runtime's ``distribution`` gave -15.5 dB on mobilenet_v3_small without a word."""
-    method, ref = authored.options.calibration_method, base_state.get("snr_db")
+    method, ref = authored.options.calibration_method, None if reference is None else reference.snr_db
     if authored.reference or method == spec.compile.calibration_method or authored.variant.own_base:
         return []
     snr = scores.get("snr_db")

@@ -13,11 +13,12 @@ cannot record even that stops the sweep with one line (:class:`loop.store.files.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 import traceback
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ from loop.core.registry import device_class
 from loop.core.vocab import CompileResult
 from loop.devices.base import Device
 from loop.flow.compile_pool import Job, check_cluster, iter_compiled
-from loop.flow.evaluate import RunOutcome, evaluate_variant, run_inputs
+from loop.flow.evaluate import Against, Reference, RunOutcome, evaluate_variant, run_inputs
 from loop.flow.resume import Claim, Heartbeat, claim
 from loop.judge import fingerprint as fp
 from loop.measure import hostlock
@@ -158,12 +159,18 @@ def _run(
     result = SweepResult(spec, skipped=sorted(state.live))
     todo = [a for a in ordered if a.variant.name in ids]
     devices = [device_class(name)() for name in spec.devices]
-    base_state = _resumed_base(runs, authored, state.finished, devices[0])
+    ref = next((a for a in authored if a.reference), None)
+    against = _resumed_reference(runs, ref, state.finished, devices[0])
     with Heartbeat(str(ledger.path), list(ids.values())):
-        for a, compiled, contended in _progress(_compiled(spec, todo, jobs, options, runs), len(todo), options):
-            outcome = _evaluate(spec, a, compiled, devices, runs, base_state, options, contended)
+        compiled = _progress(_compiled(spec, todo, jobs, options, runs), len(todo), options)
+        for a, c, contended in reference_first(compiled, ref if any(a is ref for a in todo) else None):
+            if a.reference:
+                outcome, made = _evaluate(spec, a, c, devices, runs, Against(None), options, contended)
+                against = Against(made, "" if made else f"the reference '{a.variant.name}' {_why_failed(outcome)}")
+            else:
+                outcome, _ = _evaluate(spec, a, c, devices, runs, against, options, contended)
             outcome.run_id = ids[a.variant.name]
-            _record(ledger, outcome.run_id, spec, a, compiled, outcome)
+            _record(ledger, outcome.run_id, spec, a, c, outcome)
             result.outcomes.append(outcome)
     result.outcomes += [_finished_outcome(row) for row in state.finished.values()]
     order = [a.variant.name for a in authored]
@@ -203,28 +210,52 @@ def _compiled(
     yield from ((a, results[i], False) for i, a in enumerate(todo))
 
 
-def _resumed_base(runs: Path, authored: list[Authored], finished: dict[str, Any], device: Device) -> dict[str, Any]:
-    """The reference's fingerprint and outputs when an earlier run of this sweep finished it.
-    Its artifact is read back only if it still matches its hash; otherwise the audit goes on
-    from the recorded fingerprint, and no outputs are compared with files that are not its."""
-    ref = next((a for a in authored if a.reference), None)
-    row = finished.get(ref.variant.name) if ref else None
-    if row is None or row["status"] != "ok":
-        return {}
-    import json
+Compiled = tuple[Authored, CompileResult, bool]
 
+
+def reference_first(stream: Iterable[Compiled], ref: Authored | None) -> Iterator[Compiled]:
+    """The stream with ``ref`` (when it is to be evaluated in this sweep) moved ahead of every
+    variant that arrives before it, so no variant is ever judged before its reference exists,
+    whatever order the variants were written or compiled in."""
+    waiting: list[Compiled] = []
+    for item in stream:
+        if ref is None or item[0] is ref:
+            yield item
+            yield from waiting
+            waiting, ref = [], None
+        else:
+            waiting.append(item)
+    yield from waiting  # the reference never came (a stream cut short): the rest still runs
+
+
+def _why_failed(outcome: RunOutcome) -> str:
+    if outcome.status == "ok":
+        return "ran but set no reference"
+    return f"failed at stage {outcome.stage}: {outcome.error}"
+
+
+def _resumed_reference(runs: Path, ref: Authored | None, finished: dict[str, Any], device: Device) -> Against:
+    """The reference as an earlier run of this sweep left it, or why there is none yet. Its
+    artifact is read back only if it still matches its hash; otherwise the audit goes on from
+    the recorded fingerprint, and no outputs are compared with files that are not its."""
+    if ref is None:
+        return Against(None, "the sweep has no unperturbed variant to be its reference")
+    row = finished.get(ref.variant.name)
+    if row is None:
+        return Against(None, f"the reference '{ref.variant.name}' has not run")
+    if row["status"] != "ok":
+        return Against(None, f"the reference '{ref.variant.name}' failed at stage {row['stage']}: {row['error']}")
     record = json.loads(row["record"])
-    state = {
-        "layers": [fp.from_record(lp) for lp in record.get("layers", [])],
-        "snr_db": (record.get("scores") or {}).get("snr_db"),
-    }
+    layers = tuple(fp.from_record(lp) for lp in record.get("layers", []))
+    snr = (record.get("scores") or {}).get("snr_db")
     name = Path(row["artifact"]).name  # in this runs folder, wherever it was when recorded
     try:
         artifact = load_artifact(runs_artifact(runs, name), record.get("artifact_sha") or Path(name).stem)
     except LoopError as exc:
         warnings.warn(f"the reference's artifact: {exc}; its outputs are not compared", StoreWarning, stacklevel=2)
-        return state
-    return {**state, "raw": run_inputs(device, artifact, ref.inputs()).raw}  # type: ignore[union-attr]
+        return Against(Reference(layers, None, snr))
+    raw = run_inputs(device, artifact, ref.inputs()).raw
+    return Against(Reference(layers, tuple(tuple(outs) for outs in raw), snr))
 
 
 def _finished_outcome(row: Any) -> RunOutcome:
@@ -246,13 +277,13 @@ def _evaluate(
     compiled: CompileResult,
     devices: list[Device],
     runs: Path,
-    base_state: dict[str, Any],
+    against: Against,
     options: SweepOptions,
     contended: bool,
-) -> RunOutcome:
+) -> tuple[RunOutcome, Reference | None]:
     try:
         with hostlock.measuring(devices[0].name, overlap=options.overlap):
-            outcome = evaluate_variant(spec, a, compiled, devices, runs, base_state, options.scorer)
+            outcome, made = evaluate_variant(spec, a, compiled, devices, runs, against, options.scorer)
     except Exception as exc:
         return RunOutcome(
             a.variant.name,
@@ -260,10 +291,10 @@ def _evaluate(
             stage="measure",
             error=f"{type(exc).__name__}: {exc}",
             info={"traceback": traceback.format_exc(limit=8)},
-        )
+        ), None
     if contended and outcome.status == "ok":
         outcome.flags.append("host-contended")
-    return outcome
+    return outcome, made
 
 
 def _record(ledger: Ledger, run_id: int, spec: SweepSpec, a: Authored, c: CompileResult, o: RunOutcome) -> None:

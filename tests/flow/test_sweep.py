@@ -318,3 +318,24 @@ def test_names_stay_names(write_sweep, tmp_path):
         tmp_path / "deep",
         tmp_path / "odd.yaml",
     }
+
+
+def test_verdicts_do_not_depend_on_where_the_reference_is_written(write_sweep, tmp_path):
+    first = SWEEP.replace("BC", "true").replace("CALMAX", "9.5")
+    last = first.replace("  - name: base\n", "") + "  - name: base\n"
+    a = _sweep_runs(write_sweep(first), tmp_path / "a")
+    b = _sweep_runs(write_sweep(last, "last.yaml"), tmp_path / "b", jobs=2)
+    assert {v: r["verdict"] for v, r in a.items()} == {v: r["verdict"] for v, r in b.items()}
+    assert b["scale"]["verdict"] == "confounded" and b["weights"]["verdict"] == "clean"
+    for v in a:
+        assert a[v]["layers"] == b[v]["layers"], v
+
+
+def test_no_reference_says_why(write_sweep, tmp_path):
+    failing = SWEEP.replace("BC", "true").replace("CALMAX", "9.5")
+    failing = failing.replace("  - name: base\n", "  - name: base\n    compile: {timeout_s: 0.001}\n")
+    runs_dir = tmp_path / "runs"
+    runs = _sweep_runs(write_sweep(failing), runs_dir)
+    with Ledger(runs_dir / "ledger.sqlite") as ledger:
+        info = json.loads(ledger.get(runs["weights"]["id"])["record"])["info"]
+    assert info["no_reference"].startswith("the reference 'base' failed at stage") and "timeout" in info["no_reference"]

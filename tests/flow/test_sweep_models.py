@@ -195,13 +195,15 @@ def test_a_calibration_method_far_below_the_sweeps_is_flagged():
     from types import SimpleNamespace
 
     from loop.core.vocab import CompileOptions
-    from loop.flow.evaluate import _calibration_flags
+    from loop.flow.evaluate import Reference, _calibration_flags
 
     spec = SimpleNamespace(compile=CompileOptions())
     variant = SimpleNamespace(own_base=False)
     worse = SimpleNamespace(reference=False, variant=variant, options=CompileOptions(calibration_method="distribution"))
-    assert _calibration_flags(spec, worse, {"snr_db": 10.0}, {"snr_db": 30.0}) == ["calibration-worse"]
-    assert _calibration_flags(spec, worse, {"snr_db": 29.0}, {"snr_db": 30.0}) == []
+    ref = Reference((), None, 30.0)
+    assert _calibration_flags(spec, worse, {"snr_db": 10.0}, ref) == ["calibration-worse"]
+    assert _calibration_flags(spec, worse, {"snr_db": 29.0}, ref) == []
+    assert _calibration_flags(spec, worse, {"snr_db": 10.0}, None) == []
 
 
 def test_a_model_with_two_inputs_sweeps_with_seeded_and_stored_frames(tmp_path):

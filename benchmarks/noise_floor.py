@@ -31,6 +31,7 @@ from harness_overhead import machine
 
 from loop.compilers.base import run_compile
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
+from loop.core.record import Figures, RunRecord
 from loop.core.vocab import Artifact, CompileOptions
 from loop.devices.base import RuntimeOptions
 from loop.devices.onnxruntime import OnnxRuntimeDevice
@@ -74,23 +75,24 @@ def tally(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_row(i: int, path: Path, device: str = "onnxruntime") -> dict[str, Any]:
-    """A run in its ledger JSON shape, measured now with the default settings."""
+def run_row(i: int, path: Path, device: str = "onnxruntime") -> RunRecord:
+    """A run as the ledger would give it, measured now with the default settings."""
     from loop.store.artifacts import load_artifact
 
     art = load_artifact(path)
     with OnnxRuntimeDevice().open(art, RuntimeOptions()) as s:
         frames = device_frames(s)
     m = measure(OnnxRuntimeDevice(), art, frames, MeasureSpec()).to_dict()
-    return {
-        "id": i,
-        "variant": path.stem,
-        "status": "ok",
-        "verdict": "clean",
-        "artifact": str(path),
-        "device": device,
-        "measure": m,
-    }
+    return RunRecord(
+        id=i,
+        sweep="noise-floor",
+        variant=path.stem,
+        status="ok",
+        verdict="clean",
+        artifact=str(path),
+        device=device,
+        measure=Figures.from_json(m),
+    )
 
 
 def done(paths: dict[str, Path]) -> dict[str, Any]:
@@ -100,8 +102,8 @@ def done(paths: dict[str, Path]) -> dict[str, Any]:
     measure_s = (time.perf_counter() - t0) / 7
     out: dict[str, Any] = {
         "measure_wall_s_per_run": measure_s,
-        "six_fps": [r["measure"]["rate_fps"]["median"] for r in six],
-        "six_host_busy": sum("host-busy" in r["measure"]["flags"] for r in six),
+        "six_fps": [r.measure.median_fps for r in six],
+        "six_host_busy": sum("host-busy" in r.measure.flags for r in six),
     }
     pairs = list(itertools.combinations(six, 2))
     for basis in ("ledger", INTERLEAVED):

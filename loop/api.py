@@ -19,10 +19,11 @@ import yaml
 
 from loop.core.errors import LoopError
 from loop.core.leftovers import scratch
+from loop.core.record import RunRecord
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.spec.sweepfile import parse
 from loop.store.files import atomic_write, safe_component, store_verified
-from loop.store.ledger import Ledger, run_json
+from loop.store.ledger import Ledger
 
 Candidate = Sequence[Mapping[str, Any]] | onnx.ModelProto | bytes | str | Path
 
@@ -123,24 +124,24 @@ def evaluate(
 def _results(runs: Path, outcomes: Sequence[Any], count: int) -> list[Result]:
     ledger = Ledger(runs / "ledger.sqlite", readonly=True)
     try:
-        by_name = {o.variant: run_json(ledger.get(o.run_id)) for o in outcomes if o.run_id is not None}
+        by_name = {o.variant: ledger.record(o.run_id) for o in outcomes if o.run_id is not None}
     finally:
         ledger.close()
     return [_result(i, by_name[f"c{i}"]) for i in range(count)]
 
 
-def _result(index: int, run: dict[str, Any]) -> Result:
-    m = run["measure"] or {}
+def _result(index: int, run: RunRecord) -> Result:
+    m = run.measure
     return Result(
         index=index,
-        variant=run["variant"],
-        run_id=run["id"],
-        status=run["status"],
-        verdict=run["verdict"],
-        scores=run["scores"] or {},
-        ttfo_ms=m.get("ttfo_ms"),
-        rate_fps=(m.get("rate_fps") or {}).get("median"),
-        bytes_in=m.get("bytes_in"),
-        bytes_out=m.get("bytes_out"),
-        error=run["error"],
+        variant=run.variant,
+        run_id=run.id,
+        status=run.status,
+        verdict=run.verdict,
+        scores=run.scores.to_json(),
+        ttfo_ms=m.ttfo_ms,
+        rate_fps=m.median_fps,
+        bytes_in=m.bytes_in,
+        bytes_out=m.bytes_out,
+        error=run.error,
     )

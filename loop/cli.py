@@ -5,16 +5,17 @@ from __future__ import annotations
 import errno
 import json
 import sqlite3
-import sys
 import warnings
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
 from loop.core.errors import LoopError
 from loop.store.files import StoreFault
+
+if TYPE_CHECKING:
+    from loop.core.record import RunRecord
 
 RUNS = click.option(
     "--runs",
@@ -25,31 +26,58 @@ RUNS = click.option(
     help="Output folder holding ledger.sqlite and artifacts/.",
 )
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+AUDIT_KEYS = ("id", "sweep", "variant", "verdict", "changes")  # what ``loop audit --json`` shows of a run
 
 
 FAULTS = (errno.ENOSPC, errno.EROFS, errno.EIO, getattr(errno, "EDQUOT", errno.ENOSPC))
 
 
-def _guard(fn: Callable[[], int | None]) -> None:
-    """User errors: one line on stderr, exit 2. The runs folder's faults (a damaged ledger, a
-    full or read-only disk): one line, exit 1."""
-    try:
-        code = fn()
-    except StoreFault as exc:
-        click.echo(f"loop: {exc.render()}", err=True)
-        sys.exit(1)
-    except LoopError as exc:
-        click.echo(f"loop: {exc.render()}", err=True)
-        sys.exit(2)
-    except sqlite3.DatabaseError as exc:
-        click.echo(f"loop: the ledger: {exc}", err=True)
-        sys.exit(1)
-    except OSError as exc:
-        if exc.errno not in FAULTS:
-            raise
-        click.echo(f"loop: {exc}", err=True)
-        sys.exit(1)
-    sys.exit(code or 0)
+class Failure(click.ClickException):
+    """The user's error: one line on stderr, ``loop: ...``, exit 2."""
+
+    exit_code = 2
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"loop: {self.format_message()}", err=True)
+
+
+class Fault(Failure):
+    """The runs folder failed (a damaged ledger, a full or read-only disk), not the user: exit 1."""
+
+    exit_code = 1
+
+
+def _failure(exc: Exception) -> Failure | None:
+    if isinstance(exc, StoreFault):
+        return Fault(exc.render())
+    if isinstance(exc, LoopError):
+        return Failure(exc.render())
+    if isinstance(exc, sqlite3.DatabaseError):
+        return Fault(f"the ledger: {exc}")
+    if isinstance(exc, OSError) and exc.errno in FAULTS:
+        return Fault(str(exc))
+    return None
+
+
+class LoopCommand(click.Command):
+    """A command whose returned int is the exit code and whose library errors are a :class:`Failure`
+    (anything else is a bug, and keeps its traceback)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            code = super().invoke(ctx)
+        except (LoopError, sqlite3.DatabaseError, OSError) as exc:
+            failure = _failure(exc)
+            if failure is None:
+                raise
+            raise failure from None
+        if code:
+            ctx.exit(code)
+        return code
+
+
+class LoopGroup(click.Group):
+    command_class = LoopCommand
 
 
 def _one_line_warning(
@@ -63,7 +91,7 @@ def _one_line_warning(
     click.echo(f"loop: warning: {message}", err=True)
 
 
-@click.group()
+@click.group(cls=LoopGroup)
 @click.version_option(package_name="loop")
 def main() -> None:
     """On-device evaluation loop for compile-and-score experiments on Hailo accelerators."""
@@ -88,44 +116,38 @@ def sweep(
     overlap: bool,
     fresh: bool,
     quiet: bool,
-) -> None:
+) -> int:
     """Author, optimize, compile, fingerprint, audit, run, score and record every variant."""
-
-    def go() -> int:
-        from loop import report
-        from loop.flow.sweep import SweepOptions, run_sweep
-        from loop.judge.score import load_scorer
-        from loop.spec import sweepfile as spec
-        from loop.store import ledger
-
-        parsed = spec.parse(sweep_file, check_backends=True, cluster=cluster is not None)
-        user = load_scorer(scorer) if scorer else None
-        options = SweepOptions(
-            jobs=jobs, progress=not quiet, scorer=user, overlap=overlap, fresh=fresh, cluster=cluster
-        )
-        result = run_sweep(parsed, runs, options)
-        with ledger.Ledger(runs / "ledger.sqlite", readonly=True) as book:
-            rows = [ledger.run_json(book.get(o.run_id)) for o in result.outcomes if o.run_id is not None]
-        click.echo(report.sweep_summary(rows))
-        extra = report.ladders(rows)
-        if extra:
-            click.echo("\n" + extra)
-        reused = sum(1 for o in result.outcomes if o.info.get("resumed"))
-        if reused or result.skipped:
-            click.echo(
-                f"\nresumed: {reused} finished run(s) reused"
-                + (f"; left to a live sweep: {', '.join(result.skipped)}" if result.skipped else "")
-            )
-        return 1 if result.failed else 0
-
-    _guard(go)
-
-
-def _rows(runs: Path, sweep: str | None) -> list[dict[str, Any]]:
+    from loop import report
+    from loop.flow.sweep import SweepOptions, run_sweep
+    from loop.judge.score import load_scorer
+    from loop.spec import sweepfile as spec
     from loop.store import ledger
 
-    with ledger.Ledger.open_existing(runs / "ledger.sqlite") as book:
-        return [ledger.run_json(r) for r in book.rows(sweep)]
+    parsed = spec.parse(sweep_file, check_backends=True, cluster=cluster is not None)
+    user = load_scorer(scorer) if scorer else None
+    options = SweepOptions(jobs=jobs, progress=not quiet, scorer=user, overlap=overlap, fresh=fresh, cluster=cluster)
+    result = run_sweep(parsed, runs, options)
+    with ledger.Ledger(runs / "ledger.sqlite", readonly=True) as book:
+        records = [book.record(o.run_id) for o in result.outcomes if o.run_id is not None]
+    click.echo(report.sweep_summary(records))
+    extra = report.ladders(records)
+    if extra:
+        click.echo("\n" + extra)
+    reused = sum(1 for o in result.outcomes if o.info.get("resumed"))
+    if reused or result.skipped:
+        click.echo(
+            f"\nresumed: {reused} finished run(s) reused"
+            + (f"; left to a live sweep: {', '.join(result.skipped)}" if result.skipped else "")
+        )
+    return 1 if result.failed else 0
+
+
+def _records(runs: Path, sweep: str | None) -> list[RunRecord]:
+    from loop.store.ledger import Ledger
+
+    with Ledger.open_existing(runs / "ledger.sqlite") as book:
+        return book.records(sweep)
 
 
 @main.command("runs")
@@ -134,14 +156,10 @@ def _rows(runs: Path, sweep: str | None) -> list[dict[str, Any]]:
 @click.option("--sweep", default=None, help="Only this sweep.")
 def runs_cmd(runs: Path, as_json: bool, sweep: str | None) -> None:
     """A table of the runs in the ledger."""
+    from loop import report
 
-    def go() -> None:
-        from loop import report
-
-        rows = _rows(runs, sweep)
-        click.echo(json.dumps(rows, indent=2) if as_json else report.runs_table(rows))
-
-    _guard(go)
+    records = _records(runs, sweep)
+    click.echo(json.dumps([r.to_json() for r in records], indent=2) if as_json else report.runs_table(records))
 
 
 @main.command("audit")
@@ -150,17 +168,13 @@ def runs_cmd(runs: Path, as_json: bool, sweep: str | None) -> None:
 @click.option("--sweep", default=None, help="Only this sweep.")
 def audit_cmd(runs: Path, as_json: bool, sweep: str | None) -> None:
     """Which perturbations changed what, and the verdicts ('!' marks a change outside the footprint)."""
+    from loop import report
 
-    def go() -> None:
-        from loop import report
-
-        rows = _rows(runs, sweep)
-        keys = ("id", "sweep", "variant", "verdict", "changes")
-        click.echo(
-            json.dumps([{k: r[k] for k in keys} for r in rows], indent=2) if as_json else report.audit_table(rows)
-        )
-
-    _guard(go)
+    records = _records(runs, sweep)
+    if as_json:
+        click.echo(json.dumps([r.to_json(AUDIT_KEYS) for r in records], indent=2))
+        return
+    click.echo(report.audit_table(records))
 
 
 @main.command("layers")
@@ -168,54 +182,46 @@ def audit_cmd(runs: Path, as_json: bool, sweep: str | None) -> None:
 @JSON
 def layers_cmd(base: Path, as_json: bool) -> None:
     """The quantized layers of BASE (an .onnx model or a recipe): the names ops take."""
+    from loop.judge.structure import describe
+    from loop.report import table
+    from loop.spec.graphs import load
 
-    def go() -> None:
-        from loop.judge.structure import describe
-        from loop.report import table
-        from loop.spec.graphs import load
-
-        rows = describe(load(base, {}).structure)
-        if as_json:
-            click.echo(json.dumps(rows, indent=2))
-            return
-        click.echo(
-            table(
-                ["layer", "op", "weights", "range in lands on", "range out lands on", "removed activation"],
+    rows = describe(load(base, {}).structure)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(
+        table(
+            ["layer", "op", "weights", "range in lands on", "range out lands on", "removed activation"],
+            [
                 [
-                    [
-                        str(r["layer"]),
-                        str(r["op"]),
-                        "yes" if r["weights"] else "no",
-                        str(r["in_tensor"]),
-                        str(r["out_tensor"]),
-                        str(r["out_bounds"] or "-"),
-                    ]
-                    for r in rows
-                ],
-            )
+                    str(r["layer"]),
+                    str(r["op"]),
+                    "yes" if r["weights"] else "no",
+                    str(r["in_tensor"]),
+                    str(r["out_tensor"]),
+                    str(r["out_bounds"] or "-"),
+                ]
+                for r in rows
+            ],
         )
-
-    _guard(go)
+    )
 
 
 @main.command("check")
 @click.argument("artifact", type=click.Path(path_type=Path))
 @click.option("--device", default=None, help="Device to check on (default: by the artifact's suffix).")
-def check_cmd(artifact: Path, device: str | None) -> None:
+def check_cmd(artifact: Path, device: str | None) -> int:
     """Self-test of the controlled-input path: sensitivity, determinism, undersized buffers."""
+    from loop.core.registry import device_class
+    from loop.measure.check import check
+    from loop.store.artifacts import DEVICE_BY_SUFFIX, load_artifact
 
-    def go() -> int:
-        from loop.core.registry import device_class
-        from loop.measure.check import check
-        from loop.store.artifacts import DEVICE_BY_SUFFIX, load_artifact
-
-        loaded = load_artifact(artifact)
-        results = check(device_class(device or DEVICE_BY_SUFFIX[artifact.suffix])(), loaded)
-        for r in results:
-            click.echo(f"{'PASS' if r.passed else 'FAIL'}  {r.name}: {r.detail}")
-        return 0 if all(r.passed for r in results) else 1
-
-    _guard(go)
+    loaded = load_artifact(artifact)
+    results = check(device_class(device or DEVICE_BY_SUFFIX[artifact.suffix])(), loaded)
+    for r in results:
+        click.echo(f"{'PASS' if r.passed else 'FAIL'}  {r.name}: {r.detail}")
+    return 0 if all(r.passed for r in results) else 1
 
 
 @main.command("compare")
@@ -247,28 +253,23 @@ def compare_cmd(
 ) -> None:
     """Whether run B's rate differs from run A's beyond noise: re-measured interleaved with an
     A/A control (default), or from the ledger's figures (--from-ledger)."""
+    from dataclasses import replace
 
-    def go() -> None:
-        from dataclasses import replace
+    from loop.measure import compare as cmp
+    from loop.store.ledger import Ledger
 
-        from loop.core.errors import LoopError
-        from loop.measure import compare as cmp
-        from loop.store import ledger
-
-        if (run_b is None) != a_a:
-            raise LoopError("give two runs, or one run with --a-a")
-        with ledger.Ledger.open_existing(runs / "ledger.sqlite") as book:
-            a = ledger.run_json(book.get(run_a))
-            b = None if run_b is None else ledger.run_json(book.get(run_b))
-        spec = replace(cmp.COMPARE_SPEC, min_duration_s=round_s)
-        if b is None:
-            result = cmp.a_a(a, pairs, spec, rounds)
-            click.echo(json.dumps(result, indent=2) if as_json else cmp.describe_a_a(result))
-            return
-        result = cmp.compare_runs(a, b, from_ledger, spec, rounds)
-        click.echo(json.dumps(result, indent=2) if as_json else cmp.describe(result))
-
-    _guard(go)
+    if (run_b is None) != a_a:
+        raise LoopError("give two runs, or one run with --a-a")
+    with Ledger.open_existing(runs / "ledger.sqlite") as book:
+        a = book.record(run_a)
+        b = None if run_b is None else book.record(run_b)
+    spec = replace(cmp.COMPARE_SPEC, min_duration_s=round_s)
+    if b is None:
+        result = cmp.a_a(a, pairs, spec, rounds)
+        click.echo(json.dumps(result, indent=2) if as_json else cmp.describe_a_a(result))
+        return
+    result = cmp.compare_runs(a, b, from_ledger, spec, rounds)
+    click.echo(json.dumps(result, indent=2) if as_json else cmp.describe(result))
 
 
 @main.command("cache")
@@ -278,49 +279,41 @@ def compare_cmd(
 @JSON
 def cache_cmd(runs: Path, older: str | None, max_size: str | None, as_json: bool) -> None:
     """List the compile cache, or prune it by age or size."""
+    from dataclasses import asdict
 
-    def go() -> None:
-        from dataclasses import asdict
+    from loop.store.cache import Cache, parse_age, parse_size
 
-        from loop.store.cache import Cache, parse_age, parse_size
-
-        cache = Cache.for_runs(runs)
-        pruning = older is not None or max_size is not None
-        shown = (
-            cache.prune(parse_age(older) if older else None, parse_size(max_size) if max_size else None)
-            if pruning
-            else cache.entries()
-        )
-        if as_json:
-            click.echo(json.dumps([asdict(e) for e in shown], indent=2))
-            return
-        for e in shown:
-            click.echo(f"{'removed ' if pruning else ''}{e.key[:16]}  {e.size:>10,}  {e.backend or '?'}")
-        click.echo(f"{len(shown)} entr{'y' if len(shown) == 1 else 'ies'} {'removed' if pruning else 'cached'}")
-
-    _guard(go)
+    cache = Cache.for_runs(runs)
+    pruning = older is not None or max_size is not None
+    shown = (
+        cache.prune(parse_age(older) if older else None, parse_size(max_size) if max_size else None)
+        if pruning
+        else cache.entries()
+    )
+    if as_json:
+        click.echo(json.dumps([asdict(e) for e in shown], indent=2))
+        return
+    for e in shown:
+        click.echo(f"{'removed ' if pruning else ''}{e.key[:16]}  {e.size:>10,}  {e.backend or '?'}")
+    click.echo(f"{len(shown)} entr{'y' if len(shown) == 1 else 'ies'} {'removed' if pruning else 'cached'}")
 
 
 @main.command("doctor")
 @RUNS
 @click.option("--repair", is_flag=True, help="Repair what it can (never removes an ok run's artifact).")
-def doctor_cmd(runs: Path, repair: bool) -> None:
+def doctor_cmd(runs: Path, repair: bool) -> int:
     """Check the ledger, the artifacts and the cache; say what --repair would do, one line each."""
+    from loop.store.doctor import examine, repair_all
 
-    def go() -> int:
-        from loop.store.doctor import examine, repair_all
-
-        exam = examine(runs)
-        for line in repair_all(runs, exam) if repair else [p.line() for p in exam.problems]:
-            click.echo(line)
-        left = sum(1 for p in exam.problems if not p.repaired)
-        click.echo(
-            f"{len(exam.problems)} problem(s){f', {len(exam.problems) - left} repaired' if repair else ''}"
-            + (f"; a sweep is running ({exam.live[0]})" if exam.live else "")
-        )
-        return 1 if left else 0
-
-    _guard(go)
+    exam = examine(runs)
+    for line in repair_all(runs, exam) if repair else [p.line() for p in exam.problems]:
+        click.echo(line)
+    left = sum(1 for p in exam.problems if not p.repaired)
+    click.echo(
+        f"{len(exam.problems)} problem(s){f', {len(exam.problems) - left} repaired' if repair else ''}"
+        + (f"; a sweep is running ({exam.live[0]})" if exam.live else "")
+    )
+    return 1 if left else 0
 
 
 @main.command()

@@ -1,9 +1,12 @@
-"""Plain-text tables for the terminal, from ledger rows in their JSON shape."""
+"""Plain-text tables for the terminal, from run records."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
+
+from loop.core.record import RunRecord
 
 
 def _fmt(value: Any, spec: str = "") -> str:
@@ -26,39 +29,34 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
 
 
-def _layer(run: dict[str, Any], name: str | None) -> dict[str, Any]:
-    return next((lp for lp in run["layers"] if lp["name"] == name), {})
-
-
-def perturbed_layer(runs: Sequence[dict[str, Any]]) -> str | None:
+def perturbed_layer(runs: Sequence[RunRecord]) -> str | None:
     for run in runs:
-        for op in run.get("perturb", []):
-            if op.get("layer"):
-                return op["layer"]
-    return runs[0]["layers"][0]["name"] if runs and runs[0]["layers"] else None
+        if run.perturbed_layers:
+            return run.perturbed_layers[0]
+    return runs[0].layers[0].name if runs and runs[0].layers else None
 
 
-def summary_row(run: dict[str, Any], layer: str | None) -> list[str]:
-    m, s = run["measure"] or {}, run["scores"] or {}
-    differ = f"{s['bytes_differ']:,}/{s['bytes_total']:,}" if s.get("bytes_differ") is not None else "-"
-    rate = (m.get("rate_fps") or {}).get("median")
+def summary_row(run: RunRecord, layer: str | None) -> list[str]:
+    m, s = run.measure, run.scores
+    differ = f"{s.bytes_differ:,}/{s.bytes_total:,}" if s.bytes_differ is not None else "-"
+    shown = run.layer(layer)
     return [
-        run["variant"],
-        run["status"] if run["status"] != "ok" else _fmt(run["verdict"]),
-        _fmt(run["kernel_sha"])[:12],
-        _fmt(_layer(run, layer).get("out_scale"), ".4g"),
-        _fmt(run["stages"].get("optimize_s"), ".2f"),
-        _fmt(run["stages"].get("compile_s"), ".3f"),
-        _fmt(m.get("ttfo_ms"), ".2f"),
-        _fmt(rate, ".1f"),
-        f"{_fmt(m.get('bytes_in'), ',')}/{_fmt(m.get('bytes_out'), ',')}",
-        _fmt(s.get("output_mean"), ".4f"),
+        run.variant,
+        run.status if run.status != "ok" else _fmt(run.verdict),
+        _fmt(run.kernel_sha)[:12],
+        _fmt(shown.out_scale if shown else None, ".4g"),
+        _fmt(run.stages.get("optimize_s"), ".2f"),
+        _fmt(run.stages.get("compile_s"), ".3f"),
+        _fmt(m.ttfo_ms, ".2f"),
+        _fmt(m.median_fps, ".1f"),
+        f"{_fmt(m.bytes_in, ',')}/{_fmt(m.bytes_out, ',')}",
+        _fmt(s.output_mean, ".4f"),
         differ,
-        _fmt(s.get("snr_db"), ".1f"),
+        _fmt(s.snr_db, ".1f"),
     ]
 
 
-def sweep_summary(runs: Sequence[dict[str, Any]]) -> str:
+def sweep_summary(runs: Sequence[RunRecord]) -> str:
     """One row per variant; confounded and failed runs are shown apart, with why."""
     layer = perturbed_layer(runs)
     headers = [
@@ -77,8 +75,8 @@ def sweep_summary(runs: Sequence[dict[str, Any]]) -> str:
     ]
     from loop.judge.audit import NOT_COMPARABLE
 
-    used = [r for r in runs if r["status"] == "ok" and r["verdict"] not in NOT_COMPARABLE]
-    apart = [r for r in runs if r not in used]
+    used = [r for r in runs if r.status == "ok" and r.verdict not in NOT_COMPARABLE]
+    apart = [r for r in runs if r.status != "ok" or r.verdict in NOT_COMPARABLE]
     if layer is None:
         headers[3] = "out scale"
     text = table(headers, [summary_row(r, layer) for r in used])
@@ -86,9 +84,9 @@ def sweep_summary(runs: Sequence[dict[str, Any]]) -> str:
         text += "\n\nRecorded, not used in comparisons:\n" + table(headers, [summary_row(r, layer) for r in apart])
         for r in apart:
             text += "\n" + _why(r)
-    notes = [f"  {r['variant']}: {w}" for r in runs for w in r.get("warnings", [])]
-    notes += [f"  {r['variant']}: {f}: {NOTED_FLAGS[f]}" for r in runs for f in r["flags"] if f in NOTED_FLAGS]
-    notes += [host_busy_line(r) for r in runs if "host-busy" in r["flags"]]
+    notes = [f"  {r.variant}: {w}" for r in runs for w in r.warnings]
+    notes += [f"  {r.variant}: {f}: {NOTED_FLAGS[f]}" for r in runs for f in r.flags if f in NOTED_FLAGS]
+    notes += [host_busy_line(r) for r in runs if "host-busy" in r.flags]
     if notes:
         text += "\n\nWarnings:\n" + "\n".join(notes)
     return text
@@ -97,75 +95,62 @@ def sweep_summary(runs: Sequence[dict[str, Any]]) -> str:
 NOTED_FLAGS = {"calibration-worse": "scored far below the sweep's own calibration method"}
 
 
-def host_busy_line(run: dict[str, Any]) -> str:
+def host_busy_line(run: RunRecord) -> str:
     """One line per host-busy run, with the figure: the rate is of a shared machine."""
-    pct = ((run.get("measure") or {}).get("host") or {}).get("others_core_pct")
     return (
-        f"  {run['variant']}: flagged host-busy: other processes used {_fmt(pct, '.0f')}% of a core "
-        "while it was measured; compare it interleaved (loop compare) before trusting its rate"
+        f"  {run.variant}: flagged host-busy: other processes used {_fmt(run.measure.others_core_pct, '.0f')}% "
+        "of a core while it was measured; compare it interleaved (loop compare) before trusting its rate"
     )
 
 
-def _why(run: dict[str, Any]) -> str:
-    if run["status"] != "ok":
-        return f"  {run['variant']}: {run['status']} at {run.get('stage') or '?'}: {run.get('error')}"
-    if run["verdict"] != "confounded":
-        return f"  {run['variant']}: {run['verdict']}: the base it is audited against did not finish"
-    lines = [f"  {run['variant']}: confounded; outside the footprint:"]
-    lines += [f"    {c['layer']} {c['what']}: {c['detail']}" for c in run["changes"] if not c.get("allowed", True)]
-    inside = [c for c in run["changes"] if c.get("allowed", True) and c["what"] in ("out_scale", "in_scale")]
-    lines += [f"    (inside: {c['layer']} {c['what']}: {c['detail']})" for c in inside[:2]]
+def _why(run: RunRecord) -> str:
+    if run.status != "ok":
+        return f"  {run.variant}: {run.status} at {run.stage or '?'}: {run.error}"
+    if run.verdict != "confounded":
+        return f"  {run.variant}: {run.verdict}: the base it is audited against did not finish"
+    lines = [f"  {run.variant}: confounded; outside the footprint:"]
+    lines += [f"    {c.layer} {c.what}: {c.detail}" for c in run.changes if not c.allowed]
+    inside = [c for c in run.changes if c.allowed and c.what in ("out_scale", "in_scale")]
+    lines += [f"    (inside: {c.layer} {c.what}: {c.detail})" for c in inside[:2]]
     return "\n".join(lines)
 
 
-def runs_table(runs: Sequence[dict[str, Any]]) -> str:
+def runs_table(runs: Sequence[RunRecord]) -> str:
     headers = ["id", "sweep", "variant", "status", "verdict", "kernel sha", "rate fps", "flags"]
     rows = [
         [
-            str(r["id"]),
-            r["sweep"],
-            r["variant"],
-            r["status"],
-            _fmt(r["verdict"]),
-            _fmt(r["kernel_sha"])[:12],
-            _fmt(((r["measure"] or {}).get("rate_fps") or {}).get("median"), ".1f"),
-            ",".join(r["flags"]) or "-",
+            str(r.id),
+            r.sweep,
+            r.variant,
+            r.status,
+            _fmt(r.verdict),
+            _fmt(r.kernel_sha)[:12],
+            _fmt(r.measure.median_fps, ".1f"),
+            ",".join(r.flags) or "-",
         ]
         for r in runs
     ]
     return table(headers, rows)
 
 
-def audit_table(runs: Sequence[dict[str, Any]]) -> str:
+def audit_table(runs: Sequence[RunRecord]) -> str:
     blocks = []
     for r in runs:
-        head = f"{r['id']:>4}  {r['sweep']}/{r['variant']}: {r['verdict'] or r['status']}"
-        body = [
-            f"        {'  ' if c.get('allowed', True) else '! '}{c['layer']} {c['what']}: {c['detail']}"
-            for c in r.get("changes", [])
-        ]
+        head = f"{r.id:>4}  {r.sweep}/{r.variant}: {r.verdict or r.status}"
+        body = [f"        {'  ' if c.allowed else '! '}{c.layer} {c.what}: {c.detail}" for c in r.changes]
         blocks.append("\n".join([head, *body]))
     return "\n".join(blocks)
 
 
-def link_table(runs: Sequence[dict[str, Any]]) -> str:
+def link_table(runs: Sequence[RunRecord]) -> str:
     """The seed's frame-ladder table: in/out MB, ms/frame, frames/s, MB/s; and the plateau."""
     from loop.measure.ladder import link_plateau, link_rate
 
-    ok = [r for r in runs if r["status"] == "ok"]
-    rows = [
-        [
-            r["variant"],
-            f"{r['measure']['bytes_in']:,}",
-            f"{r['measure']['bytes_out']:,}",
-            f"{1e3 / r['measure']['rate_fps']['median']:.2f}",
-            f"{r['measure']['rate_fps']['median']:.1f}",
-            f"{link_rate(r):.0f}",
-            f"{r['measure']['spread_pct']:.1f}%",
-        ]
-        for r in ok
-    ]
-    text = table(["frame", "bytes in", "bytes out", "ms/frame", "frames/s", "MB/s", "spread"], rows)
+    ok = [r for r in runs if r.status == "ok" and r.measure.median_fps]
+    text = table(
+        ["frame", "bytes in", "bytes out", "ms/frame", "frames/s", "MB/s", "spread"],
+        [_rung_row(r, r.measure.median_fps or math.nan, link_rate(r)) for r in ok],
+    )
     plateau = link_plateau(ok)
     if plateau:
         text += f"\nthe link plateaus at {plateau[1]:.0f}-{plateau[2]:.0f} MB/s from {plateau[0]} on"
@@ -174,37 +159,50 @@ def link_table(runs: Sequence[dict[str, Any]]) -> str:
     return text
 
 
-def depth_table(run: dict[str, Any]) -> str:
+def _rung_row(run: RunRecord, fps: float, mb_s: float) -> list[str]:
+    m = run.measure
+    return [
+        run.variant,
+        _fmt(m.bytes_in, ","),
+        _fmt(m.bytes_out, ","),
+        f"{1e3 / fps:.2f}",
+        f"{fps:.1f}",
+        f"{mb_s:.0f}",
+        f"{_fmt(m.spread_pct, '.1f')}%",
+    ]
+
+
+def depth_table(run: RunRecord) -> str:
     from loop.measure.ladder import depth_knee
 
-    by_depth = run["measure"]["by_depth"]
+    by_depth = run.measure.by_depth
     rows = [
         [
-            str(d["depth"]),
-            f"{d['rate_fps']['median']:.1f}",
-            f"{d['rate_fps']['min']:.1f}",
-            f"{d['rate_fps']['max']:.1f}",
-            f"{d['spread_pct']:.1f}%",
+            str(d.depth),
+            f"{d.rate.median:.1f}",
+            _fmt(d.rate.min, ".1f"),
+            _fmt(d.rate.max, ".1f"),
+            f"{d.spread_pct:.1f}%",
         ]
         for d in by_depth
     ]
-    text = f"{run['variant']}: rate by queue depth\n" + table(["depth", "median fps", "min", "max", "spread"], rows)
+    text = f"{run.variant}: rate by queue depth\n" + table(["depth", "median fps", "min", "max", "spread"], rows)
     knee = depth_knee(by_depth)
     return text + (f"\nthe rate stops climbing at depth {knee}" if knee is not None else "")
 
 
-def device_disagreement(runs: Sequence[dict[str, Any]]) -> str:
+def device_disagreement(runs: Sequence[RunRecord]) -> str:
     """How far further devices (an emulator, say) disagree with the first on the same inputs."""
     rows = [
         [
-            r["variant"],
-            name,
-            _fmt(d.get("snr_db_vs_first"), ".1f"),
-            _fmt(d.get("max_abs_diff"), ".4g"),
-            f"{d['values_differ']:,}/{d['values_total']:,}",
+            r.variant,
+            d.device,
+            _fmt(d.snr_db_vs_first, ".1f"),
+            _fmt(d.max_abs_diff, ".4g"),
+            f"{d.values_differ:,}/{d.values_total:,}",
         ]
         for r in runs
-        for name, d in ((r.get("scores") or {}).get("devices") or {}).items()
+        for d in r.scores.devices
     ]
     if not rows:
         return ""
@@ -213,14 +211,14 @@ def device_disagreement(runs: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def ladders(runs: Sequence[dict[str, Any]]) -> str:
+def ladders(runs: Sequence[RunRecord]) -> str:
     """Ladder tables for a sweep whose variants are rungs (own bases) or measured at many depths."""
     parts = []
     # A link ladder is rungs of different frame sizes; variants that are n/a for another
     # reason (their own compile options) are not one.
-    rungs = [r for r in runs if r["verdict"] == "n/a" and r["status"] == "ok"]
-    if len({r["measure"].get("bytes_in") for r in rungs}) >= 2:
+    rungs = [r for r in runs if r.verdict == "n/a" and r.status == "ok"]
+    if len({r.measure.bytes_in for r in rungs}) >= 2:
         parts.append(link_table(rungs))
-    parts += [depth_table(r) for r in runs if r["status"] == "ok" and len(r["measure"].get("by_depth", [])) > 1]
+    parts += [depth_table(r) for r in runs if r.status == "ok" and len(r.measure.by_depth) > 1]
     parts.append(device_disagreement(runs))
     return "\n\n".join(p for p in parts if p)

@@ -23,23 +23,33 @@ variants:
     perturb:
       - {{op: force_range_out, layer: conv1, range: [0.0, 8.0]}}
 """
-RUN_KEYS = {
+# The pinned shape of ``loop runs --json``: every key, in order.
+RUN_KEYS = [
     "id",
     "sweep",
     "variant",
     "status",
     "error",
+    "stage",
+    "generation",
     "onnx_sha",
     "kernel_sha",
     "bias_sha",
     "artifact",
+    "backend",
+    "device",
     "stages",
     "layers",
     "measure",
     "scores",
     "verdict",
     "flags",
-}
+    "changes",
+    "compiled_on",
+    "cache_hit",
+    "perturb",
+    "warnings",
+]
 
 
 def invoke(*args: str) -> "object":
@@ -57,11 +67,13 @@ def swept(write_sweep, tmp_path: Path) -> Path:
 
 def test_runs_json_keys(swept: Path):
     runs = json.loads(invoke("runs", "--runs", str(swept), "--json").output)
-    assert len(runs) == 2 and set(runs[0]) >= RUN_KEYS
+    assert len(runs) == 2 and all(list(r) == RUN_KEYS for r in runs)
     assert set(runs[0]["stages"]) >= {"optimize_s", "compile_s"}
     assert set(runs[0]["layers"][0]) == {"name", "kernel_sha", "bias_sha", "in_scale", "out_scale"}
     assert set(runs[0]["measure"]) >= {"ttfo_ms", "rate_fps", "spread_pct", "bytes_in", "bytes_out"}
     assert set(runs[0]["measure"]["rate_fps"]) >= {"median", "min", "max", "ci95", "frames", "repeats"}
+    assert list(runs[1]["changes"][0]) == ["layer", "what", "detail", "allowed"]
+    assert [(op["op"], op["layer"]) for op in runs[1]["perturb"]] == [("force_range_out", "conv1")]
     assert set(runs[0]["scores"]) >= {"output_mean", "deterministic", "sensitive", "snr_db"}
 
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from loop.core.record import Rate, RunRecord
 from loop.measure.hostload import HOST_BUSY
 from loop.measure.interleave import Interleaved, interleave
 from loop.measure.stats import ratio_ci95
@@ -38,39 +39,44 @@ COMPARE_SPEC = MeasureSpec(threads=1)
 MIN_FLOOR_PCT = 1.5
 
 
-def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """From ledger figures: ``a`` and ``b`` are runs in their JSON shape; the verdict is about b
-    relative to a."""
+def compare(a: RunRecord, b: RunRecord) -> dict[str, Any]:
+    """From ledger figures; the verdict is about b relative to a."""
     ra, rb = _rate(a), _rate(b)
     out = {
         "basis": LEDGER,
-        "ratio": rb["median"] / ra["median"],
+        "ratio": rb.median / ra.median,
         "ci95": None,
         "noise_floor_pct": None,
         "rounds": None,
-        "diff_pct": 100.0 * (rb["median"] / ra["median"] - 1),
+        "diff_pct": 100.0 * (rb.median / ra.median - 1),
         "a": _side(a),
         "b": _side(b),
     }
-    short = [r for r, rate in ((a, ra), (b, rb)) if (rate.get("repeats") or 0) < MIN_REPEATS or not rate.get("ci95")]
-    if short:
-        which = ", ".join(f"run {r['id']} has {_rate(r).get('repeats') or 'no recorded'} repeats" for r in short)
+    ia, ib = _interval(ra), _interval(rb)
+    if ia is None or ib is None:
+        short = [(r, rate) for r, rate, i in ((a, ra, ia), (b, rb, ib)) if i is None]
+        which = ", ".join(f"run {r.id} has {rate.repeats or 'no recorded'} repeats" for r, rate in short)
         return {
             **out,
             "verdict": UNDECIDED,
             "reason": f"{which}; the ledger basis needs {MIN_REPEATS} or more "
             f"with a 95% interval on each side (re-measure: loop compare without --from-ledger)",
         }
-    busy = [r for r in (a, b) if HOST_BUSY in set(r.get("flags") or []) | set(r["measure"].get("flags") or [])]
+    busy = [r for r in (a, b) if HOST_BUSY in {*r.flags, *r.measure.flags}]
     if busy:
         return {**out, "verdict": UNDECIDED, "reason": "; ".join(_busy_reason(r) for r in busy)}
-    (alo, ahi), (blo, bhi) = ra["ci95"], rb["ci95"]
+    (alo, ahi), (blo, bhi) = ia, ib
     out["ci95"] = [blo / ahi, bhi / alo] if alo > 0 else None  # the ratio's widest reading of both intervals
     if blo > ahi:
         return {**out, "verdict": FASTER, "reason": "95% intervals apart"}
     if bhi < alo:
         return {**out, "verdict": SLOWER, "reason": "95% intervals apart"}
     return {**out, "verdict": NOISE, "reason": "95% intervals overlap"}
+
+
+def _interval(rate: Rate) -> tuple[float, float] | None:
+    """The median's 95% interval, where there are repeats enough to trust it."""
+    return rate.ci95 if (rate.repeats or 0) >= MIN_REPEATS else None
 
 
 def decide(b_over_a: tuple[float, float, float], control: tuple[float, float, float]) -> tuple[str, float]:
@@ -106,24 +112,22 @@ def interleaved_result(m: Interleaved) -> dict[str, Any]:
     }
 
 
-def remeasure(
-    a: dict[str, Any], b: dict[str, Any], spec: MeasureSpec | None = None, rounds: int = ROUNDS
-) -> dict[str, Any]:
+def remeasure(a: RunRecord, b: RunRecord, spec: MeasureSpec | None = None, rounds: int = ROUNDS) -> dict[str, Any]:
     """Re-measure both runs' artifacts interleaved, each at its own recorded depth."""
     from loop.core.registry import device_class
     from loop.store.artifacts import load_artifact
 
     _rate(a), _rate(b)
-    device = device_class(a["device"])()
-    art_a, art_b = load_artifact(Path(a["artifact"])), load_artifact(Path(b["artifact"]))
+    (device_a, path_a), (_, path_b) = _stored(a), _stored(b)
+    art_a, art_b = load_artifact(path_a), load_artifact(path_b)
     depths = [_depth(a), _depth(b), _depth(a)]
-    m = interleave(device, [art_a, art_b, art_a], spec or COMPARE_SPEC, rounds, depths)
+    m = interleave(device_class(device_a)(), [art_a, art_b, art_a], spec or COMPARE_SPEC, rounds, depths)
     return {**interleaved_result(m), "a": _side(a), "b": _side(b)}
 
 
 def compare_runs(
-    a: dict[str, Any],
-    b: dict[str, Any],
+    a: RunRecord,
+    b: RunRecord,
     from_ledger: bool = False,
     spec: MeasureSpec | None = None,
     rounds: int = ROUNDS,
@@ -133,20 +137,18 @@ def compare_runs(
     if from_ledger or gone:
         out = compare(a, b)
         if gone and not from_ledger:
-            out["fallback"] = "; ".join(
-                f"run {r['id']}: artifact {r.get('artifact') or '(none)'} is gone" for r in gone
-            )
+            out["fallback"] = "; ".join(f"run {r.id}: artifact {r.artifact or '(none)'} is gone" for r in gone)
         return out
     return remeasure(a, b, spec, rounds)
 
 
-def a_a(run: dict[str, Any], pairs: int = 10, spec: MeasureSpec | None = None, rounds: int = ROUNDS) -> dict[str, Any]:
+def a_a(run: RunRecord, pairs: int = 10, spec: MeasureSpec | None = None, rounds: int = ROUNDS) -> dict[str, Any]:
     """One artifact against itself ``pairs`` times: every call but ``noise`` is a false call."""
     results = [remeasure(run, run, spec, rounds) for _ in range(pairs)]
     false = sum(r["verdict"] != NOISE for r in results)
     return {
         "basis": INTERLEAVED,
-        "run": run["id"],
+        "run": run.id,
         "pairs": pairs,
         "false_calls": false,
         "false_call_rate": false / pairs,
@@ -160,45 +162,50 @@ def a_a(run: dict[str, Any], pairs: int = 10, spec: MeasureSpec | None = None, r
     }
 
 
-def _busy_reason(run: dict[str, Any]) -> str:
+def _busy_reason(run: RunRecord) -> str:
     """Another process's load can move a rate several-fold: such a figure decides nothing."""
-    pct = (run["measure"].get("host") or {}).get("others_core_pct")
+    pct = run.measure.others_core_pct
     return (
-        f"run {run['id']} was measured host-busy (other processes used "
+        f"run {run.id} was measured host-busy (other processes used "
         f"{'?' if pct is None else f'{pct:.0f}'}% of a core); re-measure: loop compare without --from-ledger"
     )
 
 
-def _measurable(run: dict[str, Any]) -> bool:
-    return bool(run.get("artifact")) and Path(run["artifact"]).is_file() and bool(run.get("device"))
+def _measurable(run: RunRecord) -> bool:
+    return bool(run.artifact) and Path(run.artifact or "").is_file() and bool(run.device)
 
 
-def _depth(run: dict[str, Any]) -> int:
-    return int((run.get("measure") or {}).get("depth") or 1)
+def _stored(run: RunRecord) -> tuple[str, Path]:
+    """The device a run was measured on and its artifact's file."""
+    from loop.core.errors import LoopError
+
+    if not run.device or not run.artifact:
+        raise LoopError(f"run {run.id} ({run.variant}) has no stored artifact to re-measure")
+    return run.device, Path(run.artifact)
 
 
-def _rate(run: dict[str, Any]) -> dict[str, Any]:
+def _depth(run: RunRecord) -> int:
+    return run.measure.depth or 1
+
+
+def _rate(run: RunRecord) -> Rate:
     from loop.core.errors import LoopError
     from loop.judge.audit import NOT_COMPARABLE
 
-    if run.get("verdict") in NOT_COMPARABLE:
-        raise LoopError(
-            f"run {run['id']} ({run['variant']}) is {run['verdict']}: kept in the ledger, left out of comparisons"
-        )
-    rate = (run.get("measure") or {}).get("rate_fps")
-    if not rate:
-        raise LoopError(f"run {run['id']} ({run['variant']}) has no measured rate (status {run['status']})")
-    return rate
+    if run.verdict in NOT_COMPARABLE:
+        raise LoopError(f"run {run.id} ({run.variant}) is {run.verdict}: kept in the ledger, left out of comparisons")
+    if run.measure.rate is None:
+        raise LoopError(f"run {run.id} ({run.variant}) has no measured rate (status {run.status})")
+    return run.measure.rate
 
 
-def _side(run: dict[str, Any]) -> dict[str, Any]:
-    m = run["measure"]
+def _side(run: RunRecord) -> dict[str, Any]:
     return {
-        "id": run["id"],
-        "variant": run["variant"],
-        "rate_fps": m["rate_fps"],
-        "spread_pct": m["spread_pct"],
-        "depth": m.get("depth"),
+        "id": run.id,
+        "variant": run.variant,
+        "rate_fps": _rate(run).to_json(),
+        "spread_pct": run.measure.spread_pct,
+        "depth": run.measure.depth,
     }
 
 

@@ -3,35 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+
+from loop.core.record import DepthRate, RunRecord
 
 NOISE_FLOOR_PCT = 2.0
 LINK_PLATEAU_PCT = 10.0
 
 
-def depth_knee(by_depth: Sequence[dict[str, Any]]) -> int | None:
+def depth_knee(by_depth: Sequence[DepthRate]) -> int | None:
     """The smallest depth whose median rate is within noise of the best: max(2%, the two
     spreads). Deeper queues past it buy nothing."""
     if not by_depth:
         return None
-    best = max(by_depth, key=lambda d: d["rate_fps"]["median"])
-    for row in sorted(by_depth, key=lambda d: d["depth"]):
-        bar = max(NOISE_FLOOR_PCT, row["spread_pct"], best["spread_pct"])
-        if row["rate_fps"]["median"] >= best["rate_fps"]["median"] * (1 - bar / 100):
-            return int(row["depth"])
+    best = max(by_depth, key=lambda d: d.rate.median)
+    for row in sorted(by_depth, key=lambda d: d.depth):
+        bar = max(NOISE_FLOOR_PCT, row.spread_pct, best.spread_pct)
+        if row.rate.median >= best.rate.median * (1 - bar / 100):
+            return row.depth
     return None
 
 
-def link_rate(run: dict[str, Any]) -> float:
-    """MB/s through the link: bytes in plus out per frame, times frames/s."""
-    m = run["measure"]
-    return (m["bytes_in"] + m["bytes_out"]) * m["rate_fps"]["median"] / 1e6
+def link_rate(run: RunRecord) -> float:
+    """MB/s through the link: bytes in plus out per frame, times frames/s (0 where unmeasured)."""
+    m = run.measure
+    return ((m.bytes_in or 0) + (m.bytes_out or 0)) * (m.median_fps or 0.0) / 1e6
 
 
-def link_plateau(runs: Sequence[dict[str, Any]]) -> tuple[str, float, float] | None:
+def link_plateau(runs: Sequence[RunRecord]) -> tuple[str, float, float] | None:
     """The first rung from which MB/s stays within max(10%, spread) of the best, with the
     plateau's lowest and highest MB/s."""
-    rated = [(r["variant"], link_rate(r), r["measure"]["spread_pct"]) for r in runs]
+    rated = [(r.variant, link_rate(r), r.measure.spread_pct or 0.0) for r in runs]
     if len(rated) < 2:
         return None
     top = max(v for _, v, _ in rated)

@@ -18,6 +18,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import numpy as np
 
 from loop.core.errors import LoopError
 from loop.core.leftovers import process_alive
+from loop.core.record import Figures, RecordedChange, RecordedLayer, RunRecord, Scores
 from loop.store.files import NETWORK_FILESYSTEMS, StoreFault, filesystem_type, nearly_full
 
 SCHEMA_VERSION = 2
@@ -338,6 +340,14 @@ class Ledger:
             raise LoopError(f"no run {run_id} in {self.path}")
         return rows[0]
 
+    def record(self, run_id: int) -> RunRecord:
+        """Run ``run_id``, typed (a row that cannot be read: status ``corrupt``)."""
+        return read_record(self.get(run_id))
+
+    def records(self, sweep: str | None = None) -> list[RunRecord]:
+        """Every run (of ``sweep``), in id order, typed."""
+        return [read_record(r) for r in self.rows(sweep)]
+
     def close(self) -> None:
         self._db.close()
 
@@ -371,48 +381,49 @@ def _column(row: sqlite3.Row, name: str) -> Any:
 
 
 def run_json(row: sqlite3.Row) -> dict[str, Any]:
-    """The pinned JSON shape of one run (``loop runs --json``); a row that cannot be read is
-    shown with status ``corrupt``, its id and why, so one bad row never hides the rest."""
+    """The pinned JSON shape of one run (``loop runs --json``)."""
+    return read_record(row).to_json()
+
+
+def read_record(row: sqlite3.Row) -> RunRecord:
+    """One run as a :class:`RunRecord`; a row that cannot be read comes back with status
+    ``corrupt``, its id and why, so one bad row never hides the rest."""
     reason = corrupt_reason(row)
     if reason is None:
         try:
-            return _run_json(row, json.loads(row["record"]), json.loads(row["flags"]))
+            return _record(row, json.loads(row["record"]), json.loads(row["flags"]))
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             reason = f"its record has an unexpected shape ({type(exc).__name__}: {exc})"
-    return {**_run_json(row, {}, []), "status": CORRUPT, "error": reason, "verdict": None}
+    return replace(_record(row, {}, []), status=CORRUPT, error=reason, verdict=None)
 
 
-def _run_json(row: sqlite3.Row, record: dict[str, Any], flags: list[str]) -> dict[str, Any]:
-    measure = record.get("measure") or {}
-    return {
-        "id": row["id"],
-        "sweep": row["sweep"],
-        "variant": row["variant"],
-        "status": row["status"],
-        "error": row["error"],
-        "stage": row["stage"],
-        "generation": row["generation"],
-        "onnx_sha": row["onnx_sha"],
-        "kernel_sha": row["kernel_sha"],
-        "bias_sha": row["bias_sha"],
-        "artifact": row["artifact"],
-        "backend": row["backend"],
-        "device": row["device"],
-        "stages": record.get("stages", {}),
-        "layers": [
-            {k: lp.get(k) for k in ("name", "kernel_sha", "bias_sha", "in_scale", "out_scale")}
-            for lp in record.get("layers", [])
-        ],
-        "measure": measure,
-        "scores": record.get("scores", {}),
-        "verdict": row["verdict"],
-        "flags": flags,
-        "changes": record.get("changes", []),
-        "compiled_on": _column(row, "compiled_on"),
-        "cache_hit": bool(_column(row, "cache_hit")),
-        "perturb": record.get("perturb", []),
-        "warnings": (record.get("info") or {}).get("warnings", []),
-    }
+def _record(row: sqlite3.Row, record: dict[str, Any], flags: list[str]) -> RunRecord:
+    return RunRecord(
+        id=row["id"],
+        sweep=row["sweep"],
+        variant=row["variant"],
+        status=row["status"],
+        error=row["error"],
+        stage=row["stage"],
+        generation=row["generation"],
+        onnx_sha=row["onnx_sha"],
+        kernel_sha=row["kernel_sha"],
+        bias_sha=row["bias_sha"],
+        artifact=row["artifact"],
+        backend=row["backend"],
+        device=row["device"],
+        stages=record.get("stages") or {},
+        layers=tuple(RecordedLayer.from_json(lp) for lp in record.get("layers", [])),
+        measure=Figures.from_json(record.get("measure")),
+        scores=Scores.from_json(record.get("scores")),
+        verdict=row["verdict"],
+        flags=tuple(flags),
+        changes=tuple(RecordedChange.from_json(c) for c in record.get("changes", [])),
+        compiled_on=_column(row, "compiled_on"),
+        cache_hit=bool(_column(row, "cache_hit")),
+        perturb=tuple(record.get("perturb", [])),
+        warnings=tuple((record.get("info") or {}).get("warnings", [])),
+    )
 
 
 STALE_HEARTBEAT_S = 300.0  # a running row whose heartbeat is older belongs to a dead sweep

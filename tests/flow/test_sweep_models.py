@@ -171,26 +171,6 @@ def test_two_ranges_on_one_tensor_name_both(write_sweep):
     assert ":7:" in str(err.value)
 
 
-def test_report_without_a_perturbed_layer_and_without_a_ladder():
-    from loop.report import ladders, sweep_summary
-
-    run = {
-        "variant": "a",
-        "status": "ok",
-        "verdict": "n/a",
-        "kernel_sha": None,
-        "layers": [],
-        "stages": {},
-        "measure": {"bytes_in": 10, "bytes_out": 4, "rate_fps": {"median": 1.0}, "spread_pct": 0},
-        "scores": {},
-        "flags": [],
-        "perturb": [],
-        "warnings": [],
-    }
-    assert "None" not in sweep_summary([run, {**run, "variant": "b"}])
-    assert "plateau" not in ladders([run, {**run, "variant": "b"}])  # two compile options, not a ladder
-
-
 def test_a_calibration_method_far_below_the_sweeps_is_flagged():
     from types import SimpleNamespace
 
@@ -243,23 +223,3 @@ def test_stored_frames_for_two_inputs_must_name_both(tmp_path):
         )
         with pytest.raises(LoopError, match=words):
             parse(tmp_path / "s.yaml")
-
-
-def test_sweep_prints_one_line_per_host_busy_run():
-    from loop.report import host_busy_line, sweep_summary
-
-    run = {
-        "variant": "w",
-        "status": "ok",
-        "verdict": "clean",
-        "kernel_sha": "k",
-        "layers": [],
-        "stages": {},
-        "scores": {},
-        "flags": ["host-busy"],
-        "perturb": [],
-        "warnings": [],
-        "measure": {"rate_fps": {"median": 1.0}, "host": {"others_core_pct": 48.0}},
-    }
-    text = sweep_summary([run, {**run, "variant": "quiet", "flags": []}])
-    assert text.count("host-busy") == 1 and "48% of a core" in host_busy_line(run)

@@ -1,6 +1,9 @@
+from dataclasses import replace
+
 import pytest
 from fake_timing import VirtualDevice, virtual
 
+from loop.core.record import Figures, RunRecord
 from loop.measure.compare import (
     FASTER,
     INTERLEAVED,
@@ -20,13 +23,9 @@ from loop.spec.sweepfile import MeasureSpec
 SPEC = MeasureSpec(min_duration_s=0.5)  # virtual seconds: 5 chunks a side a round
 
 
-def run(i: int, rates: list[float]) -> dict:
-    return {
-        "id": i,
-        "variant": f"v{i}",
-        "status": "ok",
-        "measure": {"rate_fps": summary(rates), "spread_pct": spread(rates)},
-    }
+def run(i: int, rates: list[float], **measure: object) -> RunRecord:
+    figures = Figures.from_json({"rate_fps": summary(rates), "spread_pct": spread(rates), **measure})
+    return RunRecord(id=i, sweep="s", variant=f"v{i}", status="ok", measure=figures)
 
 
 # The seed's repeats of efficientnet_lite0 (spread 2%).
@@ -57,22 +56,32 @@ def test_ledger_needs_three_repeats_a_side():
     one, three = run(1, [100.0]), run(2, [50.0, 51.0, 52.0])
     out = compare(one, three)
     assert out["verdict"] == UNDECIDED and "run 1 has 1 repeats" in out["reason"]
-    legacy = {**three, "measure": {"rate_fps": {"median": 50.0, "min": 49.0, "max": 51.0}, "spread_pct": 4.0}}
-    assert compare(legacy, three)["verdict"] == UNDECIDED
+    legacy = Figures.from_json({"rate_fps": {"median": 50.0, "min": 49.0, "max": 51.0}, "spread_pct": 4.0})
+    out = compare(replace(three, id=4, measure=legacy), three)
+    assert out["verdict"] == UNDECIDED and "run 4 has no recorded repeats" in out["reason"]
 
 
 def test_ledger_refuses_a_host_busy_run():
     # measured on this host: the same artifact at 203 fps under a busy neighbour and 937 fps after
-    busy = run(1, [169.7, 190.0, 203.5, 220.0, 241.7])
-    busy = {**busy, "flags": ["host-busy"], "measure": {**busy["measure"], "host": {"others_core_pct": 106.0}}}
-    out = compare(busy, run(2, [830.4, 900.0, 937.1, 960.0, 993.2]))
+    busy = run(1, [169.7, 190.0, 203.5, 220.0, 241.7], host={"others_core_pct": 106.0})
+    out = compare(replace(busy, flags=("host-busy",)), run(2, [830.4, 900.0, 937.1, 960.0, 993.2]))
     assert out["verdict"] == UNDECIDED and "run 1 was measured host-busy" in out["reason"] and "106%" in out["reason"]
 
 
 def test_a_missing_artifact_falls_back_to_the_ledger(tmp_path):
-    a = {**run(1, [100.0, 101.0, 99.0]), "artifact": str(tmp_path / "gone.onnx"), "device": "onnxruntime"}
+    a = replace(run(1, [100.0, 101.0, 99.0]), artifact=str(tmp_path / "gone.onnx"), device="onnxruntime")
     out = compare_runs(a, a)
     assert out["basis"] == LEDGER and out["verdict"] == NOISE and "is gone" in out["fallback"]
+    assert out["a"]["rate_fps"] == summary([100.0, 101.0, 99.0])  # the recorded figures, as recorded
+
+
+def test_a_confounded_run_is_refused():
+    from loop.core.errors import LoopError
+
+    with pytest.raises(LoopError, match="left out of comparisons"):
+        compare(replace(BASELINE, verdict="confounded"), BASELINE)
+    with pytest.raises(LoopError, match="no measured rate"):
+        compare(BASELINE, replace(BASELINE, measure=Figures()))
 
 
 def test_decide_needs_the_interval_past_the_floor():

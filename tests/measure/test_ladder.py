@@ -1,5 +1,6 @@
 from pathlib import Path
 
+from loop.core.record import DepthRate, Figures, Rate, RunRecord
 from loop.measure.ladder import depth_knee, link_plateau
 from loop.spec.author import author
 from loop.spec.sweepfile import parse
@@ -7,16 +8,9 @@ from loop.spec.sweepfile import parse
 GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
 
 
-def rung(name: str, bytes_in: int, fps: float, spread: float = 1.0) -> dict:
-    return {
-        "variant": name,
-        "measure": {
-            "bytes_in": bytes_in,
-            "bytes_out": bytes_in // 4,
-            "rate_fps": {"median": fps},
-            "spread_pct": spread,
-        },
-    }
+def rung(name: str, bytes_in: int, fps: float, spread: float = 1.0) -> RunRecord:
+    figures = {"bytes_in": bytes_in, "bytes_out": bytes_in // 4, "rate_fps": {"median": fps}, "spread_pct": spread}
+    return RunRecord(id=1, sweep="s", variant=name, status="ok", measure=Figures.from_json(figures))
 
 
 def test_seed_link_table_plateaus():
@@ -37,8 +31,9 @@ def test_a_link_still_climbing_has_no_plateau_at_the_start():
 
 def test_depth_knee_like_the_seed():
     rates = {1: 724, 2: 1300, 4: 1800, 8: 2000, 16: 2060, 32: 2094, 64: 2090}
-    by_depth = [{"depth": d, "rate_fps": {"median": r}, "spread_pct": 1.0} for d, r in rates.items()]
+    by_depth = [DepthRate(d, Rate(r), 1.0) for d, r in rates.items()]
     assert depth_knee(by_depth) == 16  # 2060 is within 2% of 2094
+    assert depth_knee([]) is None
 
 
 def test_shipped_ladders_have_exact_bytes(tmp_path):

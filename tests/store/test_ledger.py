@@ -33,6 +33,9 @@ def test_run_lifecycle(tmp_path: Path):
     assert out["status"] == "ok" and out["verdict"] == "clean" and out["flags"] == ["power-limited"]
     assert out["scores"]["snr_db"] == "inf" and out["stages"]["optimize_s"] == 1.0
     json.dumps(out)
+    record = ledger.record(run)
+    assert record.scores.snr_db == float("inf") and record.flags == ("power-limited",) and record.measure.rate is None
+    assert record.to_json() == out and ledger.records() == [record]
 
 
 def test_newer_schema_is_refused(tmp_path: Path):

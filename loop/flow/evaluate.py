@@ -161,7 +161,7 @@ def evaluate_variant(
     frame = device_frame(inputs, 0, first.inputs)
     del inputs, others
     m = measure(devices[0], artifact, frame, authored.variant.measure).to_dict()
-    stick = measuring_stick(devices[0].name, path, m, authored.variant.measure)
+    stick = measuring_stick(devices[0], path, m, authored.variant.measure)
     clock.lap("measure_s")
     flags += m["flags"] + (["hailortcli-disagrees"] if stick and stick["comparable"] and not stick["agree"] else [])
     return RunOutcome(

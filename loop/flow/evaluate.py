@@ -70,7 +70,7 @@ def verdict_for(
 
 def float_outputs(model: bytes, inputs: frames_mod.Frames) -> Raw:
     """The unquantized model of the same variant, for SNR and cosine."""
-    session = onnx_session(model, optimize=True)
+    session = onnx_session(model, optimize="all")
     names = [i.name for i in session.get_inputs()]
     return [session.run(None, frames_mod.feed(inputs, j, names)) for j in range(frames_mod.count(inputs))]
 

@@ -10,7 +10,6 @@ and only the parent writes the cache.
 from __future__ import annotations
 
 import copy
-import hashlib
 import itertools
 import os
 import sys
@@ -24,6 +23,7 @@ from joblib import Parallel, delayed, parallel_config
 from joblib.externals.loky import get_reusable_executor
 
 from loop.core.errors import LoopError
+from loop.core.hashing import bytes_sha
 from loop.core.registry import COMPILERS, compiler_class
 from loop.core.vocab import CompileOptions, CompileResult, Frames
 from loop.flow.compile_child import compile_with, resolve, run_isolated, watch_sweep
@@ -49,7 +49,7 @@ def as_job(item: Item | Job) -> Job:
     if isinstance(item, Job):
         return item
     model, calibration, options = item
-    return Job(hashlib.sha256(model).hexdigest(), calibration_sha(calibration), options, lambda: (model, calibration))
+    return Job(bytes_sha(model), calibration_sha(calibration), options, lambda: (model, calibration))
 
 
 def compile_job(backend: str, model: bytes, calibration: Frames, options: CompileOptions) -> CompileResult:

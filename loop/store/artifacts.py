@@ -15,8 +15,9 @@ from pathlib import Path
 import onnx
 
 from loop.core.errors import LoopError
+from loop.core.hashing import bytes_sha
 from loop.core.vocab import Artifact, CompileResult, TensorLayout
-from loop.store.files import StoreFault, read_regular, sha256, store_artifact, store_verified
+from loop.store.files import StoreFault, read_regular, store_artifact, store_verified
 
 LAYOUT_KEY = "loop.layout"
 BACKEND_BY_SUFFIX = {".onnx": "onnxruntime", ".hef": "hailo"}
@@ -39,7 +40,7 @@ def spill(runs: Path, result: CompileResult) -> CompileResult:
         return result
     sha = artifact.sha
     path = store_artifact(runs, sha, artifact.suffix, artifact.data)
-    extras_sha = {key: sha256(data) for key, data in artifact.extras.items()}
+    extras_sha = {key: bytes_sha(data) for key, data in artifact.extras.items()}
     for key, data in artifact.extras.items():
         store_verified(extra_path(path, key, extras_sha[key]), extras_sha[key], data)
     # extras keep their names (and lose their bytes): they lie beside the artifact
@@ -66,7 +67,7 @@ def read_checked(path: Path, sha: str | None) -> bytes:
         data = read_regular(path)
     except OSError as exc:
         raise StoreFault(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if sha and not sha256(data).startswith(sha):
+    if sha and not bytes_sha(data).startswith(sha):
         raise StoreFault(f"{path} does not match its hash {sha[:12]} (swapped or damaged): not used")
     return data
 

@@ -29,7 +29,7 @@ from loop.spec.graphs import load
 
 
 def snr(float_model: bytes, quantized: onnx.ModelProto, test: np.ndarray, name: str) -> float:
-    ref, got = session(float_model, optimize=True), session(quantized, optimize=True)
+    ref, got = session(float_model, optimize="all"), session(quantized, optimize="all")
     a = [ref.run(None, {name: f[None]}) for f in test]
     b = [got.run(None, {name: f[None]}) for f in test]
     return score.snr_db(score.flat(a), score.flat(b))

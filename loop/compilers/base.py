@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 import traceback
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import ClassVar
 
 from loop.core.capture import STDERR_TAIL, captured_stderr
@@ -33,6 +34,8 @@ class Compiler(ABC):
     """See the module docstring for the contract."""
 
     name: ClassVar[str]
+    # compile keys this backend would silently ignore, with why: a sweep file that sets one is refused
+    refused_compile_keys: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
     @abstractmethod

@@ -23,7 +23,7 @@ import onnx
 from onnx import helper
 
 from loop.compilers.qdq import QdqGraph
-from loop.core.sessions import session
+from loop.core.sessions import Optimization, session
 
 INT32 = np.iinfo(np.int32)
 
@@ -86,7 +86,11 @@ def _channel_mean(x: np.ndarray) -> np.ndarray:
 
 
 def float_means(
-    model: onnx.ModelProto, names: list[str], frames: list[dict[str, np.ndarray]], threads: int, optimize: bool = True
+    model: onnx.ModelProto,
+    names: list[str],
+    frames: list[dict[str, np.ndarray]],
+    threads: int,
+    optimize: Optimization = "all",
 ) -> dict[str, np.ndarray]:
     """Per-channel means of the model's tensors ``names``, in one run. A float model may be
     optimized; a QDQ model must not be, or its Q/DQ pairs are fused into integer kernels."""

@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-import onnxruntime as ort
 from onnxruntime.quantization import CalibrationMethod, calibrate
 
+from loop.core.sessions import session
 from loop.core.vocab import CompileOptions
 
 # The module, not the function of the same name that the package exports over it.
@@ -81,11 +81,9 @@ def threads(count: int) -> Iterator[None]:
         return
 
     def create_inference_session(self: Any) -> None:
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        so.intra_op_num_threads = count
-        self.infer_session = ort.InferenceSession(
-            self.augmented_model_path, sess_options=so, providers=self.execution_providers
+        # as ORT's own, less the threads: unoptimized, its providers, its log level
+        self.infer_session = session(
+            self.augmented_model_path, count, "none", providers=self.execution_providers, quiet=False
         )
 
     calibrate.CalibraterBase.create_inference_session = create_inference_session

@@ -9,7 +9,6 @@ tested against a fake ``hailo_sdk_client`` that records calls.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -33,7 +32,9 @@ from loop.compilers.hailo_params import (
     io_layouts,
     saved_translated_params,
 )
+from loop.core.hashing import bytes_sha
 from loop.core.vocab import Artifact, CompileOptions, Frames, LayerPrint, Quantized
+from loop.spec.schema import HAILO_REFUSED
 
 _IGNORED_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("io", "uint8"),
@@ -231,6 +232,7 @@ class HailoCompiler(Compiler):
     (a fresh temporary folder per compile when None)."""
 
     name = "hailo"
+    refused_compile_keys = HAILO_REFUSED
 
     def __init__(self, workdir: str | Path | None = None) -> None:
         self.workdir = Path(workdir) if workdir else None
@@ -291,7 +293,7 @@ class HailoCompiler(Compiler):
         har = folder / f"{net}.har"
         runner.save_har(str(har))
         data = har.read_bytes()
-        self._runners[hashlib.sha256(data).hexdigest()] = runner
+        self._runners[bytes_sha(data)] = runner
         source, params = self._params(runner)
         level = options.backend_option("optimization_level")
         info = {
@@ -328,7 +330,7 @@ class HailoCompiler(Compiler):
         return "get_params", flat_params(runner.get_params())
 
     def _runner(self, quantized: Quantized) -> Any:
-        sha = hashlib.sha256(quantized.data).hexdigest()
+        sha = bytes_sha(quantized.data)
         if sha not in self._runners:
             from hailo_sdk_client import ClientRunner
 
@@ -350,7 +352,7 @@ class HailoCompiler(Compiler):
         hef_path.write_bytes(hef)
         guess = lambda: io_layouts(hn_dict(self._hn(runner)), self._params(runner)[1])  # noqa: E731
         (inputs, outputs), quantized.info["layout_source"] = hef_io(hef_path, guess)
-        self._runners.pop(hashlib.sha256(quantized.data).hexdigest(), None)
+        self._runners.pop(bytes_sha(quantized.data), None)
         if self.workdir is None:  # a scratch folder: the HEF and HAR travel by value from here
             shutil.rmtree(folder, ignore_errors=True)
         return Artifact("hailo", hef, ".hef", inputs, outputs, extras={"har": quantized.data})

@@ -7,7 +7,6 @@ at run time, and the raw key list is kept for the ledger.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import tempfile
 from collections.abc import Mapping
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from loop.core.errors import LoopError
+from loop.core.hashing import named_sha
 from loop.core.vocab import LayerPrint, TensorLayout
 
 _SCALE_WORDS = ("scale", "zero_point", "zp", "factor")
@@ -92,15 +92,6 @@ def _split_key(key: str) -> tuple[str, str]:
     return "/".join(parts[:cut]), "/".join(parts[cut:])
 
 
-def _hash(arrays: list[tuple[str, np.ndarray]]) -> str:
-    digest = hashlib.sha256()
-    for leaf, value in arrays:
-        value = np.ascontiguousarray(value)
-        digest.update(f"{leaf}|{value.dtype.str}|{value.shape}|".encode())
-        digest.update(value.tobytes())
-    return digest.hexdigest()
-
-
 def _flat(arrays: list[tuple[str, np.ndarray]]) -> tuple[float, ...]:
     return tuple(float(v) for _, a in arrays for v in np.asarray(a).reshape(-1))
 
@@ -136,8 +127,8 @@ def _layer_print(layer: str, leaves: dict[str, np.ndarray]) -> LayerPrint:
     return LayerPrint(
         name=short,
         op=re.sub(r"\d+$", "", short) or short,
-        kernel_sha=_hash(kernels + w_scales + w_zps),
-        bias_sha=_hash(biases + b_scales) if biases else None,
+        kernel_sha=named_sha(kernels + w_scales + w_zps),
+        bias_sha=named_sha(biases + b_scales) if biases else None,
         weight_scale=_flat(w_scales),
         weight_zero_point=tuple(int(round(v)) for v in _flat(w_zps)),
         in_tensor=None,

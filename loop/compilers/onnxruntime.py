@@ -22,6 +22,7 @@ from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 from loop.compilers import bias_correction, biasing, boundary, calibration, qdq
 from loop.compilers.base import Compiler
 from loop.core.leftovers import scratch
+from loop.core.sessions import session
 from loop.core.vocab import Artifact, CompileOptions, LayerPrint, Quantized
 from loop.spec.frames import Frames, count, feed
 from loop.store.artifacts import with_layout
@@ -110,10 +111,5 @@ def _graph_compile(model: onnx.ModelProto, threads: int) -> bytes:
     hardware-specific layouts are applied by the session that loads the artifact."""
     with scratch("c") as tmp:
         out = Path(tmp) / "artifact.onnx"
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-        so.optimized_model_filepath = str(out)
-        so.intra_op_num_threads = threads
-        so.log_severity_level = 3
-        ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        session(model, threads, "extended", save_to=out)
         return out.read_bytes()

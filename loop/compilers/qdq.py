@@ -8,8 +8,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from loop.core.hashing import array_sha
 from loop.core.vocab import LayerPrint
-from loop.judge.fingerprint import array_sha
 from loop.judge.structure import FOLDED_ACTIVATIONS, QUANTIZED_OPS
 
 

@@ -26,6 +26,9 @@ DEFAULT_DEVICES: dict[str, tuple[str, ...]] = {
     "onnxruntime": ("onnxruntime",),
     "hailo": ("hailort",),
 }
+# An artifact file's suffix: the backend that makes such files, and the device that runs them
+BACKEND_BY_SUFFIX: dict[str, str] = {".onnx": "onnxruntime", ".hef": "hailo"}
+DEVICE_BY_SUFFIX: dict[str, str] = {".onnx": "onnxruntime", ".hef": "hailort"}
 
 
 @dataclass(frozen=True)

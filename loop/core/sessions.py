@@ -1,22 +1,51 @@
-"""The one place ONNX Runtime sessions are made for the host side of loop (calibration,
-bias correction, float references); devices make their own for measuring."""
+"""The one place loop makes ONNX Runtime sessions: calibration, bias correction, float
+references, the graph compile into an artifact, and the ONNX Runtime device.
+
+Each caller says what it needs; nothing is left to a default that differs between them.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import onnx
 
+Optimization = Literal["none", "basic", "extended", "all"]
+CPU = ("CPUExecutionProvider",)
 
-def session(model: onnx.ModelProto | bytes, threads: int = 0, optimize: bool = False) -> Any:
-    """A CPU session, quiet, with ``threads`` intra-op threads (0: ONNX Runtime's default).
-    Unoptimized by default, so every tensor of the graph exists to be read."""
+
+def session(
+    model: onnx.ModelProto | bytes | str | os.PathLike[str],
+    threads: int = 0,
+    optimize: Optimization = "none",
+    *,
+    providers: Sequence[str] = CPU,
+    quiet: bool = True,
+    save_to: str | os.PathLike[str] | None = None,
+) -> Any:
+    """A session on ``model`` (a proto, serialized bytes or a file path) with ``threads``
+    intra-op threads (0: ONNX Runtime's default, every core).
+
+    ``optimize`` is ONNX Runtime's graph optimization level: "none" by default, so every tensor
+    of the graph exists to be read. ``quiet`` drops ONNX Runtime's warnings from stderr.
+    ``save_to`` writes the optimized graph there (ONNX Runtime's own graph compile)."""
     import onnxruntime as ort
 
+    levels = {
+        "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
-    so.log_severity_level = 3
-    if not optimize:
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    data = model if isinstance(model, bytes) else model.SerializeToString()
-    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    so.graph_optimization_level = levels[optimize]
+    if quiet:
+        so.log_severity_level = 3
+    if save_to is not None:
+        so.optimized_model_filepath = os.fspath(save_to)
+    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+    data = data if isinstance(data, bytes) else os.fspath(data)
+    return ort.InferenceSession(data, so, providers=list(providers))

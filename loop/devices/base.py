@@ -16,6 +16,9 @@ Contract:
   else None (never invented).
 * ``Device.health()`` reads temperature, ids and the runtime's warnings since the last
   call; anything it cannot read is None.
+* ``Device.vendor_benchmark(path, fps, options)`` runs the vendor's own benchmark tool on the
+  same artifact file, where the device has one, and returns what it found beside loop's rate
+  (recorded with the run as it is); None where there is no such tool here (the default).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -97,6 +101,9 @@ class Device(ABC):
 
     def describe(self) -> dict[str, str]:
         return {"device": self.name}
+
+    def vendor_benchmark(self, artifact_path: Path, loop_fps: float, options: RuntimeOptions) -> dict[str, Any] | None:
+        return None
 
 
 def check_frames(layouts: Sequence[TensorLayout], frames: Sequence[np.ndarray], what: str, exact: bool = True) -> None:

@@ -31,6 +31,7 @@ import numpy as np
 from loop.core.capture import captured_stderr
 from loop.core.errors import BufferSizeError, LoopError
 from loop.core.vocab import Artifact, TensorLayout
+from loop.devices import hailortcli
 from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
 from loop.hailort.shim import (
     ENV_LIBRARY,
@@ -313,3 +314,7 @@ class HailoRTDevice(Device):
 
     def describe(self) -> dict[str, str]:
         return {"device": self.name, "shim": str(self._shim.binding.path) if self._shim else "not loaded"}
+
+    def vendor_benchmark(self, artifact_path: Path, loop_fps: float, options: RuntimeOptions) -> dict[str, Any] | None:
+        """``hailortcli benchmark`` on the same HEF, where hailortcli is on PATH."""
+        return hailortcli.measuring_stick(artifact_path, loop_fps, options)

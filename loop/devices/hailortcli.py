@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from loop.devices.base import RuntimeOptions
+
 TOLERANCE = 0.02
 _NUMBER = r"([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
 
@@ -224,3 +226,26 @@ def run_run2(hef: Path, seconds: int = 15) -> CliFigures:
         overall_latency_ms=from_json.overall_latency_ms or console.overall_latency_ms,
         temperature_c=console.temperature_c,
     )
+
+
+def measuring_stick(hef: Path, loop_fps: float, options: RuntimeOptions) -> dict[str, Any] | None:
+    """``benchmark`` on the same HEF beside loop's rate, or None where hailortcli is not installed.
+
+    ``comparable`` is false when loop ran with settings the tool did not (a hardware latency
+    measurement, or a batch size or power mode that ``benchmark`` 5.x parses and ignores)."""
+    if not available()[0]:
+        return None
+    figures = run_benchmark(hef, batch_size=options.batch_size or None, power_mode=options.power_mode)
+    differ: list[str] = [f for f in ("--batch-size", "--power-mode") if f in figures.ignored]
+    differ += ["hw_latency"] if options.hw_latency else []
+    out = {
+        "fps": figures.rate,
+        "version": figures.version,
+        "ignored_by_hailortcli": list(figures.ignored),
+        "settings_differ": differ,
+        "comparable": not differ,
+    }
+    if figures.rate is None:
+        return {**out, "agree": False, "detail": "hailortcli printed no rate"}
+    agreed = agreement(loop_fps, figures.rate)
+    return {**out, "ratio": agreed.ratio, "agree": not agreed.flagged}

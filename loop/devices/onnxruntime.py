@@ -15,18 +15,15 @@ from typing import Any
 
 import numpy as np
 
+from loop.core.sessions import session
 from loop.core.vocab import Artifact
 from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
 
 
 class OnnxRuntimeSession(Session):
     def __init__(self, artifact: Artifact, options: RuntimeOptions) -> None:
-        import onnxruntime as ort
-
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = options.threads
-        so.log_severity_level = 3
-        self._session = ort.InferenceSession(artifact.data, so, providers=["CPUExecutionProvider"])
+        # every optimization: the artifact is measured as a user's own session would run it
+        self._session = session(artifact.data, options.threads, "all")
         self.inputs, self.outputs = artifact.inputs, artifact.outputs
         self._in_names = [t.name for t in self.inputs]
         self._out_names = [t.name for t in self.outputs]

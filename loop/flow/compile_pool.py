@@ -1,6 +1,6 @@
 """Compile many variants at once: cached, deduplicated, in parallel, locally or on Dask.
 
-Cache hits and repeats of an item are never compiled. Misses go to joblib workers (loky
+Cache hits and repeats of an item are never compiled. Misses go to workers (joblib's loky
 processes here, or the workers of a Dask cluster), and each worker runs its compile in a
 child process of its own process group (:mod:`loop.flow.compile_child`), so a per-variant
 timeout or a crash fails that variant alone. Results come back by value, in input order,
@@ -10,20 +10,19 @@ and only the parent writes the cache.
 from __future__ import annotations
 
 import copy
-import hashlib
 import itertools
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from joblib import Parallel, delayed, parallel_config
 from joblib.externals.loky import get_reusable_executor
 
 from loop.core.errors import LoopError
+from loop.core.hashing import bytes_sha
 from loop.core.registry import COMPILERS, compiler_class
 from loop.core.vocab import CompileOptions, CompileResult, Frames
 from loop.flow.compile_child import compile_with, resolve, run_isolated, watch_sweep
@@ -49,7 +48,7 @@ def as_job(item: Item | Job) -> Job:
     if isinstance(item, Job):
         return item
     model, calibration, options = item
-    return Job(hashlib.sha256(model).hexdigest(), calibration_sha(calibration), options, lambda: (model, calibration))
+    return Job(bytes_sha(model), calibration_sha(calibration), options, lambda: (model, calibration))
 
 
 def compile_job(backend: str, model: bytes, calibration: Frames, options: CompileOptions) -> CompileResult:
@@ -93,7 +92,7 @@ def iter_compiled(
         hits = _settle(keys, done)
         if hits:
             yield hits
-        for key, result in _compile(ref, todo, jobs, client is not None):
+        for key, result in _compile(ref, todo, jobs, client):
             result.info.setdefault("versions", versions)
             if cache is not None:
                 cache.store(key, result)
@@ -121,34 +120,35 @@ def _split(keys: list[str], items: list[Job], cache: Cache | None) -> tuple[dict
     return done, todo
 
 
-def _compile(ref: str, todo: dict[str, Job], jobs: int, remote: bool) -> Iterator[tuple[str, CompileResult]]:
+def _compile(ref: str, todo: dict[str, Job], jobs: int, client: Any) -> Iterator[tuple[str, CompileResult]]:
+    """Each compile as it finishes, with at most two per worker in flight, so each job loads
+    its bytes just in time. One loop for both pools: each is a ``concurrent.futures.Executor``."""
     if not todo:
         return
-    if not remote:
-        yield from _local(ref, todo, jobs)
-        return
-    # A generator: joblib dispatches a few tasks ahead, so each job loads its bytes just in time.
-    # Inside _cluster, parallel_config already names the Dask backend.
-    tasks = (delayed(_task)(key, ref, *job.load(), job.options) for key, job in todo.items())
-    yield from Parallel(n_jobs=-1, return_as="generator_unordered")(tasks)
+    executor, workers = _executor(client, max(1, min(jobs, len(todo))))
+    queue, running = iter(todo.items()), set[Future[tuple[str, CompileResult]]]()
+    try:
+        while True:
+            for key, job in itertools.islice(queue, 2 * workers - len(running)):
+                running.add(executor.submit(_task, key, ref, *job.load(), job.options))
+            if not running:
+                return
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            yield from (future.result() for future in done)
+    finally:  # a caller that stops early leaves nothing queued behind it
+        for future in running:
+            future.cancel()
 
 
-def _local(ref: str, todo: dict[str, Job], jobs: int) -> Iterator[tuple[str, CompileResult]]:
-    """Compiles on joblib's loky workers, even one (joblib would run ``n_jobs=1`` in this
-    threaded parent, from which a compile cannot be forked). At most two per worker are in
-    flight, so each job loads its bytes just in time."""
-    workers = max(1, min(jobs, len(todo)))
+def _executor(client: Any, jobs: int) -> tuple[Executor, int]:
+    """The cluster's executor and its thread count, or ``jobs`` of joblib's loky workers here
+    (even one: joblib would run ``n_jobs=1`` in this threaded parent, from which a compile
+    cannot be forked)."""
+    if client is not None:
+        return client.get_executor(pure=False), max(1, sum(client.nthreads().values()))
     # Each worker watches this process: after a kill -9 of the sweep it kills its compile's
     # group and exits, rather than wait on a hung compile (or idle) for ever.
-    executor = get_reusable_executor(max_workers=workers, initializer=watch_sweep, initargs=(os.getpid(),))
-    queue, running = iter(todo.items()), set[Future[tuple[str, CompileResult]]]()
-    while True:
-        for key, job in itertools.islice(queue, 2 * workers - len(running)):
-            running.add(executor.submit(_task, key, ref, *job.load(), job.options))
-        if not running:
-            return
-        done, running = wait(running, return_when=FIRST_COMPLETED)
-        yield from (future.result() for future in done)
+    return get_reusable_executor(max_workers=jobs, initializer=watch_sweep, initargs=(os.getpid(),)), jobs
 
 
 def _task(key: str, ref: str, model: bytes, calibration: Frames, options: CompileOptions) -> tuple[str, CompileResult]:
@@ -176,7 +176,7 @@ def check_cluster(address: str) -> None:
 
 @contextmanager
 def _cluster(address: str | None) -> Iterator[Any]:
-    """A Dask client with joblib pointed at it, or None for local compiles."""
+    """A Dask client, or None for local compiles."""
     if address is None:
         yield None
         return
@@ -188,7 +188,7 @@ def _cluster(address: str | None) -> Iterator[Any]:
         client = Client(address, timeout=CONNECT_TIMEOUT_S)
     except OSError as exc:
         raise LoopError(f"cannot reach the Dask scheduler at {address}: {exc}", field="cluster") from None
-    with client, parallel_config(backend="dask"):
+    with client:
         yield client
 
 

@@ -88,7 +88,7 @@ def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult, ag
 
 def float_outputs(model: bytes, inputs: frames_mod.Frames) -> Raw:
     """The unquantized model of the same variant, for SNR and cosine."""
-    session = onnx_session(model, optimize=True)
+    session = onnx_session(model, optimize="all")
     names = [i.name for i in session.get_inputs()]
     return [session.run(None, frames_mod.feed(inputs, j, names)) for j in range(frames_mod.count(inputs))]
 
@@ -180,7 +180,7 @@ def evaluate_variant(
     frame = device_frame(inputs, 0, first.inputs)
     del inputs, others
     m = measure(devices[0], artifact, frame, authored.variant.measure).to_dict()
-    stick = measuring_stick(devices[0].name, path, m, authored.variant.measure)
+    stick = measuring_stick(devices[0], path, m, authored.variant.measure)
     clock.lap("measure_s")
     flags += m["flags"] + (["hailortcli-disagrees"] if stick and stick["comparable"] and not stick["agree"] else [])
     info = {"no_reference": against.missing} if verdict.verdict == audit_mod.NO_REFERENCE and against.missing else {}

@@ -1,4 +1,8 @@
-"""Backend-neutral fingerprints: hashes that cover integers together with their scales."""
+"""Backend-neutral fingerprints: hashes that cover integers together with their scales.
+
+A layer's hashes are made by the compiler with :func:`loop.core.hashing.array_sha` (dtype, shape
+and bytes of the integers and their scales, so a moved scale is a new hash); here they are
+combined into the model's."""
 
 from __future__ import annotations
 
@@ -7,19 +11,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
-import numpy as np
-
 from loop.core.vocab import LayerPrint
-
-
-def array_sha(*arrays: np.ndarray) -> str:
-    """SHA-256 over dtype, shape and bytes of each array, so a moved scale is a new hash."""
-    h = hashlib.sha256()
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(f"{a.dtype.str}{a.shape}".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
 
 
 def model_sha(shas: Iterable[str | None]) -> str:

@@ -7,7 +7,6 @@ bytes), and returns a mapping of names to numbers; they are merged into ``scores
 
 from __future__ import annotations
 
-import hashlib
 import pkgutil
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,16 +14,14 @@ from typing import Any
 import numpy as np
 
 from loop.core.errors import LoopError
+from loop.core.hashing import array_sha
 
 Scorer = Callable[..., dict[str, Any]]
 
 
 def output_sha(raw: Sequence[Sequence[np.ndarray]]) -> str:
-    h = hashlib.sha256()
-    for outs in raw:
-        for o in outs:
-            h.update(np.ascontiguousarray(o).tobytes())
-    return h.hexdigest()
+    """The device's own outputs, frame after frame, each with its dtype and shape."""
+    return array_sha(*(o for outs in raw for o in outs))
 
 
 def snr_db(reference: np.ndarray, actual: np.ndarray) -> float:

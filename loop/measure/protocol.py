@@ -231,9 +231,9 @@ def _timed(
         )
 
 
-def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], spec: MeasureSpec) -> Measurement:
-    """Run the whole protocol on ``artifact`` with ``frames`` in the device's own dtype."""
-    options = RuntimeOptions(
+def runtime_options(spec: MeasureSpec) -> RuntimeOptions:
+    """The sweep file's measurement knobs that need no recompile, as the device takes them."""
+    return RuntimeOptions(
         threads=spec.threads,
         power_mode=spec.power_mode,
         dma_map=spec.dma_map,
@@ -241,6 +241,11 @@ def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], sp
         hw_latency=spec.hw_latency,
         group_id=spec.group_id,
     )
+
+
+def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], spec: MeasureSpec) -> Measurement:
+    """Run the whole protocol on ``artifact`` with ``frames`` in the device's own dtype."""
+    options = runtime_options(spec)
     before = device.health()
     probe = LoadProbe.start()
     with captured_stderr() as err:
@@ -281,34 +286,12 @@ def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], sp
 
 
 def measuring_stick(
-    device: str, artifact_path: Path, m: dict[str, Any], spec: MeasureSpec | None = None
+    device: Device, artifact_path: Path, m: dict[str, Any], spec: MeasureSpec | None = None
 ) -> dict[str, Any] | None:
-    """Where ``hailortcli`` is installed, its own benchmark of the same HEF beside loop's rate.
-
-    ``comparable`` is false when loop ran with settings the tool did not (a hardware latency
-    measurement, or a batch size or power mode that ``benchmark`` 5.x parses and ignores)."""
-    if device != "hailort":
-        return None
-    from loop.devices import hailortcli
-
-    ok, _ = hailortcli.available()
-    if not ok:
-        return None
-    spec = spec or MeasureSpec()
-    figures = hailortcli.run_benchmark(artifact_path, batch_size=spec.batch_size or None, power_mode=spec.power_mode)
-    differ: list[str] = [f for f in ("--batch-size", "--power-mode") if f in figures.ignored]
-    differ += ["hw_latency"] if spec.hw_latency else []
-    out = {
-        "fps": figures.rate,
-        "version": figures.version,
-        "ignored_by_hailortcli": list(figures.ignored),
-        "settings_differ": differ,
-        "comparable": not differ,
-    }
-    if figures.rate is None:
-        return {**out, "agree": False, "detail": "hailortcli printed no rate"}
-    agreement = hailortcli.agreement(m["rate_fps"]["median"], figures.rate)
-    return {**out, "ratio": agreement.ratio, "agree": not agreement.flagged}
+    """The device's own vendor benchmark of the same artifact file beside loop's rate, where the
+    device has one and it is installed here (:meth:`Device.vendor_benchmark`); else None."""
+    options = runtime_options(spec or MeasureSpec())
+    return device.vendor_benchmark(artifact_path, m["rate_fps"]["median"], options)
 
 
 def flags_for(warnings: Sequence[str]) -> list[str]:

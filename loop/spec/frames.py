@@ -3,13 +3,13 @@ quantization to the device's own dtype."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from loop.core.errors import LoopError
+from loop.core.hashing import array_sha, named_sha
 from loop.core.vocab import Frames, TensorLayout
 
 
@@ -106,11 +106,9 @@ def _checked(frames: np.ndarray, path: Path, shape: tuple[int, ...], field: str,
 
 def frames_sha(frames: Frames) -> str:
     """Covers the bytes, the shape and the dtype (and the input names, for several)."""
-    if not isinstance(frames, np.ndarray):
-        return hashlib.sha256("|".join(f"{k}:{frames_sha(v)}" for k, v in sorted(frames.items())).encode()).hexdigest()
-    h = hashlib.sha256(np.ascontiguousarray(frames).tobytes())
-    h.update(f"{frames.shape}|{frames.dtype.str}".encode())
-    return h.hexdigest()
+    if isinstance(frames, np.ndarray):
+        return array_sha(frames)
+    return named_sha(sorted(frames.items()))
 
 
 def to_device_order(x: np.ndarray, layout: TensorLayout) -> np.ndarray:

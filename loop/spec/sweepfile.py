@@ -125,7 +125,7 @@ def _parse(path: Path, check_backends: bool, cluster: bool) -> SweepSpec:
     devices = _check_names(model, raw)
     if check_backends:
         _available(model.backend, devices, cluster, raw)
-    _hailo_keys(model, raw)
+    _backend_keys(model, raw)
     measure = _measure(model.measure, MeasureSpec())
     compile_options = _compile(model.compile, extra=_extra(raw, foreign))
     variants = tuple(
@@ -233,28 +233,33 @@ def _available(backend: str, devices: tuple[str, ...], cluster: bool, raw: LineD
             )
 
 
-def _hailo_keys(model: schema.Sweep, raw: LineDict) -> None:
-    """The DFC's own compile keys mean nothing to another backend, and some of ours mean
-    nothing to the DFC: refuse rather than ignore."""
+def _backend_keys(model: schema.Sweep, raw: LineDict) -> None:
+    """A backend's own compile keys mean nothing to another backend, and some of ours mean
+    nothing to a backend (its compiler class says which): refuse rather than ignore."""
+    from loop.core.registry import compiler_class
+
+    refused = compiler_class(model.backend).refused_compile_keys
+    own = BACKEND_COMPILE_KEYS.get(model.backend, set())
     places = [("compile", model.compile, raw)] + [
         (f"variants[{i}].compile", v.compile, raw["variants"][i]) for i, v in enumerate(model.variants)
     ]
     for where, options, node in places:
         if options is None:
             continue
-        if model.backend == "hailo":
-            for key, why in schema.HAILO_REFUSED.items():
-                if key in options.model_fields_set:
-                    raise LoopError(
-                        f"'compile.{key}' would be ignored by the hailo backend ({why}); remove it",
-                        line=line_of(node["compile"], key),
-                        field=f"{where}.{key}",
-                    )
-            continue
-        for key in schema.HAILO_ONLY:
+        for key, why in refused.items():
             if key in options.model_fields_set:
                 raise LoopError(
-                    f"'{key}' applies to backend hailo only", line=line_of(node["compile"], key), field=f"{where}.{key}"
+                    f"'compile.{key}' would be ignored by the {model.backend} backend ({why}); remove it",
+                    line=line_of(node["compile"], key),
+                    field=f"{where}.{key}",
+                )
+        for key in [k for k in type(options).model_fields if k in options.model_fields_set - own]:
+            owners = [b for b, keys in BACKEND_COMPILE_KEYS.items() if key in keys]
+            if owners:
+                raise LoopError(
+                    f"'{key}' applies to backend {' or '.join(owners)} only",
+                    line=line_of(node["compile"], key),
+                    field=f"{where}.{key}",
                 )
 
 

@@ -15,12 +15,13 @@ from pathlib import Path
 import onnx
 
 from loop.core.errors import LoopError
+from loop.core.hashing import bytes_sha
+from loop.core.registry import BACKEND_BY_SUFFIX
+from loop.core.registry import DEVICE_BY_SUFFIX as DEVICE_BY_SUFFIX  # re-exported: the CLI reads it here
 from loop.core.vocab import Artifact, CompileResult, TensorLayout
-from loop.store.files import StoreFault, read_regular, sha256, store_artifact, store_verified
+from loop.store.files import StoreFault, read_regular, store_artifact, store_verified
 
 LAYOUT_KEY = "loop.layout"
-BACKEND_BY_SUFFIX = {".onnx": "onnxruntime", ".hef": "hailo"}
-DEVICE_BY_SUFFIX = {".onnx": "onnxruntime", ".hef": "hailort"}
 
 
 def with_layout(data: bytes, inputs: tuple[TensorLayout, ...], outputs: tuple[TensorLayout, ...]) -> bytes:
@@ -39,7 +40,7 @@ def spill(runs: Path, result: CompileResult) -> CompileResult:
         return result
     sha = artifact.sha
     path = store_artifact(runs, sha, artifact.suffix, artifact.data)
-    extras_sha = {key: sha256(data) for key, data in artifact.extras.items()}
+    extras_sha = {key: bytes_sha(data) for key, data in artifact.extras.items()}
     for key, data in artifact.extras.items():
         store_verified(extra_path(path, key, extras_sha[key]), extras_sha[key], data)
     # extras keep their names (and lose their bytes): they lie beside the artifact
@@ -66,7 +67,7 @@ def read_checked(path: Path, sha: str | None) -> bytes:
         data = read_regular(path)
     except OSError as exc:
         raise StoreFault(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if sha and not sha256(data).startswith(sha):
+    if sha and not bytes_sha(data).startswith(sha):
         raise StoreFault(f"{path} does not match its hash {sha[:12]} (swapped or damaged): not used")
     return data
 
@@ -101,8 +102,9 @@ def load_artifact(path: Path, sha: str | None = None) -> Artifact:
             data = read_regular(path, follow=True)
         except OSError as exc:
             raise LoopError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if path.suffix == ".hef":
-        return Artifact("hailo", data, ".hef", (), ())
+    backend = BACKEND_BY_SUFFIX[path.suffix]
+    if path.suffix != ".onnx":  # only ONNX carries its layout; a device reads the others' when it opens them
+        return Artifact(backend, data, path.suffix, (), ())
     try:
         meta = {p.key: p.value for p in onnx.load_from_string(data).metadata_props}
     except Exception as exc:
@@ -110,4 +112,4 @@ def load_artifact(path: Path, sha: str | None = None) -> Artifact:
     if LAYOUT_KEY not in meta:
         raise LoopError(f"{path}: no {LAYOUT_KEY} metadata; is it an artifact compiled by loop?")
     layout = json.loads(meta[LAYOUT_KEY])
-    return Artifact("onnxruntime", data, ".onnx", _layouts(layout["inputs"]), _layouts(layout["outputs"]))
+    return Artifact(backend, data, ".onnx", _layouts(layout["inputs"]), _layouts(layout["outputs"]))

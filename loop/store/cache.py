@@ -16,7 +16,6 @@ write the cache can make it hold a wrong result (never run code), as with the le
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from loop.core.errors import LoopError
+from loop.core.hashing import bytes_sha, parts_sha
 from loop.core.vocab import CompileOptions, CompileResult, Frames
 from loop.spec.frames import frames_sha
 from loop.store.codec import Damaged, body, decode, encode
@@ -62,23 +62,19 @@ def options_json(options: CompileOptions) -> str:
 def cache_key(
     model: bytes, calibration: Frames, options: CompileOptions, backend: str, versions: dict[str, str]
 ) -> str:
-    return key_of(hashlib.sha256(model).hexdigest(), calibration_sha(calibration), options, backend, versions)
+    return key_of(bytes_sha(model), calibration_sha(calibration), options, backend, versions)
 
 
 def key_of(model_sha: str, calib_sha: str, options: CompileOptions, backend: str, versions: dict[str, str]) -> str:
     """The key from hashes the caller already holds (the ONNX bytes' and the frames')."""
-    h = hashlib.sha256()
     # Length-prefixed parts, so no two different inputs can concatenate to the same stream.
-    for part in (
+    return parts_sha(
         model_sha.encode(),
         options_json(options).encode(),
         calib_sha.encode(),
         backend.encode(),
         json.dumps(versions, sort_keys=True).encode(),
-    ):
-        h.update(len(part).to_bytes(8, "little"))
-        h.update(part)
-    return h.hexdigest()
+    )
 
 
 class Cache:

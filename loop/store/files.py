@@ -12,7 +12,6 @@ loop's own files do not follow links either and take only regular files, so a FI
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import re
 import secrets
@@ -23,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from loop.core.errors import LoopError
+from loop.core.hashing import bytes_sha
 from loop.core.leftovers import process_alive
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -69,10 +69,6 @@ def check_runs(runs: Path) -> None:
                 f"{Path(runs) / sub} is a symbolic link; loop does not write through links (make it a folder)",
                 field="--runs",
             )
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @contextmanager
@@ -149,13 +145,13 @@ def read_verified(path: Path, sha: str) -> bytes | None:
         data = read_regular(path)
     except OSError:
         return None
-    return data if sha and sha256(data).startswith(sha) else None
+    return data if sha and bytes_sha(data).startswith(sha) else None
 
 
 def store_verified(path: Path, sha: str, data: bytes) -> Path:
     """Keep ``data`` at ``path``, named by content: a file already there is kept only if it
     holds these very bytes; anything else there (a link, a swapped or flipped file) is replaced."""
-    if sha256(data) != sha:
+    if bytes_sha(data) != sha:
         raise StoreFault(f"{path.name}: the bytes to store do not match their hash {sha[:12]}; not stored")
     if read_verified(path, sha) is not None:
         return path

@@ -25,7 +25,7 @@ def _one_layer_at_a_time(float_model: onnx.ModelProto, quantized: onnx.ModelProt
     todo = bc.targets(g, bc.Correction())
     expected = bc.float_means(float_model, [t.f_out for t in todo], feeds, 1)
     for t in todo:
-        measured = bc.float_means(quantized, [t.q_out], feeds, 1, optimize=False)[t.q_out]
+        measured = bc.float_means(quantized, [t.q_out], feeds, 1, optimize="none")[t.q_out]
         bc._apply(g, t, measured - expected[t.f_out])
 
 

@@ -146,17 +146,36 @@ def test_ignored_flags_follow_the_version() -> None:
 def test_measuring_stick_compares_only_like_with_like(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Item 2: loop measured with hw latency and batch 1 while hailortcli did not, so the check
     flagged its own settings; settings the tool ignores are now recorded and not compared."""
+    from loop.devices.hailort import HailoRTDevice
     from loop.measure.protocol import measuring_stick
     from loop.spec.sweepfile import MeasureSpec
 
     stand_in_hailortcli(tmp_path, monkeypatch, "5.2.0")
     m = {"rate_fps": {"median": 1100.0}}
-    plain = measuring_stick("hailort", Path("m.hef"), m, MeasureSpec())
+    plain = measuring_stick(HailoRTDevice(), Path("m.hef"), m, MeasureSpec())
     assert plain is not None and plain["comparable"] and not plain["agree"] and plain["fps"] == 1168.0
     assert (tmp_path / "argv").read_text().split() == ["benchmark", "m.hef", "-t", "15"]
-    tuned = measuring_stick("hailort", Path("m.hef"), m, MeasureSpec(batch_size=8, hw_latency=True))
+    tuned = measuring_stick(HailoRTDevice(), Path("m.hef"), m, MeasureSpec(batch_size=8, hw_latency=True))
     assert tuned is not None and not tuned["comparable"]
     assert tuned["ignored_by_hailortcli"] == ["--batch-size"] and tuned["settings_differ"] == [
         "--batch-size",
         "hw_latency",
     ]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the stand-in hailortcli is a POSIX shell script")
+def test_only_a_device_with_a_vendor_tool_runs_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ONNX Runtime device has no vendor benchmark (the default hook), so hailortcli on
+    PATH is not run for it; HailoRT without hailortcli on PATH has none either."""
+    from loop.devices.hailort import HailoRTDevice
+    from loop.devices.onnxruntime import OnnxRuntimeDevice
+    from loop.measure.protocol import measuring_stick
+
+    m, path = {"rate_fps": {"median": 1100.0}}, os.environ["PATH"]
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert measuring_stick(HailoRTDevice(), Path("m.hef"), m) is None
+    monkeypatch.setenv("PATH", path)
+    stand_in_hailortcli(tmp_path, monkeypatch, "5.2.0")
+    assert measuring_stick(OnnxRuntimeDevice(), Path("m.onnx"), m) is None
+    assert not (tmp_path / "argv").exists()
+    assert measuring_stick(HailoRTDevice(), Path("m.hef"), m) is not None

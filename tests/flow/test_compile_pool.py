@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +14,7 @@ from authored import TWO_CONV_RECIPE
 from loop.core.errors import LoopError
 from loop.core.registry import COMPILERS
 from loop.core.vocab import CompileOptions
-from loop.flow.compile_pool import compile_all, compile_job
+from loop.flow.compile_pool import Job, compile_all, compile_job, iter_compiled
 from loop.judge import fingerprint as fp
 from loop.spec.graphs import build_recipe
 from loop.store.cache import Cache
@@ -133,3 +135,40 @@ def test_dask_cluster_compiles_and_reports_the_worker(tmp_path: Path) -> None:
         fp.kernel_sha(compile_job("onnxruntime", *item).layers) for item in items
     ]
     assert all(r.cache_hit for r in again) and len(cache.entries()) == 3
+
+
+@contextlib.contextmanager
+def _pool(kind: str) -> Iterator[str | None]:
+    """No cluster (loky workers here), or a one-worker, one-thread Dask LocalCluster."""
+    if kind == "loky":
+        yield None
+        return
+    distributed = pytest.importorskip("distributed", reason="dask is an optional extra (loop[dask])")
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, worker_dashboard_address=None
+    ) as cluster:
+        yield cluster.scheduler_address
+
+
+@pytest.mark.parametrize("kind", ["loky", "dask"])
+def test_one_window_serves_both_pools(tmp_path: Path, kind: str) -> None:
+    """One worker: two compiles in flight, so only two jobs have loaded their bytes when the
+    first result comes back; every job loads once, and all come back."""
+    loaded: list[int] = []
+
+    def job(seed: int) -> Job:
+        model = _model(tmp_path, seed)
+
+        def load() -> tuple[bytes, np.ndarray]:
+            loaded.append(seed)
+            return model, _calibration()
+
+        return Job(f"model{seed}", "calib", _options(), load)
+
+    with _pool(kind) as cluster:
+        batches = iter_compiled("onnxruntime", [job(s) for s in range(5)], jobs=1, cache=None, cluster=cluster)
+        first = next(batches)
+        assert len(loaded) == 2 and len(first) == 1
+        settled = first + [pair for batch in batches for pair in batch]
+    assert sorted(loaded) == list(range(5)) and sorted(i for i, _ in settled) == list(range(5))
+    assert all(r.ok for _, r in settled)

@@ -170,3 +170,15 @@ def test_measure_noise_settings(write_sweep):
         spec_mod.parse(write_sweep(GOOD.replace("variants:", "measure: {target_ci_pct: 0}\nvariants:")))
     with pytest.raises(LoopError, match="min_duration_s"):
         spec_mod.parse(write_sweep(GOOD.replace("variants:", "measure: {min_duration_s: fast}\nvariants:")))
+
+
+def test_the_compiler_class_says_which_keys_it_refuses(write_sweep, monkeypatch):
+    """Refused compile keys are the compiler's to declare (read through the registry)."""
+    from loop.compilers.onnxruntime import OnnxRuntimeCompiler
+
+    path = write_sweep(GOOD.replace("variants:", "compile: {per_channel: false}\nvariants:"))
+    assert parse(path).compile.per_channel is False
+    monkeypatch.setattr(OnnxRuntimeCompiler, "refused_compile_keys", {"per_channel": "a stand-in reason"})
+    err = _error(write_sweep, GOOD.replace("variants:", "compile: {per_channel: false}\nvariants:"))
+    assert err.field == "compile.per_channel" and err.line == 3
+    assert "ignored by the onnxruntime backend (a stand-in reason)" in err.message

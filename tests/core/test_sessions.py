@@ -1,0 +1,41 @@
+"""The one session helper: each knob reaches ONNX Runtime (checked on the graph it saves)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from loop.core.sessions import session
+
+
+def identity_relu() -> onnx.ModelProto:
+    """x -> Identity -> Relu -> y: the Identity is gone at any optimization level but none."""
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["t"]), helper.make_node("Relu", ["t"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize(("level", "kept"), [("none", True), ("basic", False), ("extended", False), ("all", False)])
+def test_the_level_reaches_the_graph(tmp_path: Path, level: str, kept: bool) -> None:
+    saved = tmp_path / "out.onnx"
+    run = session(identity_relu(), 1, level, save_to=saved)  # type: ignore[arg-type]
+    x = np.array([[-1.0, 0.0, 2.0, -3.0]], np.float32)
+    assert run.run(None, {"x": x})[0].tolist() == [[0.0, 0.0, 2.0, 0.0]]
+    ops = [n.op_type for n in onnx.load(str(saved)).graph.node]
+    assert ("Identity" in ops) is kept
+
+
+def test_bytes_and_a_path_load_the_same_model(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(identity_relu(), str(path))
+    from_path, from_bytes = session(path, providers=("CPUExecutionProvider",)), session(path.read_bytes())
+    assert from_path.get_providers() == from_bytes.get_providers() == ["CPUExecutionProvider"]
+    assert [o.name for o in from_path.get_outputs()] == [o.name for o in from_bytes.get_outputs()] == ["y"]

@@ -20,7 +20,9 @@ def _run(module: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("args", [("check", "loop", "tests", "benchmarks"), ("format", "--check", "loop", "tests", "benchmarks")])
+@pytest.mark.parametrize(
+    "args", [("check", "loop", "tests", "benchmarks"), ("format", "--check", "loop", "tests", "benchmarks")]
+)
 def test_ruff(args: tuple[str, ...]) -> None:
     done = _run("ruff", *args)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -213,12 +213,12 @@ def layers_cmd(base: Path, as_json: bool) -> None:
 @click.option("--device", default=None, help="Device to check on (default: by the artifact's suffix).")
 def check_cmd(artifact: Path, device: str | None) -> int:
     """Self-test of the controlled-input path: sensitivity, determinism, undersized buffers."""
-    from loop.core.registry import device_class
+    from loop.core.registry import make_device
     from loop.measure.check import check
     from loop.store.artifacts import DEVICE_BY_SUFFIX, load_artifact
 
     loaded = load_artifact(artifact)
-    results = check(device_class(device or DEVICE_BY_SUFFIX[artifact.suffix])(), loaded)
+    results = check(make_device(device or DEVICE_BY_SUFFIX[artifact.suffix]), loaded)
     for r in results:
         click.echo(f"{'PASS' if r.passed else 'FAIL'}  {r.name}: {r.detail}")
     return 0 if all(r.passed for r in results) else 1
@@ -328,8 +328,72 @@ def backends(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([asdict(s) for s in found], indent=2))
         return
+    width = max(len(s.name) for s in found)
     for s in found:
-        click.echo(f"{s.name:<16} {s.kind:<9} {'available' if s.available else 'unavailable':<12} {s.reason}")
+        click.echo(f"{s.name:<{width}}  {s.kind:<9} {'available' if s.available else 'unavailable':<12} {s.reason}")
+
+
+@main.command("report")
+@RUNS
+@click.option("--sweep", default=None, help="One sweep's runs (default: every run in the ledger).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Default: RUNS/report.html.")
+@click.option("--link", "link_name", default="hailo10h-usb-1.5a", show_default=True, help="The roofline's link.")
+def report_cmd(runs: Path, sweep: str | None, output: Path | None, link_name: str) -> None:
+    """Write one self-contained HTML report: verdicts, the three quantities, the audit as a
+    grid, ladders, the bus roofline, time to first output, generations, devices."""
+    from loop.report.page import write_report
+
+    click.echo(str(write_report(runs, sweep, output, link_name)))
+
+
+@main.group(cls=LoopGroup)
+def link() -> None:
+    """The link as a model: fit one from a ladder, predict a run's rate on it."""
+
+
+@link.command("fit")
+@RUNS
+@click.option("--sweep", required=True, help="The ladder sweep to fit (rungs measured at depth 1 give the round trip).")
+@click.option("--name", required=True, help="Save the model under this name (in RUNS/links/).")
+@JSON
+def link_fit(runs: Path, sweep: str, name: str, as_json: bool) -> None:
+    """Fit per-transfer time = bytes / bandwidth + fixed cost from a ladder in the ledger."""
+    from loop.measure.link import fit_runs
+
+    model = fit_runs(runs, sweep, name)
+    if as_json:
+        click.echo(json.dumps(model.to_json(), indent=2))
+        return
+    click.echo(
+        f"{model.name}: {model.bandwidth_mb_s:.1f} MB/s, {model.per_transfer_ms:.3f} ms per transfer, "
+        f"round trip {model.round_trip_ms:.3f} ms"
+    )
+    click.echo("residuals: " + ", ".join(f"{k} {v:+.2f}%" for k, v in model.residuals_pct.items()))
+
+
+@link.command("predict")
+@click.argument("run_id", type=int)
+@RUNS
+@click.option("--link", "link_name", required=True, help="A fitted link's name, or hailo10h-usb-1.5a (shipped).")
+@click.option("--depth", type=click.IntRange(min=1), default=None, help="Queue depth (default: the run's).")
+@JSON
+def link_predict(run_id: int, runs: Path, link_name: str, depth: int | None, as_json: bool) -> None:
+    """A run's pipelined rate and time to first output had its bytes crossed LINK, and which
+    of link or compute bounds it."""
+    from loop.measure.link import load, predict
+    from loop.store.ledger import Ledger
+
+    with Ledger.open_existing(runs / "ledger.sqlite") as book:
+        run = book.record(run_id)
+    p = predict(load(runs, link_name), run, depth)
+    if as_json:
+        click.echo(json.dumps(p.to_json(), indent=2))
+        return
+    click.echo(
+        f"run {run_id} on {p.link}: {p.rate_fps:.1f} fps at depth {p.depth}, {p.bound}-bound"
+        f"{' (depth-limited)' if p.depth_limited else ''}; link busy {p.link_busy_ms:.3f} ms for "
+        f"{p.bytes:,} B, compute {p.compute_ms:.3f} ms; first output {p.first_output_ms:.3f} ms"
+    )
 
 
 if __name__ == "__main__":

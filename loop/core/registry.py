@@ -21,6 +21,7 @@ DEVICES: dict[str, str] = {
     "onnxruntime": "loop.devices.onnxruntime:OnnxRuntimeDevice",
     "hailort": "loop.devices.hailort:HailoRTDevice",
     "hailo-emulator": "loop.devices.hailo_emulator:HailoEmulatorDevice",
+    "link-sim": "loop.devices.link_sim:LinkSimDevice",
 }
 DEFAULT_DEVICES: dict[str, tuple[str, ...]] = {
     "onnxruntime": ("onnxruntime",),
@@ -58,10 +59,28 @@ def compiler_class(name: str) -> type[Compiler]:
     return _load(COMPILERS[name])
 
 
+def split_device(name: str) -> tuple[str, str | None]:
+    """``kind:argument`` as a device is named in a sweep file: ``onnxruntime:CUDAExecutionProvider``,
+    ``link-sim:300MB/s+0.9ms``; a bare kind has no argument."""
+    kind, sep, arg = name.partition(":")
+    return kind, arg if sep else None
+
+
 def device_class(name: str) -> type[Device]:
-    if name not in DEVICES:
+    kind, _ = split_device(name)
+    if kind not in DEVICES:
         raise LoopError(f"unknown device '{name}' (known: {', '.join(DEVICES)})")
-    return _load(DEVICES[name])
+    return _load(DEVICES[kind])
+
+
+def make_device(name: str) -> Device:
+    """The device a name stands for, its argument (if any) checked now, before anything runs."""
+    cls, (kind, arg) = device_class(name), split_device(name)
+    if arg is None:
+        return cls()
+    if not cls.takes_arg:
+        raise LoopError(f"device '{kind}' takes no ':' argument (got '{name}')")
+    return cls(arg)  # type: ignore[call-arg]
 
 
 def statuses() -> list[BackendStatus]:
@@ -74,4 +93,6 @@ def statuses() -> list[BackendStatus]:
             except Exception as exc:
                 ok, reason = False, f"{type(exc).__name__}: {exc}"
             out.append(BackendStatus(name, kind, ok, reason))
+            if kind == "device" and ok:
+                out += [BackendStatus(n, kind, a, r) for n, a, r in _load(ref).variants()]
     return out

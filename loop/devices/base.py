@@ -13,7 +13,8 @@ Contract:
 * ``Session.pipelined(frames, count, depth)`` runs ``count`` inferences of the same frames
   keeping ``depth`` in flight, and returns the elapsed seconds.
 * ``Session.hw_latency_ms()`` is the device's own hardware latency if it measures one,
-  else None (never invented).
+  else None (never invented). ``Session.split_ms(frames, count)`` likewise times copy in,
+  compute and copy out apart where the device can (execution providers, ``link-sim``).
 * ``Device.health()`` reads temperature, ids and the runtime's warnings since the last
   call; anything it cannot read is None.
 * ``Device.vendor_benchmark(path, fps, options)`` runs the vendor's own benchmark tool on the
@@ -76,6 +77,12 @@ class Session(ABC):
     def hw_latency_ms(self) -> float | None:
         return None
 
+    def split_ms(self, frames: Sequence[np.ndarray], count: int) -> dict[str, float] | None:
+        """Median ms of one inference's parts over ``count`` inferences: ``copy_in_ms``,
+        ``compute_ms`` and ``copy_out_ms``, where the device can time them apart; else None
+        (never an even split invented from the total)."""
+        return None
+
     def close(self) -> None:
         return None
 
@@ -88,10 +95,17 @@ class Session(ABC):
 
 class Device(ABC):
     name: ClassVar[str]
+    takes_arg: ClassVar[bool] = False  # whether a sweep may name it as 'name:argument'
 
     @classmethod
     @abstractmethod
     def available(cls) -> tuple[bool, str]: ...
+
+    @classmethod
+    def variants(cls) -> list[tuple[str, bool, str]]:
+        """The ``name:argument`` forms worth listing in ``loop backends``, each with whether it
+        can run here and why not (an execution provider that is not installed, say)."""
+        return []
 
     @abstractmethod
     def open(self, artifact: Artifact, options: RuntimeOptions) -> Session: ...

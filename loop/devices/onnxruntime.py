@@ -54,10 +54,10 @@ class OnnxRuntimeSession(Session):
             for _ in range(count):
                 run(names, feed)
             return time.perf_counter() - t0
-        return _threaded(lambda: run(names, feed), count, depth)
+        return threaded(lambda: run(names, feed), count, depth)
 
 
-def _threaded(call: Any, count: int, depth: int) -> float:
+def threaded(call: Any, count: int, depth: int) -> float:
     """``count`` calls with ``depth`` in flight; returns the elapsed seconds."""
     shares = [count // depth + (1 if i < count % depth else 0) for i in range(depth)]
     start = threading.Barrier(depth + 1)
@@ -77,8 +77,33 @@ def _threaded(call: Any, count: int, depth: int) -> float:
     return time.perf_counter() - t0
 
 
+def per_thread(calls: Sequence[Callable[[], Any]]) -> Callable[[], Any]:
+    """One of ``calls`` per calling thread, handed out on first use: for state a thread in
+    flight must not share (staging buffers, IOBindings)."""
+    slots, lock, local = iter(calls), threading.Lock(), threading.local()
+
+    def call() -> Any:
+        if not hasattr(local, "call"):
+            with lock:
+                local.call = next(slots)
+        return local.call()
+
+    return call
+
+
 class OnnxRuntimeDevice(Device):
+    """The host CPU; ``onnxruntime:PROVIDER`` runs on that execution provider instead, through
+    IOBinding, with copies in and out timed apart from compute (:mod:`loop.devices.providers`)."""
+
     name = "onnxruntime"
+    takes_arg = True
+
+    def __init__(self, provider: str | None = None) -> None:
+        if provider is not None:
+            from loop.devices.providers import check_provider
+
+            check_provider(provider)
+        self.provider = provider
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -87,8 +112,18 @@ class OnnxRuntimeDevice(Device):
         ok, why = importable("onnxruntime")
         return ok, why or "host CPU"
 
+    @classmethod
+    def variants(cls) -> list[tuple[str, bool, str]]:
+        from loop.devices.providers import provider_status
+
+        return [(f"{cls.name}:{p}", ok, why) for p, ok, why in provider_status()]
+
     def open(self, artifact: Artifact, options: RuntimeOptions) -> Session:
-        return OnnxRuntimeSession(artifact, options)
+        if self.provider is None:
+            return OnnxRuntimeSession(artifact, options)
+        from loop.devices.providers import ProviderSession
+
+        return ProviderSession(artifact, options, self.provider)
 
     def health(self) -> Health:
         return Health(temperature_c=host_temperature(), device_id=f"cpu:{socket.gethostname()}")
@@ -96,7 +131,8 @@ class OnnxRuntimeDevice(Device):
     def describe(self) -> dict[str, str]:
         import onnxruntime
 
-        return {"device": self.name, "onnxruntime": onnxruntime.__version__}
+        named = f"{self.name}:{self.provider}" if self.provider else self.name
+        return {"device": named, "onnxruntime": onnxruntime.__version__}
 
 
 def host_temperature() -> float | None:

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from loop.core.errors import LoopError
 from loop.core.leftovers import remove_stale_scratch, scratch
-from loop.core.registry import device_class
+from loop.core.registry import make_device
 from loop.core.vocab import CompileResult
 from loop.devices.base import Device
 from loop.flow.compile_pool import Job, check_cluster, iter_compiled
@@ -158,7 +158,7 @@ def _run(
     _, state, ids = claim(ledger, want)
     result = SweepResult(spec, skipped=sorted(state.live))
     todo = [a for a in ordered if a.variant.name in ids]
-    devices = [device_class(name)() for name in spec.devices]
+    devices = [make_device(name) for name in spec.devices]
     ref = next((a for a in authored if a.reference), None)
     against = _resumed_reference(runs, ref, state.finished, devices[0])
     with Heartbeat(str(ledger.path), list(ids.values())):

@@ -62,6 +62,8 @@ class Measurement:
     host: dict[str, Any] = field(default_factory=dict)
     drift: dict[str, float] | None = None
     notes: list[str] = field(default_factory=list)  # what the device did other than asked, and why
+    split_ms: dict[str, float] | None = None  # copy in, compute, copy out apart (Session.split_ms)
+    compute_ms: float | None = None  # the split's compute: what a link model adds its transfer to
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -205,6 +207,7 @@ class _Timed:
     bytes_in: int
     bytes_out: int
     notes: list[str]
+    split_ms: dict[str, float] | None
 
 
 def _timed(
@@ -228,6 +231,7 @@ def _timed(
             sum(t.frame_bytes for t in session.inputs),
             sum(t.frame_bytes for t in session.outputs),
             list(session.notes),
+            session.split_ms(frames, max(spec.latency_frames, 3)),
         )
 
 
@@ -260,6 +264,8 @@ def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], sp
     flags = flags_for(warnings) + (["thermal-drift"] if drifted and drifted["drifted"] else [])
     flags += busy_flags(host, spec.host_busy_pct)
     rate = best.rate_fps["median"]
+    if t.split_ms:
+        parts["transfer_ms"] = t.split_ms["copy_in_ms"] + t.split_ms["copy_out_ms"]
     return Measurement(
         ttfo_ms=ttfo,
         ttfo_parts=parts,
@@ -282,6 +288,8 @@ def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], sp
         host=host,
         drift=drifted,
         notes=t.notes,
+        split_ms=t.split_ms,
+        compute_ms=t.split_ms["compute_ms"] if t.split_ms else None,
     )
 
 

@@ -194,7 +194,7 @@ def _extra(node: Any, foreign: set[str]) -> dict[str, Any]:
 
 def _check_names(model: schema.Sweep, raw: LineDict) -> tuple[str, ...]:
     """The backend and devices must be registered (the registry can grow at run time)."""
-    from loop.core.registry import COMPILERS, DEFAULT_DEVICES, DEVICES
+    from loop.core.registry import COMPILERS, DEFAULT_DEVICES, DEVICES, make_device, split_device
 
     if model.backend not in COMPILERS:
         raise LoopError(
@@ -205,10 +205,15 @@ def _check_names(model: schema.Sweep, raw: LineDict) -> tuple[str, ...]:
     listed = model.devices if model.devices is not None else DEFAULT_DEVICES.get(model.backend, ("onnxruntime",))
     devices = (listed,) if isinstance(listed, str) else tuple(listed)
     for d in devices:
-        if d not in DEVICES:
+        if split_device(d)[0] not in DEVICES:
             raise LoopError(
                 f"unknown device '{d}' (known: {', '.join(DEVICES)})", line=line_of(raw, "devices"), field="devices"
             )
+        if split_device(d)[1] is not None:
+            try:
+                make_device(d)  # the argument (a provider, a link) is checked before anything runs
+            except LoopError as exc:
+                raise LoopError(exc.message, line=line_of(raw, "devices"), field="devices") from exc
     return devices
 
 

@@ -1,4 +1,5 @@
-"""Plain-text tables for the terminal, from run records."""
+"""The report, a face: plain-text tables for the terminal (here), and ``loop report``'s one
+self-contained HTML page (:mod:`loop.report.page`) with its plots (:mod:`loop.report.plots`)."""
 
 from __future__ import annotations
 

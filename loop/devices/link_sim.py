@@ -1,0 +1,189 @@
+"""``link-sim``: a simulated link in front of a real device, to check the link model's arithmetic.
+
+``link-sim:300MB/s+0.9ms`` (or ``link-sim:NAME`` for a shipped link such as
+``hailo10h-usb-1.5a``) wraps the host's ONNX Runtime device. Each inference first crosses
+the link: its frames are really copied into a staging buffer, then the caller waits until
+the link would have finished (bytes over the bandwidth, plus the per-transfer cost), then
+for the round trip; then it computes. The link is one resource (transfers queue for it) and
+so is compute (one frame at a time, as an accelerator runs a network); queued frames overlap
+one frame's transfer and round trip with another's compute.
+
+This validates the arithmetic of :mod:`loop.measure.link`, not a real USB link: the waits
+are timed sleeps, and the real copies cost the host's memory bandwidth, not a bus's.
+"""
+
+from __future__ import annotations
+
+import queue
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from loop.core.vocab import Artifact
+from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
+from loop.devices.onnxruntime import OnnxRuntimeDevice
+from loop.measure.link import LinkModel, load, parse_inline
+
+SPLIT = ("copy_in_ms", "compute_ms", "copy_out_ms")
+
+
+class Link:
+    """The link's clock: transfers take turns, each busy for its cost after the last one ends.
+
+    Waiting on a virtual end time (not ``sleep(cost)``) keeps a late wake-up from one transfer
+    out of the next one's: over many frames the rate is the modelled one, not sleep's."""
+
+    def __init__(self, model: LinkModel) -> None:
+        self.model = model
+        self._lock = threading.Lock()
+        self._free_at = 0.0
+
+    def cross(self, arrays: Sequence[np.ndarray], staging: Sequence[np.ndarray], busy_s: float) -> float:
+        """Copy ``arrays`` into ``staging`` through the link, which stays busy ``busy_s``;
+        returns when (on the link's clock) the transfer ended."""
+        asked = time.perf_counter()  # a transfer queued behind a late wake-up starts on time
+        with self._lock:
+            start = max(asked, self._free_at)
+            for src, dst in zip(arrays, staging, strict=True):
+                np.copyto(dst, np.asarray(src).reshape(dst.shape))
+            self._free_at = end = start + busy_s
+            _wait_until(end)
+        return end
+
+    def to_device(self, frames: Sequence[np.ndarray], staging: Sequence[np.ndarray], nbytes: int) -> None:
+        """Frames in: their bytes, the per-transfer cost, then the round trip (not the link's)."""
+        self.cross(frames, staging, self.model.busy_s(nbytes))
+        _wait_until(time.perf_counter() + self.model.round_trip_ms / 1e3)
+
+    def to_host(self, outputs: Sequence[np.ndarray], staging: Sequence[np.ndarray], nbytes: int) -> None:
+        self.cross(outputs, staging, nbytes / (self.model.bandwidth_mb_s * 1e6))
+
+
+def _wait_until(deadline: float) -> None:
+    left = deadline - time.perf_counter()
+    if left > 0:
+        time.sleep(left)
+
+
+class LinkSimSession(Session):
+    def __init__(self, inner: Session, link: Link, engine: threading.Lock) -> None:
+        self._inner, self._link, self._engine = inner, link, engine
+        self.inputs, self.outputs = inner.inputs, inner.outputs
+        self.notes = (f"link-sim: {link.model.name} ({link.model.source}); simulated, not a real link",)
+        self._bytes = sum(t.frame_bytes for t in self.inputs), sum(t.frame_bytes for t in self.outputs)
+
+    def _one(self, frames: Sequence[np.ndarray]) -> Callable[[], tuple[float, float, float]]:
+        """One inference with its own staging buffers (one set per thread in flight); returns
+        the seconds of its three parts."""
+        staged_in = [np.empty_like(f) for f in frames]
+        staged_out: list[np.ndarray] = []  # shaped as the device returns its outputs, on first use
+        compute, link, engine, (nin, nout) = self._inner.bound(frames), self._link, self._engine, self._bytes
+
+        def call() -> tuple[float, float, float]:
+            t0 = time.perf_counter()
+            link.to_device(frames, staged_in, nin)
+            with engine:  # one frame at a time, as an accelerator runs a network
+                t1 = time.perf_counter()
+                outs = [np.asarray(o) for o in compute()]  # type: ignore[attr-defined]
+                t2 = time.perf_counter()
+            staged_out[:] = staged_out or [np.empty_like(o) for o in outs]
+            link.to_host(outs, staged_out, nout)
+            return t1 - t0, t2 - t1, time.perf_counter() - t2
+
+        return call
+
+    def infer(self, frames: Sequence[np.ndarray], out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
+        check_frames(self.inputs, frames, "input")
+        staged = [np.empty_like(f) for f in frames]
+        self._link.to_device(frames, staged, self._bytes[0])
+        with self._engine:
+            results = self._inner.infer(staged, out)  # computes on what crossed
+        self._link.to_host(results, [np.empty_like(r) for r in results], self._bytes[1])
+        return results
+
+    def split_ms(self, frames: Sequence[np.ndarray], count: int) -> dict[str, float] | None:
+        call = self.bound(frames)
+        parts = [call() for _ in range(count)]
+        return {k: 1e3 * statistics.median(p[i] for p in parts) for i, k in enumerate(SPLIT)}
+
+    def bound(self, frames: Sequence[np.ndarray]) -> Callable[[], tuple[float, float, float]]:
+        check_frames(self.inputs, frames, "input")
+        return self._one(frames)
+
+    def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
+        check_frames(self.inputs, frames, "input")
+        if depth <= 1:
+            call = self._one(frames)
+            t0 = time.perf_counter()
+            for _ in range(count):
+                call()
+            return time.perf_counter() - t0
+        return self._staged(frames, count, depth)
+
+    def _staged(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
+        """Two stages on their own threads, as a device with a DMA engine runs: the link moves
+        frame i+1 while compute runs frame i, with at most ``depth`` frames in flight. Outputs
+        are charged to the link with their inputs (the same busy time per frame, in one go)."""
+        staged, compute = [np.empty_like(f) for f in frames], self._inner.bound(frames)
+        slots, ready = threading.Semaphore(depth), queue.SimpleQueue[float]()
+        busy, trip = self._link.model.busy_s(sum(self._bytes)), self._link.model.round_trip_ms / 1e3
+
+        def link() -> None:
+            for _ in range(count):
+                slots.acquire()
+                ready.put(self._link.cross(frames, staged, busy) + trip)
+
+        def device() -> None:
+            for _ in range(count):
+                _wait_until(ready.get())  # FIFO: nothing else could run before this frame anyway
+                compute()
+                slots.release()
+
+        stages = [threading.Thread(target=link), threading.Thread(target=device)]
+        t0 = time.perf_counter()
+        for t in stages:
+            t.start()
+        for t in stages:
+            t.join()
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class LinkSimDevice(Device):
+    """A device name's argument is the link: a shipped or inline one (see the module doc)."""
+
+    name = "link-sim"
+    takes_arg = True
+
+    def __init__(self, arg: str | None = None) -> None:
+        if not arg:
+            from loop.core.errors import LoopError
+
+            raise LoopError("link-sim needs a link: 'link-sim:hailo10h-usb-1.5a' or 'link-sim:300MB/s+0.9ms'")
+        model = parse_inline(arg) if "MB/s" in arg else load(None, arg)
+        self.link, self._inner = Link(model), OnnxRuntimeDevice()
+        self._engine = threading.Lock()  # the simulated device's compute: one frame at a time
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        ok, why = OnnxRuntimeDevice.available()
+        return ok, why if not ok else "simulated link in front of the host CPU (validates arithmetic, not USB)"
+
+    def open(self, artifact: Artifact, options: RuntimeOptions) -> Session:
+        return LinkSimSession(self._inner.open(artifact, options), self.link, self._engine)
+
+    def health(self) -> Health:
+        return self._inner.health()
+
+    def describe(self) -> dict[str, str]:
+        m = self.link.model
+        return {
+            **self._inner.describe(),
+            "device": f"{self.name}:{m.name}",
+            "link": f"{m.bandwidth_mb_s:.1f} MB/s + {m.per_transfer_ms:.3f} ms per transfer, {m.round_trip_ms:.3f} ms",
+        }

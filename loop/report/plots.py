@@ -1,0 +1,213 @@
+"""The report's plots: matplotlib figures (no pyplot, no global state) rendered as inline SVG.
+
+Every artist a reader (or a test) needs to find carries an SVG id (``gid``): ``rungs``,
+``plateau``, ``depths``, ``knee``, ``runs``, ``ceiling``, ``ttfo-open`` ... . ``svg`` renders
+with text kept as text and ids salted, so a report is the same bytes for the same ledger.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from loop.core.record import RunRecord
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from loop.measure.link import LinkModel
+
+AUDIT_COLUMNS = ("kernel", "bias", "in_scale", "out_scale")
+INSIDE, OUTSIDE, SAME = "#4c9a6a", "#d62728", "#f2f2f2"
+
+
+def figure(width: float = 6.4, height: float = 3.6) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def svg(fig: Figure) -> str:
+    """The figure as an ``<svg>`` element for inline use (no XML prolog, no external refs)."""
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "loop", "svg.id": None}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    text = buf.getvalue()
+    return re.sub(r"<metadata>.*?</metadata>", "", text[text.index("<svg") :], flags=re.S)
+
+
+def link_ladder(rungs: Sequence[RunRecord], model: LinkModel | None) -> Figure:
+    """MB/s against frame bytes; the fitted bandwidth as the plateau line, with its value."""
+    from loop.measure.ladder import link_rate
+
+    fig = figure()
+    ax = fig.add_subplot()
+    xs = [(r.measure.bytes_in or 0) + (r.measure.bytes_out or 0) for r in rungs]
+    ax.plot(xs, [link_rate(r) for r in rungs], "o", gid="rungs", label="measured")
+    if model is not None:
+        ax.axhline(model.bandwidth_mb_s, color=OUTSIDE, ls="--", gid="plateau")
+        ax.annotate(f"plateau {model.bandwidth_mb_s:.0f} MB/s", (0.02, 0.92), xycoords="axes fraction")
+    ax.set(xscale="log", xlabel="bytes per frame (in + out)", ylabel="MB/s", title="Link ladder")
+    ax.set_ylim(bottom=0)
+    return fig
+
+
+def depth_ladder(run: RunRecord, knee: int | None) -> Figure:
+    fig = figure()
+    ax = fig.add_subplot()
+    by = run.measure.by_depth
+    ax.plot([d.depth for d in by], [d.rate.median for d in by], "o-", gid="depths")
+    if knee is not None:
+        ax.axvline(knee, color=OUTSIDE, ls="--", gid="knee")
+        ax.annotate(f"knee at depth {knee}", (0.02, 0.92), xycoords="axes fraction")
+    ax.set(xscale="log", xlabel="queue depth", ylabel="frames/s", title=f"Depth ladder: {run.variant}")
+    ax.set_xscale("log", base=2)
+    return fig
+
+
+def roofline(runs: Sequence[RunRecord], model: LinkModel) -> Figure:
+    """Frames/s against bytes per inference, log-log, under the link's ceiling 1 / busy(bytes)."""
+    fig = figure()
+    ax = fig.add_subplot()
+    pts = [(float((r.measure.bytes_in or 0) + (r.measure.bytes_out or 0)), r.measure.median_fps or 0.0) for r in runs]
+    pts = [(b, f) for b, f in pts if b > 0 and f > 0]
+    lo, hi = min(b for b, _ in pts) / 4, max(b for b, _ in pts) * 4
+    grid = [lo * (hi / lo) ** (i / 63) for i in range(64)]
+    ax.plot(grid, [1 / model.busy_s(b) for b in grid], color=OUTSIDE, gid="ceiling", label=f"{model.name} ceiling")
+    ax.plot([b for b, _ in pts], [f for _, f in pts], "o", gid="runs", label="runs (compute here)")
+    for r, (b, f) in zip(runs, pts, strict=False):
+        ax.annotate(r.variant, (b, f), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set(xscale="log", yscale="log", xlabel="bytes per inference", ylabel="frames/s", title="Bus roofline")
+    ax.legend(loc="lower left", fontsize=8)
+    return fig
+
+
+def ttfo_bars(runs: Sequence[RunRecord]) -> Figure:
+    """Time to first output per variant, stacked: open, transfer (where known), first inference."""
+    fig = figure(6.4, 0.5 + 0.3 * max(len(runs), 2))
+    ax = fig.add_subplot()
+    left = [0.0] * len(runs)
+    for part, color in (("open_ms", "#9ecae1"), ("transfer_ms", "#fd8d3c"), ("first_ms", "#3182bd")):
+        widths = [float((r.measure.data.get("ttfo_parts") or {}).get(part) or 0.0) for r in runs]
+        names = [r.variant for r in runs]
+        ax.barh(names, widths, left=left, color=color, gid=f"ttfo-{part[:-3]}", label=part[:-3])
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.set(xlabel="ms", title="Time to first output")
+    ax.invert_yaxis()
+    ax.legend(fontsize=8)
+    return fig
+
+
+@dataclass(frozen=True)
+class Cell:
+    state: str  # "same", "inside" or "outside"
+    magnitude: float | None  # x the rounding bound (bias), the scale ratio, the weight scale ratio
+    detail: str
+
+
+_NUMBER = {
+    "bias": r"= ([0-9.]+)x the rounding bound",
+    "in_scale": r"\(([0-9.]+)x\)",
+    "out_scale": r"\(([0-9.]+)x\)",
+    "kernel": r"weight scale x([0-9.]+)",
+}
+
+
+def audit_cells(run: RunRecord) -> dict[tuple[str, str], Cell]:
+    """(layer, column) -> cell, from the audit's recorded changes. The magnitude is read back
+    from the change's text, where the audit wrote it; a change without one has None."""
+    cells: dict[tuple[str, str], Cell] = {}
+    for c in run.changes:
+        what = "bias" if c.what == "bias-rounding" else c.what
+        if what not in AUDIT_COLUMNS:
+            what = "kernel"  # a function change or a missing layer is about the layer's weights
+        found = re.search(_NUMBER.get(what, "$^"), c.detail)
+        state = "inside" if c.allowed else "outside"
+        old = cells.get((c.layer, what))
+        if old is None or old.state == "inside":
+            cells[(c.layer, what)] = Cell(state, float(found.group(1)) if found else None, c.detail)
+    return cells
+
+
+def audit_grid(run: RunRecord) -> Figure:
+    """Layers x {kernel, bias, in_scale, out_scale}: grey unchanged, green inside the
+    footprint, red (hatched) outside, with the magnitude written in the cell."""
+    from matplotlib.patches import Rectangle
+
+    layers = [lay.name for lay in run.layers] or sorted({c.layer for c in run.changes})
+    cells = audit_cells(run)
+    fig = figure(5.2, 0.8 + 0.28 * max(len(layers), 2))
+    ax = fig.add_subplot()
+    for y, layer in enumerate(layers):
+        for x, col in enumerate(AUDIT_COLUMNS):
+            cell = cells.get((layer, col), Cell("same", None, ""))
+            color = {"same": SAME, "inside": INSIDE, "outside": OUTSIDE}[cell.state]
+            ax.add_patch(
+                Rectangle(
+                    (x, y),
+                    0.95,
+                    0.9,
+                    color=color,
+                    hatch="//" if cell.state == "outside" else None,
+                    gid=f"cell-{y}-{x}-{cell.state}",
+                )
+            )
+            if cell.magnitude is not None:
+                ax.text(x + 0.47, y + 0.45, f"{cell.magnitude:.3g}x", ha="center", va="center", fontsize=7)
+    ax.set(xlim=(0, len(AUDIT_COLUMNS)), ylim=(len(layers), 0), title=f"{run.variant}: {run.verdict}")
+    ax.set_xticks([i + 0.47 for i in range(len(AUDIT_COLUMNS))], AUDIT_COLUMNS)
+    ax.set_yticks([i + 0.45 for i in range(len(layers))], layers, fontsize=7)
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    return fig
+
+
+def generations(runs: Sequence[RunRecord], score: str) -> Figure:
+    """Each candidate's score by generation, the best so far as a step line, confounded ones as x."""
+    fig = figure()
+    ax = fig.add_subplot()
+    _scatter(ax, [r for r in runs if r.verdict != "confounded"], score, "o", "candidates")
+    _scatter(ax, [r for r in runs if r.verdict == "confounded"], score, "x", "confounded")
+    best: list[tuple[int, float]] = []
+    for g in sorted({r.generation for r in runs if r.generation is not None}):
+        here = [
+            s for r in runs if r.generation == g and r.verdict != "confounded" if (s := _score(r, score)) is not None
+        ]
+        here += [best[-1][1]] if best else []
+        if here:
+            best.append((g, max(here)))
+    ax.step([g for g, _ in best], [s for _, s in best], where="post", color=INSIDE, gid="best", label="best so far")
+    ax.set(xlabel="generation", ylabel=score, title="Generations")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _score(run: RunRecord, score: str) -> float | None:
+    value = run.scores.data.get(score)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _scatter(ax: Axes, runs: Sequence[RunRecord], score: str, marker: str, label: str) -> None:
+    pts = [(r.generation, _score(r, score)) for r in runs]
+    kept = [(g, s) for g, s in pts if g is not None and s is not None]
+    if kept:
+        ax.plot([g for g, _ in kept], [s for _, s in kept], marker, ls="none", gid=label, label=label)
+
+
+def device_bars(runs: Sequence[RunRecord]) -> Figure:
+    """Each further device's SNR against the first device's outputs, per variant."""
+    fig = figure()
+    ax = fig.add_subplot()
+    rows = [(r.variant, d.device, d.snr_db_vs_first) for r in runs for d in r.scores.devices]
+    labels = [f"{v}\n{d}" for v, d, _ in rows]
+    ax.bar(labels, [min(s, 120.0) if s is not None else 0.0 for _, _, s in rows], gid="devices")
+    ax.set(ylabel="SNR against the first device, dB (capped at 120)", title="Devices side by side")
+    ax.tick_params(axis="x", labelsize=7)
+    return fig

@@ -1,0 +1,85 @@
+"""``link-sim``: a real copy and a timed wait per inference, on the host's ONNX Runtime device.
+
+Its waits are what the link model predicts, so rates are checked as ratios to the model's
+own prediction (load on the host only lengthens a wait, and the waits dominate here)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from loop.core.errors import LoopError
+from loop.core.registry import make_device
+from loop.devices.base import RuntimeOptions
+from loop.devices.link_sim import LinkSimDevice
+from loop.devices.onnxruntime import OnnxRuntimeDevice
+
+
+def frames(artifact) -> list[np.ndarray]:
+    return [np.full(artifact.inputs[0].shape, 3, np.uint8)]
+
+
+def nbytes(artifact) -> int:
+    return sum(t.frame_bytes for t in (*artifact.inputs, *artifact.outputs))
+
+
+def test_outputs_are_the_wrapped_devices(artifact):
+    with OnnxRuntimeDevice().open(artifact, RuntimeOptions(threads=1)) as bare:
+        expected = bare.infer(frames(artifact))
+    with LinkSimDevice("100MB/s+0.1ms").open(artifact, RuntimeOptions(threads=1)) as s:
+        got = s.infer(frames(artifact))
+        assert "simulated" in s.notes[0]
+    assert all(np.array_equal(a, b) for a, b in zip(expected, got, strict=True))
+
+
+def test_a_slow_link_sets_the_rate_and_queueing_hides_the_round_trip(artifact):
+    # a link busy ~10 ms per inference and a 30 ms round trip dwarf the tiny graph's compute
+    bw = nbytes(artifact) / 10e-3 / 1e6
+    device = LinkSimDevice(f"{bw:.6f}MB/s+30ms")
+    with device.open(artifact, RuntimeOptions(threads=1)) as s:
+        lone = 6 / s.pipelined(frames(artifact), 6, 1)
+        queued = 24 / s.pipelined(frames(artifact), 24, 8)
+    assert lone == pytest.approx(1 / 40e-3, rel=0.2)  # link + round trip + compute, one at a time
+    assert queued == pytest.approx(1 / 10e-3, rel=0.2)  # the link alone, once 8 are in flight
+    assert queued / lone > 3
+
+
+def test_the_split_times_the_link_apart_from_compute(artifact):
+    device = LinkSimDevice("hailo10h-usb-1.5a")
+    with device.open(artifact, RuntimeOptions(threads=1)) as s:
+        split = s.split_ms(frames(artifact), 5)
+    model = device.link.model
+    assert split is not None and set(split) == {"copy_in_ms", "compute_ms", "copy_out_ms"}
+    assert split["copy_in_ms"] >= model.round_trip_ms + model.per_transfer_ms
+    assert split["compute_ms"] > 0 and split["copy_out_ms"] >= 0
+
+
+@pytest.mark.parametrize(
+    "name, match",
+    [
+        ("link-sim", "link-sim needs a link"),
+        ("link-sim:nowhere", "unknown link 'nowhere'"),
+        ("link-sim:0MB/s", "expected a link name"),
+        ("hailort:x", "takes no ':' argument"),
+    ],
+)
+def test_device_names_with_bad_arguments_are_refused(name, match):
+    with pytest.raises(LoopError, match=match):
+        make_device(name)
+
+
+def test_a_sweep_naming_a_bad_link_fails_at_its_line(write_sweep):
+    from loop.spec.sweepfile import parse
+
+    path = write_sweep(
+        """\
+        sweep: s
+        base: tiny.yaml
+        devices: ["link-sim:fastest"]
+        variants:
+          - name: base
+        """
+    )
+    with pytest.raises(LoopError) as err:
+        parse(path)
+    assert err.value.line == 3 and err.value.field == "devices" and "unknown link 'fastest'" in err.value.message

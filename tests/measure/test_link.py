@@ -1,0 +1,135 @@
+"""The link model: fitted from known rungs, the seed's link, predictions and their bounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from loop.core.errors import LoopError
+from loop.core.record import Figures, RunRecord
+from loop.measure.link import (
+    COMPUTE,
+    LINK,
+    LinkModel,
+    Rung,
+    fit,
+    load,
+    parse_inline,
+    predict,
+    rungs_of,
+    save,
+    seed_link,
+)
+
+
+def rungs_from(bw_mb_s: float, fixed_ms: float, trip_ms: float) -> list[Rung]:
+    per = [(n, b, b / (bw_mb_s * 1e6) + fixed_ms / 1e3) for n, b in (("a", 65_536), ("b", 1 << 20), ("c", 8 << 20))]
+    return [Rung(n, b, s, 4, s + trip_ms / 1e3 if n == "a" else None) for n, b, s in per]
+
+
+def test_fit_recovers_a_known_link():
+    m = fit("known", rungs_from(120.0, 0.5, 1.25), "test")
+    assert m.bandwidth_mb_s == pytest.approx(120.0, rel=1e-9)
+    assert m.per_transfer_ms == pytest.approx(0.5, rel=1e-9)
+    assert m.round_trip_ms == pytest.approx(1.25, rel=1e-9)
+    assert all(abs(r) < 1e-6 for r in m.residuals_pct.values())
+
+
+def test_the_seed_link_is_the_seeds_plateau_and_round_trip():
+    m = seed_link()
+    assert 285 <= m.bandwidth_mb_s <= 300  # "the link plateaus at ~285-300 MB/s"
+    assert m.round_trip_ms == pytest.approx(1e3 / 724 - 1e3 / 2094, rel=1e-9)  # ~0.9 ms of 1.38
+    assert all(abs(r) < 5 for r in m.residuals_pct.values())
+    assert "seed" in m.source
+
+
+@pytest.mark.parametrize(
+    "rungs, match",
+    [
+        ([Rung("a", 100, 1e-3, 4)], "at least two frame sizes"),
+        ([Rung("a", 100, 2e-3, 4), Rung("b", 1000, 1e-3, 4)], "compute-bound"),
+    ],
+)
+def test_fit_refuses_what_is_not_a_ladder(rungs, match):
+    with pytest.raises(LoopError, match=match):
+        fit("x", rungs, "test")
+
+
+def run(fps: float, bytes_in: int, bytes_out: int = 0, depth: int = 4, **extra: object) -> RunRecord:
+    by_depth = [
+        {"depth": 1, "rate_fps": {"median": fps / 2}, "spread_pct": 1.0},
+        {"depth": depth, "rate_fps": {"median": fps}, "spread_pct": 1.0},
+    ]
+    data = {
+        "rate_fps": {"median": fps},
+        "depth": depth,
+        "bytes_in": bytes_in,
+        "bytes_out": bytes_out,
+        "by_depth": by_depth,
+        **extra,
+    }
+    return RunRecord(id=7, sweep="s", variant="v", status="ok", device="onnxruntime", measure=Figures.from_json(data))
+
+
+LINK_100 = LinkModel("l100", 100.0, 0.0, 1.0, "test", {})
+
+
+def test_a_big_frame_on_a_slow_link_is_link_bound():
+    p = predict(LINK_100, run(1000.0, 1_000_000))  # 10 ms on the link against 1 ms of compute
+    assert p.bound == LINK and p.rate_fps == pytest.approx(100.0)
+    assert p.link_busy_ms == pytest.approx(10.0) and not p.depth_limited
+    assert p.first_output_ms == pytest.approx(10.0 + 1.0 + 2.0)  # link, round trip, lone compute (1/500 s)
+
+
+def test_a_small_frame_is_compute_bound_and_queueing_hides_the_round_trip():
+    p = predict(LINK_100, run(200.0, 10_000))  # 0.1 ms on the link; compute 10 ms (1 / 100 fps at depth 1)
+    assert p.bound == COMPUTE and p.rate_fps == pytest.approx(100.0) and "depth 1" in p.compute_basis
+    lone = predict(LINK_100, run(200.0, 10_000), depth=1)
+    assert lone.rate_fps == pytest.approx(1e3 / (0.1 + 1.0 + 10.0))  # depth 1 pays everything in turn
+
+
+def test_littles_law_caps_a_shallow_queue():
+    slow_trip = LinkModel("trip", 100.0, 0.0, 30.0, "test", {})
+    p = predict(slow_trip, run(1000.0, 100_000, depth=2))  # 1 ms link, 1 ms compute, 30 ms round trip
+    assert p.depth_limited and p.rate_fps == pytest.approx(2 / (1e-3 + 30e-3 + 2e-3))
+
+
+def test_a_devices_own_compute_split_wins_over_its_rate():
+    p = predict(LINK_100, run(1000.0, 0, compute_ms=4.0))
+    assert p.compute_ms == pytest.approx(4.0) and "recorded by the device" in p.compute_basis
+
+
+def test_rungs_of_a_measured_ladder():
+    rungs = rungs_of([run(100.0, 400, 100), run(50.0, 800, 200)])
+    assert [(r.bytes, r.per_frame_s, r.depth) for r in rungs] == [(500, 0.01, 4), (1000, 0.02, 4)]
+    assert rungs[0].lone_s == pytest.approx(0.02)
+
+
+def test_saved_links_round_trip_and_unknown_names_list_the_known(tmp_path):
+    m = fit("mine", rungs_from(50.0, 0.1, 0.0), "test")
+    save(tmp_path, m)
+    assert load(tmp_path, "mine") == m
+    assert load(tmp_path, "hailo10h-usb-1.5a") == seed_link()
+    with pytest.raises(LoopError, match=r"unknown link 'other' \(known: hailo10h-usb-1.5a, mine\)"):
+        load(tmp_path, "other")
+    for bad in ("hailo10h-usb-1.5a", "../up", ""):
+        with pytest.raises(LoopError):
+            save(tmp_path, LinkModel(bad, 1.0, 0.0, 0.0, "t", {}))
+
+
+def test_a_damaged_link_file_is_one_clear_error(tmp_path):
+    save(tmp_path, LinkModel("ok", 1.0, 0.0, 0.0, "t", {}))
+    (tmp_path / "links" / "ok.json").write_text('{"name": "ok"}')
+    with pytest.raises(LoopError, match="not a link model"):
+        load(tmp_path, "ok")
+
+
+@pytest.mark.parametrize("text, bw, trip", [("300MB/s+0.9ms", 300.0, 0.9), ("25 MB/s", 25.0, 0.0)])
+def test_inline_links(text, bw, trip):
+    m = parse_inline(text)
+    assert (m.bandwidth_mb_s, m.round_trip_ms) == (bw, trip)
+
+
+@pytest.mark.parametrize("text", ["0MB/s", "fastMB/s", "300 mb/s", "infMB/s", "..MB/s", "1e999MB/s"])
+def test_inline_links_refuse_nonsense(text):
+    with pytest.raises(LoopError, match="expected a link name"):
+        parse_inline(text)

@@ -1,0 +1,189 @@
+"""``loop report``: each plot checked against known data, at its coordinates in the SVG."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("matplotlib", reason="loop report needs the report extra")
+
+from loop.core.record import Figures, RecordedChange, RecordedLayer, RunRecord, Scores
+from loop.measure.link import LinkModel, fit, rungs_of
+from loop.report.page import render
+from loop.report.plots import audit_cells, audit_grid, depth_ladder, link_ladder, roofline, svg, ttfo_bars
+
+SVG = "{http://www.w3.org/2000/svg}"
+XLINK = "{http://www.w3.org/1999/xlink}"
+
+
+def marks(text: str, gid: str) -> list[tuple[float, float]]:
+    """Every vertex drawn under the element with id ``gid``: marker positions and path points."""
+    root = ET.fromstring(text)
+    node = next(e for e in root.iter() if e.get("id") == gid)
+    defs = {id(p) for d in node.iter(f"{SVG}defs") for p in d.iter()}
+    points = [(float(u.get("x")), float(u.get("y"))) for u in node.iter(f"{SVG}use")]
+    for path in node.iter(f"{SVG}path"):
+        if id(path) not in defs:
+            nums = [float(n) for n in re.findall(r"-?[0-9.]+(?:e-?[0-9]+)?", path.get("d", ""))]
+            points += list(zip(nums[::2], nums[1::2], strict=False))
+    return points
+
+
+def expected(fig, ax, xy: tuple[float, float]) -> tuple[float, float]:
+    """Where data point ``xy`` lands in the SVG: matplotlib draws SVG at 72 dpi, y downwards."""
+    fig.set_dpi(72)
+    x, y = ax.transData.transform(xy)
+    return float(x), fig.bbox.height - float(y)
+
+
+def close(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return abs(a[0] - b[0]) < 0.05 and abs(a[1] - b[1]) < 0.05
+
+
+def run(name: str, fps: float, bytes_in: int, bytes_out: int = 0, **kw) -> RunRecord:
+    data = {
+        "rate_fps": {"median": fps, "ci95": [fps * 0.98, fps * 1.02], "repeats": 5, "frames": 500},
+        "bytes_in": bytes_in,
+        "bytes_out": bytes_out,
+        "depth": 4,
+        "ttfo_ms": 12.0,
+        "ttfo_parts": {"open_ms": 8.0, "transfer_ms": None, "first_ms": 4.0},
+        **kw.pop("measure", {}),
+    }
+    return RunRecord(
+        id=kw.pop("id", 1),
+        sweep="s",
+        variant=name,
+        status="ok",
+        verdict=kw.pop("verdict", "n/a"),
+        measure=Figures.from_json(data),
+        **kw,
+    )
+
+
+# the seed's frame ladder: in + out bytes, frames/s
+SEED = [
+    run("512p", 207.0, 1_050_000, 260_000),
+    run("720p", 63.5, 3_690_000, 920_000),
+    run("1080p", 29.8, 8_290_000, 2_070_000),
+    run("4K", 6.9, 33_180_000, 8_290_000),
+]
+
+
+def test_the_link_ladder_draws_each_rung_and_the_plateau_at_the_fitted_value():
+    model = fit("seed", rungs_of(SEED), "test")
+    fig = link_ladder(SEED, model)
+    text = svg(fig)
+    ax = fig.axes[0]
+    drawn = marks(text, "rungs")
+    for r in SEED:
+        mb_s = (r.measure.bytes_in + r.measure.bytes_out) * r.measure.median_fps / 1e6
+        want = expected(fig, ax, (r.measure.bytes_in + r.measure.bytes_out, mb_s))
+        assert any(close(want, d) for d in drawn), (r.variant, want, drawn)
+    plateau_y = {round(y, 2) for _, y in marks(text, "plateau")}
+    assert plateau_y == {round(expected(fig, ax, (1e6, model.bandwidth_mb_s))[1], 2)}
+    assert 285 < model.bandwidth_mb_s < 305 and f"plateau {model.bandwidth_mb_s:.0f} MB/s" in text
+
+
+def test_the_depth_ladder_marks_its_knee():
+    by = [
+        {"depth": d, "rate_fps": {"median": f}, "spread_pct": 1.0}
+        for d, f in ((1, 724.0), (2, 1400.0), (32, 2094.0), (64, 2090.0))
+    ]
+    r = run("block16k", 2094.0, 16_384, measure={"by_depth": by})
+    fig = depth_ladder(r, 32)
+    text = svg(fig)
+    ax = fig.axes[0]
+    assert all(
+        any(close(expected(fig, ax, (d["depth"], d["rate_fps"]["median"])), p) for p in marks(text, "depths"))
+        for d in by
+    )
+    assert {round(x, 2) for x, _ in marks(text, "knee")} == {round(expected(fig, ax, (32, 1000.0))[0], 2)}
+
+
+def test_the_roofline_puts_runs_under_the_links_ceiling():
+    model = LinkModel("l", 100.0, 0.5, 1.0, "test", {})
+    runs = [run("small", 900.0, 10_000), run("big", 30.0, 4_000_000)]
+    fig = roofline(runs, model)
+    text = svg(fig)
+    ax = fig.axes[0]
+    for r in runs:
+        assert any(close(expected(fig, ax, (r.measure.bytes_in, r.measure.median_fps)), p) for p in marks(text, "runs"))
+    ceiling = marks(text, "ceiling")
+    assert len(ceiling) == 64
+    x0 = 10_000 / 4  # the ceiling's first point: a quarter of the smallest run's bytes
+    assert close(ceiling[0], expected(fig, ax, (x0, 1 / model.busy_s(x0))))
+
+
+def test_time_to_first_output_stacks_open_then_first():
+    r = run("v", 10.0, 100)
+    text = svg(ttfo_bars([r]))
+    assert "ttfo-open" in text and "ttfo-first" in text
+
+
+def confounded() -> RunRecord:
+    layers = (RecordedLayer("conv1"), RecordedLayer("conv2"))
+    changes = (
+        RecordedChange("conv1", "out_scale", "t: scale 0.1 -> 0.2 (2.00x), zero point 0 -> 0"),
+        RecordedChange("conv2", "kernel", "kernel aaaa -> bbbb", allowed=False),
+        RecordedChange(
+            "conv2",
+            "bias",
+            "max |Δ| 0.3 at channel 1 = 7.5x the rounding bound 0.04; 3/8 channels beyond it",
+            allowed=False,
+        ),
+    )
+    return run("scale", 10.0, 100, verdict="confounded", layers=layers, changes=changes)
+
+
+def test_the_audit_grid_shows_outside_cells_unmistakably():
+    r = confounded()
+    cells = audit_cells(r)
+    assert cells[("conv1", "out_scale")].state == "inside" and cells[("conv1", "out_scale")].magnitude == 2.0
+    assert cells[("conv2", "bias")].state == "outside" and cells[("conv2", "bias")].magnitude == 7.5
+    text = svg(audit_grid(r))
+    ids = re.findall(r'id="(cell-[0-9]+-[0-9]+-[a-z]+)"', text)
+    assert sorted(i for i in ids if i.endswith("outside")) == ["cell-1-0-outside", "cell-1-1-outside"]
+    assert "cell-0-3-inside" in ids and len(ids) == 8 and "7.5x" in text
+
+
+def test_the_page_holds_every_section_and_loads_nothing(tmp_path: Path):
+    gens = [
+        run(
+            f"c{i}",
+            10.0,
+            100,
+            id=10 + i,
+            generation=i // 2,
+            verdict="clean" if i != 3 else "confounded",
+            scores=Scores.from_json({"snr_db": 10.0 + i}),
+        )
+        for i in range(6)
+    ]
+    two = Scores.from_json(
+        {
+            "devices": {
+                "hailo-emulator": {"snr_db_vs_first": 31.5, "max_abs_diff": 0.2, "values_differ": 3, "values_total": 64}
+            }
+        }
+    )
+    page = render(
+        [*SEED, confounded(), *gens, run("two", 5.0, 100, id=30, scores=two)], "test", "hailo10h-usb-1.5a", tmp_path
+    )
+    for title in (
+        "at a glance",
+        "The audit",
+        "Ladders",
+        "bus roofline",
+        "Time to first output",
+        "Generations",
+        "Devices side by side",
+    ):
+        assert title in page
+    assert 'id="devices"' in page and 'id="best"' in page and 'id="confounded"' in page and 'id="ceiling"' in page
+    assert "Recorded, not used in comparisons" in page and "kernel aaaa -&gt; bbbb" in page
+    assert not re.search(r"""(src|href)=["']https?:""", page) and "<script" not in page
+    ET.fromstring(re.search(r"<svg.*?</svg>", page, re.S).group(0))  # inline SVG that parses

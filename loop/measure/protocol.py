@@ -82,7 +82,7 @@ def summary(values: Sequence[float]) -> dict[str, Any]:
         "median": statistics.median(values),
         "min": min(values),
         "max": max(values),
-        "ci95": [lo, hi],
+        "ci95": [max(lo, 0.0), hi],  # a t interval on a few wild repeats can reach below 0; a rate cannot
         "ci95_pct": ci_pct(values),
         "repeats": len(values),
     }

@@ -45,12 +45,14 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], classes: Seque
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _glance_row(r: RunRecord) -> list[str]:
+def _glance_row(r: RunRecord, runs: Sequence[RunRecord]) -> list[str]:
+    from loop.report.plots import label
+
     m, parts = r.measure, r.measure.data.get("ttfo_parts") or {}
     ci = m.rate.ci95 if m.rate else None
     split = " / ".join(_num(parts.get(k), ".2f") for k in ("open_ms", "transfer_ms", "first_ms"))
     return [
-        _esc(r.variant),
+        _esc(label(r, runs)),
         _esc(r.verdict if r.status == "ok" else f"{r.status} at {r.stage}"),
         f"{_num(m.ttfo_ms, '.2f')} <span class='note'>({split})</span>",
         _num(m.median_fps, ".1f") + (f" <span class='note'>[{ci[0]:.1f}, {ci[1]:.1f}]</span>" if ci else ""),
@@ -78,12 +80,12 @@ def glance(runs: Sequence[RunRecord]) -> str:
 
     used = [r for r in runs if r.status == "ok" and r.verdict not in NOT_COMPARABLE]
     apart = [r for r in runs if r not in used]
-    text = _table(GLANCE, [_glance_row(r) for r in used])
+    text = _table(GLANCE, [_glance_row(r, runs) for r in used])
     if apart:
         text += "<p class='apart'>Recorded, not used in comparisons (confounded, no reference, failed):</p>"
         text += _table(
             GLANCE,
-            [_glance_row(r) for r in apart],
+            [_glance_row(r, runs) for r in apart],
             ["confounded" if r.verdict == "confounded" else "apart" for r in apart],
         )
         why = [r.error or ("; ".join(c.detail for c in r.changes if not c.allowed)) or r.verdict for r in apart]
@@ -115,7 +117,9 @@ class Page:
         from loop.report.plots import audit_grid
 
         audited = [r for r in self.runs if r.changes]
-        return self.plots([audit_grid(r) for r in audited])
+        from loop.report.plots import label
+
+        return self.plots([audit_grid(r, label(r, self.runs)) for r in audited])
 
     def ladders(self) -> str:
         from loop.measure.ladder import depth_knee
@@ -155,9 +159,10 @@ class Page:
         return self.plots([ttfo_bars(timed)]) if timed else ""
 
     def generations(self) -> str:
+        from loop.judge.audit import REFERENCE
         from loop.report.plots import generations
 
-        gens = [r for r in self.runs if r.generation is not None]
+        gens = [r for r in self.runs if r.generation is not None and r.verdict != REFERENCE]
         if not gens:
             return ""
         score = "snr_db" if any(r.scores.snr_db is not None for r in gens) else "output_mean"
@@ -189,7 +194,8 @@ def render(runs: Sequence[RunRecord], title: str, link: str, runs_dir: Path) -> 
 
 
 def write_report(runs_dir: Path, sweep: str | None, out: Path | None, link: str = "hailo10h-usb-1.5a") -> Path:
-    """Render the ledger's runs (one sweep's, or all) to ``out`` (default RUNS/report.html)."""
+    """Render the ledger's runs (one sweep's with its ``loop.evaluate`` generations ``NAME-gN``,
+    or all) to ``out`` (default RUNS/report.html)."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -198,7 +204,7 @@ def write_report(runs_dir: Path, sweep: str | None, out: Path | None, link: str 
     from loop.store.ledger import Ledger
 
     with Ledger.open_existing(runs_dir / "ledger.sqlite") as book:
-        runs = book.records(sweep)
+        runs = [r for r in book.records() if sweep is None or r.sweep in (sweep, f"{sweep}-g{r.generation}")]
     if not runs:
         raise LoopError(f"no runs{f' of sweep {sweep!r}' if sweep else ''} in {runs_dir}")
     title = f"loop report: {sweep or ', '.join(sorted({r.sweep for r in runs}))}"

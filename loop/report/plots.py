@@ -22,6 +22,13 @@ if TYPE_CHECKING:
     from loop.measure.link import LinkModel
 
 AUDIT_COLUMNS = ("kernel", "bias", "in_scale", "out_scale")
+
+
+def label(run: RunRecord, runs: Sequence[RunRecord]) -> str:
+    """The variant's name, with its sweep where the runs shown span several (generations)."""
+    return run.variant if len({r.sweep for r in runs}) <= 1 else f"{run.sweep}/{run.variant}"
+
+
 INSIDE, OUTSIDE, SAME = "#4c9a6a", "#d62728", "#f2f2f2"
 
 
@@ -49,11 +56,18 @@ def link_ladder(rungs: Sequence[RunRecord], model: LinkModel | None) -> Figure:
     fig = figure()
     ax = fig.add_subplot()
     xs = [(r.measure.bytes_in or 0) + (r.measure.bytes_out or 0) for r in rungs]
+    from matplotlib.ticker import NullFormatter
+
+    from loop.measure.ladder import link_plateau
+
     ax.plot(xs, [link_rate(r) for r in rungs], "o", gid="rungs", label="measured")
     if model is not None:
         ax.axhline(model.bandwidth_mb_s, color=OUTSIDE, ls="--", gid="plateau")
-        ax.annotate(f"plateau {model.bandwidth_mb_s:.0f} MB/s", (0.02, 0.92), xycoords="axes fraction")
+        flat = link_plateau(rungs)
+        seen = f"plateau {flat[1]:.0f}-{flat[2]:.0f} MB/s from {flat[0]}" if flat else "no plateau yet: still climbing"
+        ax.annotate(f"fitted {model.bandwidth_mb_s:.0f} MB/s; {seen}", (0.02, 0.92), xycoords="axes fraction")
     ax.set(xscale="log", xlabel="bytes per frame (in + out)", ylabel="MB/s", title="Link ladder")
+    ax.xaxis.set_minor_formatter(NullFormatter())  # after the scale, which resets it; labels overlapped
     ax.set_ylim(bottom=0)
     return fig
 
@@ -95,7 +109,7 @@ def ttfo_bars(runs: Sequence[RunRecord]) -> Figure:
     left = [0.0] * len(runs)
     for part, color in (("open_ms", "#9ecae1"), ("transfer_ms", "#fd8d3c"), ("first_ms", "#3182bd")):
         widths = [float((r.measure.data.get("ttfo_parts") or {}).get(part) or 0.0) for r in runs]
-        names = [r.variant for r in runs]
+        names = [label(r, runs) for r in runs]
         ax.barh(names, widths, left=left, color=color, gid=f"ttfo-{part[:-3]}", label=part[:-3])
         left = [a + b for a, b in zip(left, widths, strict=True)]
     ax.set(xlabel="ms", title="Time to first output")
@@ -135,7 +149,7 @@ def audit_cells(run: RunRecord) -> dict[tuple[str, str], Cell]:
     return cells
 
 
-def audit_grid(run: RunRecord) -> Figure:
+def audit_grid(run: RunRecord, title: str | None = None) -> Figure:
     """Layers x {kernel, bias, in_scale, out_scale}: grey unchanged, green inside the
     footprint, red (hatched) outside, with the magnitude written in the cell."""
     from matplotlib.patches import Rectangle
@@ -153,14 +167,16 @@ def audit_grid(run: RunRecord) -> Figure:
                     (x, y),
                     0.95,
                     0.9,
-                    color=color,
+                    facecolor=color,
+                    edgecolor="#7f0000" if cell.state == "outside" else color,  # the hatch's colour
+                    linewidth=0,
                     hatch="//" if cell.state == "outside" else None,
                     gid=f"cell-{y}-{x}-{cell.state}",
                 )
             )
             if cell.magnitude is not None:
                 ax.text(x + 0.47, y + 0.45, f"{cell.magnitude:.3g}x", ha="center", va="center", fontsize=7)
-    ax.set(xlim=(0, len(AUDIT_COLUMNS)), ylim=(len(layers), 0), title=f"{run.variant}: {run.verdict}")
+    ax.set(xlim=(0, len(AUDIT_COLUMNS)), ylim=(len(layers), 0), title=f"{title or run.variant}: {run.verdict}")
     ax.set_xticks([i + 0.47 for i in range(len(AUDIT_COLUMNS))], AUDIT_COLUMNS)
     ax.set_yticks([i + 0.45 for i in range(len(layers))], layers, fontsize=7)
     ax.tick_params(length=0)
@@ -185,6 +201,9 @@ def generations(runs: Sequence[RunRecord], score: str) -> Figure:
             best.append((g, max(here)))
     ax.step([g for g, _ in best], [s for _, s in best], where="post", color=INSIDE, gid="best", label="best so far")
     ax.set(xlabel="generation", ylabel=score, title="Generations")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(fontsize=8)
     return fig
 

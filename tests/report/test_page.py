@@ -10,7 +10,9 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="loop report needs the report extra")
 
-from loop.core.record import Figures, RecordedChange, RecordedLayer, RunRecord, Scores
+from report_records import SEED, confounded, run
+
+from loop.core.record import Scores
 from loop.measure.link import LinkModel, fit, rungs_of
 from loop.report.page import render
 from loop.report.plots import audit_cells, audit_grid, depth_ladder, link_ladder, roofline, svg, ttfo_bars
@@ -43,36 +45,6 @@ def close(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return abs(a[0] - b[0]) < 0.05 and abs(a[1] - b[1]) < 0.05
 
 
-def run(name: str, fps: float, bytes_in: int, bytes_out: int = 0, **kw) -> RunRecord:
-    data = {
-        "rate_fps": {"median": fps, "ci95": [fps * 0.98, fps * 1.02], "repeats": 5, "frames": 500},
-        "bytes_in": bytes_in,
-        "bytes_out": bytes_out,
-        "depth": 4,
-        "ttfo_ms": 12.0,
-        "ttfo_parts": {"open_ms": 8.0, "transfer_ms": None, "first_ms": 4.0},
-        **kw.pop("measure", {}),
-    }
-    return RunRecord(
-        id=kw.pop("id", 1),
-        sweep="s",
-        variant=name,
-        status="ok",
-        verdict=kw.pop("verdict", "n/a"),
-        measure=Figures.from_json(data),
-        **kw,
-    )
-
-
-# the seed's frame ladder: in + out bytes, frames/s
-SEED = [
-    run("512p", 207.0, 1_050_000, 260_000),
-    run("720p", 63.5, 3_690_000, 920_000),
-    run("1080p", 29.8, 8_290_000, 2_070_000),
-    run("4K", 6.9, 33_180_000, 8_290_000),
-]
-
-
 def test_the_link_ladder_draws_each_rung_and_the_plateau_at_the_fitted_value():
     model = fit("seed", rungs_of(SEED), "test")
     fig = link_ladder(SEED, model)
@@ -85,7 +57,7 @@ def test_the_link_ladder_draws_each_rung_and_the_plateau_at_the_fitted_value():
         assert any(close(want, d) for d in drawn), (r.variant, want, drawn)
     plateau_y = {round(y, 2) for _, y in marks(text, "plateau")}
     assert plateau_y == {round(expected(fig, ax, (1e6, model.bandwidth_mb_s))[1], 2)}
-    assert 285 < model.bandwidth_mb_s < 305 and f"plateau {model.bandwidth_mb_s:.0f} MB/s" in text
+    assert 285 < model.bandwidth_mb_s < 305 and f"fitted {model.bandwidth_mb_s:.0f} MB/s; plateau" in text
 
 
 def test_the_depth_ladder_marks_its_knee():
@@ -122,21 +94,6 @@ def test_time_to_first_output_stacks_open_then_first():
     r = run("v", 10.0, 100)
     text = svg(ttfo_bars([r]))
     assert "ttfo-open" in text and "ttfo-first" in text
-
-
-def confounded() -> RunRecord:
-    layers = (RecordedLayer("conv1"), RecordedLayer("conv2"))
-    changes = (
-        RecordedChange("conv1", "out_scale", "t: scale 0.1 -> 0.2 (2.00x), zero point 0 -> 0"),
-        RecordedChange("conv2", "kernel", "kernel aaaa -> bbbb", allowed=False),
-        RecordedChange(
-            "conv2",
-            "bias",
-            "max |Δ| 0.3 at channel 1 = 7.5x the rounding bound 0.04; 3/8 channels beyond it",
-            allowed=False,
-        ),
-    )
-    return run("scale", 10.0, 100, verdict="confounded", layers=layers, changes=changes)
 
 
 def test_the_audit_grid_shows_outside_cells_unmistakably():

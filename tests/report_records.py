@@ -1,0 +1,50 @@
+"""Run records with known figures, for the report's tests: the seed's ladder, a confounded run."""
+
+from __future__ import annotations
+
+from loop.core.record import Figures, RecordedChange, RecordedLayer, RunRecord
+
+
+def run(name: str, fps: float, bytes_in: int, bytes_out: int = 0, **kw) -> RunRecord:
+    data = {
+        "rate_fps": {"median": fps, "ci95": [fps * 0.98, fps * 1.02], "repeats": 5, "frames": 500},
+        "bytes_in": bytes_in,
+        "bytes_out": bytes_out,
+        "depth": 4,
+        "ttfo_ms": 12.0,
+        "ttfo_parts": {"open_ms": 8.0, "transfer_ms": None, "first_ms": 4.0},
+        **kw.pop("measure", {}),
+    }
+    return RunRecord(
+        id=kw.pop("id", 1),
+        sweep="s",
+        variant=name,
+        status="ok",
+        verdict=kw.pop("verdict", "n/a"),
+        measure=Figures.from_json(data),
+        **kw,
+    )
+
+
+# the seed's frame ladder: in + out bytes, frames/s
+SEED = [
+    run("512p", 207.0, 1_050_000, 260_000),
+    run("720p", 63.5, 3_690_000, 920_000),
+    run("1080p", 29.8, 8_290_000, 2_070_000),
+    run("4K", 6.9, 33_180_000, 8_290_000),
+]
+
+
+def confounded() -> RunRecord:
+    layers = (RecordedLayer("conv1"), RecordedLayer("conv2"))
+    changes = (
+        RecordedChange("conv1", "out_scale", "t: scale 0.1 -> 0.2 (2.00x), zero point 0 -> 0"),
+        RecordedChange("conv2", "kernel", "kernel aaaa -> bbbb", allowed=False),
+        RecordedChange(
+            "conv2",
+            "bias",
+            "max |Δ| 0.3 at channel 1 = 7.5x the rounding bound 0.04; 3/8 channels beyond it",
+            allowed=False,
+        ),
+    )
+    return run("scale", 10.0, 100, verdict="confounded", layers=layers, changes=changes)

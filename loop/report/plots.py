@@ -1,7 +1,8 @@
 """The report's plots: matplotlib figures (no pyplot, no global state) rendered as inline SVG.
 
 Every artist a reader (or a test) needs to find carries an SVG id (``gid``): ``rungs``,
-``plateau``, ``depths``, ``knee``, ``runs``, ``ceiling``, ``ttfo-open`` ... . ``svg`` renders
+``plateau``, ``depths``, ``knee``, ``runs``, ``ceiling``, ``best``, ``ttfo-open-0`` (a bar
+each), ``devices-0``, ``cell-ROW-COL-STATE`` ... . ``svg`` renders
 with text kept as text and ids salted, so a report is the same bytes for the same ledger.
 """
 
@@ -110,7 +111,9 @@ def ttfo_bars(runs: Sequence[RunRecord]) -> Figure:
     for part, color in (("open_ms", "#9ecae1"), ("transfer_ms", "#fd8d3c"), ("first_ms", "#3182bd")):
         widths = [float((r.measure.data.get("ttfo_parts") or {}).get(part) or 0.0) for r in runs]
         names = [label(r, runs) for r in runs]
-        ax.barh(names, widths, left=left, color=color, gid=f"ttfo-{part[:-3]}", label=part[:-3])
+        bars = ax.barh(names, widths, left=left, color=color, label=part[:-3])
+        for i, bar in enumerate(bars):
+            bar.set_gid(f"ttfo-{part[:-3]}-{i}")  # one id a bar: an SVG id is unique
         left = [a + b for a, b in zip(left, widths, strict=True)]
     ax.set(xlabel="ms", title="Time to first output")
     ax.invert_yaxis()
@@ -226,7 +229,9 @@ def device_bars(runs: Sequence[RunRecord]) -> Figure:
     ax = fig.add_subplot()
     rows = [(r.variant, d.device, d.snr_db_vs_first) for r in runs for d in r.scores.devices]
     labels = [f"{v}\n{d}" for v, d, _ in rows]
-    ax.bar(labels, [min(s, 120.0) if s is not None else 0.0 for _, _, s in rows], gid="devices")
+    bars = ax.bar(labels, [min(s, 120.0) if s is not None else 0.0 for _, _, s in rows])
+    for i, bar in enumerate(bars):
+        bar.set_gid(f"devices-{i}")
     ax.set(ylabel="SNR against the first device, dB (capped at 120)", title="Devices side by side")
     ax.tick_params(axis="x", labelsize=7)
     return fig

@@ -15,7 +15,17 @@ from report_records import SEED, confounded, run
 from loop.core.record import Scores
 from loop.measure.link import LinkModel, fit, rungs_of
 from loop.report.page import render
-from loop.report.plots import audit_cells, audit_grid, depth_ladder, link_ladder, roofline, svg, ttfo_bars
+from loop.report.plots import (
+    audit_cells,
+    audit_grid,
+    depth_ladder,
+    device_bars,
+    generations,
+    link_ladder,
+    roofline,
+    svg,
+    ttfo_bars,
+)
 
 SVG = "{http://www.w3.org/2000/svg}"
 XLINK = "{http://www.w3.org/1999/xlink}"
@@ -91,9 +101,39 @@ def test_the_roofline_puts_runs_under_the_links_ceiling():
 
 
 def test_time_to_first_output_stacks_open_then_first():
-    r = run("v", 10.0, 100)
-    text = svg(ttfo_bars([r]))
-    assert "ttfo-open" in text and "ttfo-first" in text
+    r = run("v", 10.0, 100, measure={"ttfo_parts": {"open_ms": 8.0, "transfer_ms": 1.5, "first_ms": 4.0}})
+    fig = ttfo_bars([r])
+    text = svg(fig)
+    ax = fig.axes[0]
+    for gid, (lo, hi) in {"ttfo-open-0": (0, 8.0), "ttfo-transfer-0": (8.0, 9.5), "ttfo-first-0": (9.5, 13.5)}.items():
+        xs = [x for x, _ in marks(text, gid)]
+        assert min(xs) == pytest.approx(expected(fig, ax, (lo, 0))[0], abs=0.05), gid
+        assert max(xs) == pytest.approx(expected(fig, ax, (hi, 0))[0], abs=0.05), gid
+
+
+def test_generations_draw_the_best_so_far_and_mark_the_confounded():
+    gens = [
+        run("c0", 1.0, 1, generation=0, verdict="clean", scores=Scores.from_json({"snr_db": 20.0})),
+        run("c1", 1.0, 1, generation=1, verdict="confounded", scores=Scores.from_json({"snr_db": 40.0})),
+        run("c2", 1.0, 1, generation=1, verdict="clean", scores=Scores.from_json({"snr_db": 18.0})),
+        run("c3", 1.0, 1, generation=2, verdict="clean", scores=Scores.from_json({"snr_db": 25.0})),
+    ]
+    fig = generations(gens, "snr_db")
+    text = svg(fig)
+    ax = fig.axes[0]
+    best = marks(text, "best")  # a step line: 20 at 0 and 1 (the confounded 40 does not count), then 25
+    for point in ((0, 20.0), (1, 20.0), (2, 25.0)):
+        assert any(close(expected(fig, ax, point), p) for p in best), point
+    assert any(close(expected(fig, ax, (1, 40.0)), p) for p in marks(text, "confounded"))
+
+
+def test_devices_side_by_side_bars_are_each_devices_snr():
+    agree = {"snr_db_vs_first": 31.5, "max_abs_diff": 0.2, "values_differ": 3, "values_total": 64}
+    r = run("v", 1.0, 1, scores=Scores.from_json({"devices": {"hailo-emulator": agree}}))
+    fig = device_bars([r])
+    text = svg(fig)
+    top = min(y for _, y in marks(text, "devices-0"))
+    assert top == pytest.approx(expected(fig, fig.axes[0], (0, 31.5))[1], abs=0.05)
 
 
 def test_the_audit_grid_shows_outside_cells_unmistakably():
@@ -140,7 +180,7 @@ def test_the_page_holds_every_section_and_loads_nothing(tmp_path: Path):
         "Devices side by side",
     ):
         assert title in page
-    assert 'id="devices"' in page and 'id="best"' in page and 'id="confounded"' in page and 'id="ceiling"' in page
+    assert 'id="devices-0"' in page and 'id="best"' in page and 'id="confounded"' in page and 'id="ceiling"' in page
     assert "Recorded, not used in comparisons" in page and "kernel aaaa -&gt; bbbb" in page
     assert not re.search(r"""(src|href)=["']https?:""", page) and "<script" not in page
     ET.fromstring(re.search(r"<svg.*?</svg>", page, re.S).group(0))  # inline SVG that parses

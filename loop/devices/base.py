@@ -120,6 +120,15 @@ class Device(ABC):
         return None
 
 
+def into(out: Sequence[np.ndarray] | None, results: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """``results`` as returned, or copied into the caller's ``out`` buffers (checked already)."""
+    if out is None:
+        return list(results)
+    for buf, res in zip(out, results, strict=True):
+        buf.reshape(-1)[: res.size] = res.reshape(-1)
+    return list(out)
+
+
 def check_frames(layouts: Sequence[TensorLayout], frames: Sequence[np.ndarray], what: str, exact: bool = True) -> None:
     """Refuse buffers that do not match ``layouts`` in count, dtype or byte size.
 

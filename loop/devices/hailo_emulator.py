@@ -22,7 +22,7 @@ import numpy as np
 
 from loop.core.errors import LoopError
 from loop.core.vocab import Artifact, TensorLayout
-from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
+from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames, into
 
 CONTEXTS = {"quantized": "SDK_QUANTIZED", "fp_optimized": "SDK_FP_OPTIMIZED"}
 
@@ -54,11 +54,7 @@ class HailoEmulatorSession(Session):
         if len(results) != len(self.outputs):
             raise LoopError(f"the emulator returned {len(results)} outputs, the artifact declares {len(self.outputs)}")
         arrays = [np.asarray(r, np.float32).reshape(t.shape) for r, t in zip(results, self.outputs, strict=True)]
-        if out is None:
-            return arrays
-        for target, array in zip(out, arrays, strict=True):
-            target.reshape(-1)[: array.size] = array.reshape(-1)
-        return list(out)
+        return into(out, arrays)
 
     def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
         """A timed loop of ``count`` emulated inferences; ``depth`` is ignored.

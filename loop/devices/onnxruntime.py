@@ -17,7 +17,7 @@ import numpy as np
 
 from loop.core.sessions import session
 from loop.core.vocab import Artifact
-from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
+from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames, into
 
 
 class OnnxRuntimeSession(Session):
@@ -39,12 +39,7 @@ class OnnxRuntimeSession(Session):
     def infer(self, frames: Sequence[np.ndarray], out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
         if out is not None:
             check_frames(self.outputs, out, "output", exact=False)
-        results = self._session.run(self._out_names, self._feed(frames))
-        if out is None:
-            return results
-        for buf, res in zip(out, results, strict=True):
-            buf.reshape(-1)[: res.size] = res.reshape(-1)
-        return list(out)
+        return into(out, self._session.run(self._out_names, self._feed(frames)))
 
     def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
         feed = self._feed(frames)

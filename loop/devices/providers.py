@@ -18,7 +18,7 @@ import numpy as np
 from loop.core.errors import LoopError
 from loop.core.sessions import session
 from loop.core.vocab import Artifact
-from loop.devices.base import RuntimeOptions, Session, check_frames
+from loop.devices.base import RuntimeOptions, Session, check_frames, into
 from loop.devices.onnxruntime import per_thread, threaded
 
 # Where a provider keeps its tensors, as OrtValue names the device; the rest use host memory.
@@ -84,12 +84,7 @@ class ProviderSession(Session):
     def infer(self, frames: Sequence[np.ndarray], out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
         if out is not None:
             check_frames(self.outputs, out, "output", exact=False)
-        results = self._step(frames)()[3]
-        if out is None:
-            return results
-        for buf, res in zip(out, results, strict=True):
-            buf.reshape(-1)[: res.size] = res.reshape(-1)
-        return list(out)
+        return into(out, self._step(frames)()[3])
 
     def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
         steps = [self._step(frames) for _ in range(max(depth, 1))]

@@ -135,23 +135,36 @@ class LinkSimSession(Session):
         frame i+1 while compute runs frame i, with at most ``depth`` frames in flight. Outputs
         are charged to the link with their inputs (the same busy time per frame, in one go)."""
         staged, compute = [np.empty_like(f) for f in frames], self._inner.bound(frames)
-        slots, ready = threading.Semaphore(depth), queue.SimpleQueue[float]()
+        slots, ready = threading.Semaphore(depth), queue.SimpleQueue[float | None]()
         busy, trip = self._link.model.busy_s(sum(self._bytes)), self._link.model.round_trip_ms / 1e3
+        computed: list[float] = []
+        failed: list[BaseException] = []  # a stage that fails stops the other, then is raised
 
         def link() -> None:
-            for _ in range(count):
-                slots.acquire()
-                ready.put(self._link.cross(frames, staged, busy) + trip)
-
-        computed: list[float] = []
+            try:
+                for _ in range(count):
+                    slots.acquire()
+                    if failed:
+                        return
+                    ready.put(self._link.cross(frames, staged, busy) + trip)
+            except BaseException as exc:
+                failed.append(exc)
+                ready.put(None)
 
         def device() -> None:
-            for _ in range(count):
-                _wait_until(ready.get())  # FIFO: nothing else could run before this frame anyway
-                t0 = time.perf_counter()
-                compute()
-                computed.append(time.perf_counter() - t0)
-                slots.release()
+            try:
+                for _ in range(count):
+                    at = ready.get()
+                    if at is None:
+                        return
+                    _wait_until(at)  # FIFO: nothing else could run before this frame anyway
+                    t0 = time.perf_counter()
+                    compute()
+                    computed.append(time.perf_counter() - t0)
+                    slots.release()
+            except BaseException as exc:
+                failed.append(exc)
+                slots.release()  # the link stage wakes, sees the failure and stops
 
         stages = [threading.Thread(target=link), threading.Thread(target=device)]
         t0 = time.perf_counter()
@@ -160,6 +173,8 @@ class LinkSimSession(Session):
         for t in stages:
             t.join()
         elapsed = time.perf_counter() - t0
+        if failed:
+            raise failed[0]
         self._computed += computed
         return elapsed
 

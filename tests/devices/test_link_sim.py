@@ -83,3 +83,14 @@ def test_a_sweep_naming_a_bad_link_fails_at_its_line(write_sweep):
     with pytest.raises(LoopError) as err:
         parse(path)
     assert err.value.line == 3 and err.value.field == "devices" and "unknown link 'fastest'" in err.value.message
+
+
+def test_a_failing_compute_stops_a_queued_run_instead_of_hanging(artifact):
+    with LinkSimDevice("1000MB/s").open(artifact, RuntimeOptions(threads=1)) as s:
+
+        def broken() -> object:
+            raise RuntimeError("device lost")
+
+        s._inner.bound = lambda frames: broken  # type: ignore[method-assign]  # a device failing mid-run
+        with pytest.raises(RuntimeError, match="device lost"):
+            s.pipelined(frames(artifact), 50, 4)

@@ -374,7 +374,9 @@ def link_fit(runs: Path, sweep: str, name: str, as_json: bool) -> None:
 @link.command("predict")
 @click.argument("run_id", type=int)
 @RUNS
-@click.option("--link", "link_name", required=True, help="A fitted link's name, or hailo10h-usb-1.5a (shipped).")
+@click.option(
+    "--link", "link_name", required=True, help="A fitted link's name, hailo10h-usb-1.5a (shipped), or 300MB/s+0.9ms."
+)
 @click.option("--depth", type=click.IntRange(min=1), default=None, help="Queue depth (default: the run's).")
 @JSON
 def link_predict(run_id: int, runs: Path, link_name: str, depth: int | None, as_json: bool) -> None:

@@ -25,7 +25,7 @@ import numpy as np
 from loop.core.vocab import Artifact
 from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
 from loop.devices.onnxruntime import OnnxRuntimeDevice
-from loop.measure.link import LinkModel, load, parse_inline
+from loop.measure.link import LinkModel, load
 
 SPLIT = ("copy_in_ms", "compute_ms", "copy_out_ms")
 
@@ -193,7 +193,7 @@ class LinkSimDevice(Device):
             from loop.core.errors import LoopError
 
             raise LoopError("link-sim needs a link: 'link-sim:hailo10h-usb-1.5a' or 'link-sim:300MB/s+0.9ms'")
-        model = parse_inline(arg) if "MB/s" in arg else load(None, arg)
+        model = load(None, arg)
         self.link, self._inner = Link(model), OnnxRuntimeDevice()
         self._engine = threading.Lock()  # the simulated device's compute: one frame at a time
 

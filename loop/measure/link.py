@@ -71,7 +71,8 @@ class LinkModel:
 def fit(name: str, rungs: Sequence[Rung], source: str) -> LinkModel:
     """Least squares of seconds per frame on bytes; the round trip from rungs with depth 1."""
     if len({r.bytes for r in rungs}) < 2:
-        raise LoopError(f"link '{name}': a fit needs rungs of at least two frame sizes, got {len(rungs)}")
+        sizes = len({r.bytes for r in rungs})
+        raise LoopError(f"link '{name}': a fit needs rungs of two frame sizes or more, got {len(rungs)} of {sizes}")
     slope, fixed = _line([float(r.bytes) for r in rungs], [r.per_frame_s for r in rungs])
     if slope <= 0:
         raise LoopError(f"link '{name}': seconds per frame do not grow with bytes; the rungs are compute-bound")
@@ -210,7 +211,9 @@ def save(runs: Path, model: LinkModel) -> Path:
 
 
 def load(runs: Path | None, name: str) -> LinkModel:
-    """A shipped link, or one fitted and saved under ``runs``."""
+    """A shipped link, one given inline (``300MB/s+0.9ms``), or one fitted and saved under ``runs``."""
+    if "MB/s" in name:
+        return parse_inline(name)
     if name in SHIPPED:
         return SHIPPED[name]()
     path = links_dir(runs) / f"{name}.json" if runs is not None and _NAME.match(name) else None

@@ -45,7 +45,7 @@ def test_the_seed_link_is_the_seeds_plateau_and_round_trip():
 @pytest.mark.parametrize(
     "rungs, match",
     [
-        ([Rung("a", 100, 1e-3, 4)], "at least two frame sizes"),
+        ([Rung("a", 100, 1e-3, 4), Rung("b", 100, 1e-3, 4)], "two frame sizes or more, got 2 of 1"),
         ([Rung("a", 100, 2e-3, 4), Rung("b", 1000, 1e-3, 4)], "compute-bound"),
     ],
 )
@@ -109,6 +109,7 @@ def test_saved_links_round_trip_and_unknown_names_list_the_known(tmp_path):
     save(tmp_path, m)
     assert load(tmp_path, "mine") == m
     assert load(tmp_path, "hailo10h-usb-1.5a") == seed_link()
+    assert load(tmp_path, "25MB/s+2ms").round_trip_ms == 2.0
     with pytest.raises(LoopError, match=r"unknown link 'other' \(known: hailo10h-usb-1.5a, mine\)"):
         load(tmp_path, "other")
     for bad in ("hailo10h-usb-1.5a", "../up", ""):

@@ -158,9 +158,10 @@ class LinkSimSession(Session):
                     if at is None:
                         return
                     _wait_until(at)  # FIFO: nothing else could run before this frame anyway
-                    t0 = time.perf_counter()
-                    compute()
-                    computed.append(time.perf_counter() - t0)
+                    with self._engine:  # shared with every session of the device, as in _one
+                        t0 = time.perf_counter()
+                        compute()
+                        computed.append(time.perf_counter() - t0)
                     slots.release()
             except BaseException as exc:
                 failed.append(exc)

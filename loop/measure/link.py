@@ -108,7 +108,8 @@ def rungs_of(runs: Sequence[RunRecord]) -> list[Rung]:
         rates = {d.depth: d.rate.median for d in m.by_depth} or {m.depth or 1: m.rate.median}
         best = max(rates, key=lambda d: rates[d])
         lone = 1 / rates[1] if 1 in rates and best != 1 else None
-        compute = float(m.data.get("compute_ms") or 0.0) / 1e3
+        split = m.data.get("split_ms") or {}
+        compute = float(split.get("lone_compute_ms") or m.data.get("compute_ms") or 0.0) / 1e3
         out.append(Rung(r.variant, m.bytes_in + (m.bytes_out or 0), 1 / rates[best], best, lone, compute))
     return out
 
@@ -131,19 +132,23 @@ class Prediction:
         return asdict(self)
 
 
-def compute_s(run: RunRecord) -> tuple[float, str]:
+def compute_s(run: RunRecord, lone: bool = False) -> tuple[float, str]:
     """Seconds of compute for one frame, and where the figure came from: the device's own
-    split where it timed one, else 1 / rate at depth 1, else 1 / the run's rate. Compute is a
-    serial stage, one frame at a time, as an accelerator runs a network; a host CPU that runs
-    frames side by side is faster than that when queued, which this model does not credit."""
+    split where it timed one (``lone``: a lone frame's, where it timed that apart), else
+    1 / rate at depth 1, else 1 / the run's rate. Compute is a serial stage, one frame at a
+    time, as an accelerator runs a network; a host CPU that runs frames side by side is faster
+    than that when queued, which this model does not credit."""
     m = run.measure
+    split = m.data.get("split_ms") or {}
+    if lone and split.get("lone_compute_ms") is not None:
+        return float(split["lone_compute_ms"]) / 1e3, "lone_compute_ms recorded by the device"
     if m.data.get("compute_ms") is not None:
         return float(m.data["compute_ms"]) / 1e3, "compute_ms recorded by the device"
     if m.rate is None:
         raise LoopError(f"run {run.id} has no measured rate to predict from")
-    lone = {d.depth: d.rate.median for d in m.by_depth}.get(1)
-    if lone is not None:
-        return 1 / lone, f"1 / rate at depth 1 on '{run.device}' (taken as compute only: the run crossed no link)"
+    alone = {d.depth: d.rate.median for d in m.by_depth}.get(1)
+    if alone is not None:
+        return 1 / alone, f"1 / rate at depth 1 on '{run.device}' (taken as compute only: the run crossed no link)"
     return 1 / m.rate.median, f"1 / rate at depth {m.depth} on '{run.device}' (no depth 1 measured; taken as compute)"
 
 
@@ -152,10 +157,10 @@ def predict(model: LinkModel, run: RunRecord, depth: int | None = None) -> Predi
     m = run.measure
     nbytes = (m.bytes_in or 0) + (m.bytes_out or 0)
     d = depth or m.depth or 1
-    compute, basis = compute_s(run)
+    compute, basis = compute_s(run, lone=d <= 1)
     busy, trip = model.busy_s(nbytes), model.round_trip_ms / 1e3
-    first = busy + trip + compute
-    rate = 1 / first if d <= 1 else min(1 / max(busy, compute), d / first)
+    first = busy + trip + compute_s(run, lone=True)[0]  # a first output is a lone frame's
+    rate = 1 / first if d <= 1 else min(1 / max(busy, compute), d / (busy + trip + compute))
     opened = (m.data.get("ttfo_parts") or {}).get("open_ms")
     return Prediction(
         link=model.name,
@@ -168,7 +173,7 @@ def predict(model: LinkModel, run: RunRecord, depth: int | None = None) -> Predi
         first_output_ms=first * 1e3,
         ttfo_ms=None if opened is None else float(opened) + first * 1e3,
         bound=LINK if busy >= compute else COMPUTE,
-        depth_limited=d > 1 and d / first < 1 / max(busy, compute),
+        depth_limited=d > 1 and d / (busy + trip + compute) < 1 / max(busy, compute),
     )
 
 

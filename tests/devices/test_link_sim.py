@@ -54,10 +54,30 @@ def test_the_split_times_the_link_apart_from_compute(artifact):
     assert split["compute_ms"] > 0 and split["copy_out_ms"] >= 0
 
 
+def test_a_paced_compute_holds_the_device_for_the_pace_and_the_split_says_so(artifact):
+    # the tiny graph computes in well under 1 ms; paced at 8 ms, the fast link leaves compute the bound
+    device = LinkSimDevice("1000MB/s@8ms")
+    with device.open(artifact, RuntimeOptions(threads=1)) as s:
+        queued = 20 / s.pipelined(frames(artifact), 20, 4)
+        split = s.split_ms(frames(artifact), 3)
+        assert "paced to 8 ms" in s.notes[0]
+    assert queued == pytest.approx(1 / 8e-3, rel=0.15)
+    assert split is not None and split["compute_ms"] >= 8.0 and split["lone_compute_ms"] >= 8.0
+    assert 1e3 / split["compute_ms"] == pytest.approx(queued, rel=0.1)  # the stage's time a frame is the rate's
+    assert device.describe()["compute_pace"] == "8 ms a frame"
+
+
+def test_an_unpaced_device_computes_as_fast_as_the_host(artifact):
+    with LinkSimDevice("1000MB/s").open(artifact, RuntimeOptions(threads=1)) as s:
+        assert 20 / s.pipelined(frames(artifact), 20, 4) > 1 / 8e-3
+
+
 @pytest.mark.parametrize(
     "name, match",
     [
         ("link-sim", "link-sim needs a link"),
+        ("link-sim:300MB/s@fast", "compute pace 'fast'"),
+        ("link-sim:300MB/s@0ms", "compute pace '0ms'"),
         ("link-sim:nowhere", "unknown link 'nowhere'"),
         ("link-sim:0MB/s", "expected a link name"),
         ("hailort:x", "takes no ':' argument"),

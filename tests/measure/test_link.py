@@ -98,6 +98,23 @@ def test_a_devices_own_compute_split_wins_over_its_rate():
     assert p.compute_ms == pytest.approx(4.0) and "recorded by the device" in p.compute_basis
 
 
+def test_a_lone_frame_takes_the_devices_lone_compute_and_a_queue_its_queued_one():
+    # a cold lone frame computes in 3 ms where a queued one takes 1 ms (a shared host's caches)
+    split = {"copy_in_ms": 0.1, "compute_ms": 1.0, "copy_out_ms": 0.1, "lone_compute_ms": 3.0}
+    r = run(1000.0, 10_000, compute_ms=1.0, split_ms=split)
+    queued, lone = predict(LINK_100, r, depth=8), predict(LINK_100, r, depth=1)
+    assert queued.compute_ms == pytest.approx(1.0) and queued.rate_fps == pytest.approx(1000.0)
+    assert lone.compute_ms == pytest.approx(3.0) and "lone_compute_ms" in lone.compute_basis
+    assert lone.rate_fps == pytest.approx(1e3 / (0.1 + 1.0 + 3.0))
+    assert queued.first_output_ms == pytest.approx(0.1 + 1.0 + 3.0)  # a first output is a lone frame
+
+
+def test_rungs_take_a_lone_compute_so_the_round_trip_is_not_charged_for_it():
+    split = {"copy_in_ms": 0.1, "compute_ms": 1.0, "copy_out_ms": 0.1, "lone_compute_ms": 3.0}
+    [rung] = rungs_of([run(100.0, 400, 100, compute_ms=1.0, split_ms=split)])
+    assert rung.compute_s == pytest.approx(3e-3)
+
+
 def test_rungs_of_a_measured_ladder():
     rungs = rungs_of([run(100.0, 400, 100), run(50.0, 800, 200)])
     assert [(r.bytes, r.per_frame_s, r.depth) for r in rungs] == [(500, 0.01, 4), (1000, 0.02, 4)]

@@ -19,7 +19,8 @@ Two phases, because this host's compute is not steady:
    computed in phase 1, queued or lone (``link-sim:A@PACE``: it really computes, then holds the device until
    the pace has passed), as an accelerator's fixed schedule would, so what is checked is the
    link arithmetic: transfer, round trip, overlap of link and compute, and the depth cap.
-   Predicted at the depth each run chose and at depth 1 (a lone frame pays the round trip).
+   Predicted at the depth each run chose, at depth 1 (a lone frame pays the round trip) and at
+   depth 2 (where the round trip can cap the rate: Little's law).
 
 This validates the arithmetic of ``loop.measure.link`` against a simulated link (real copies,
 timed waits, compute one frame at a time), not a real USB link.
@@ -52,7 +53,7 @@ SETTINGS = ("40MB/s+1ms", "150MB/s+0.3ms")
 # One runtime thread: at two, this host's compute swings up to 2x between sessions minutes
 # apart (benchmarks/README.md, noise), which would be checked against instead of the model.
 MEASURE = (
-    "{warmup: 4, frames: 16, repeats: 3, min_duration_s: 0.4, depth: [1, 4], threads: 1, ttfo_repeats: 1, "
+    "{warmup: 4, frames: 16, repeats: 3, min_duration_s: 0.4, depth: [1, 2, 4], threads: 1, ttfo_repeats: 1, "
     "latency_frames: 10}"
 )
 SWEEP = """sweep: {name}
@@ -149,7 +150,7 @@ def rows(
                 "bytes": p.bytes,
                 "compute_ms": round(p.compute_ms, 3),
                 "link_ms": round(p.link_busy_ms, 3),
-                "bound": p.bound,
+                "bound": p.bound + (", depth-limited" if p.depth_limited else ""),
                 "predicted_fps": round(p.rate_fps, 1),
                 "measured_fps": round(fps, 1),
                 "spread_pct": round(100 * (max(rates) - min(rates)) / fps, 1),
@@ -190,7 +191,7 @@ def run(folder: Path, sessions: int, models: Sequence[Path]) -> dict[str, Any]:
     paced_phase(bench, paces)
     host = {i: [f"host{i}-s{k}" for k in range(sessions)] for i in (1, 2)}
     paced = {i: [f"paced{i}-{n}" for n in paces] for i in (1, 2)}
-    return {"host": compare(bench, host, [None]), "paced": compare(bench, paced, [None, 1]), "paces_ms": paces}
+    return {"host": compare(bench, host, [None]), "paced": compare(bench, paced, [None, 1, 2]), "paces_ms": paces}
 
 
 def _table(title: str, sections: list[dict[str, Any]]) -> float:
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    for s in report["paced"][::4]:  # one section per fitted link
+    for s in report["paced"][::6]:  # one section per fitted link (two sources, three depths)
         f = s["fitted"]
         fitted = f"{f['bandwidth_mb_s']:.1f} MB/s + {f['per_transfer_ms']:.3f} ms, trip {f['round_trip_ms']:.3f} ms"
         print(f"{s['link']}: fitted {fitted}")

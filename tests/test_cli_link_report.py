@@ -91,3 +91,39 @@ def test_the_report_without_matplotlib_says_how_to_install(ladder_runs: Path, mo
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     code, _, err = cli("report", "--runs", str(ladder_runs))
     assert code == 2 and "pip install 'loop[report]'" in err and len(err.strip().splitlines()) == 1
+
+
+ONE_BY_ONE = """\
+name: one_by_one
+seed: 0
+params: {height: 16, width: 16}
+input: {name: frame, shape: [1, 4, $height, $width]}
+layers:
+  - {name: mix, op: conv, out: 1, kernel: 1, weight_std: 0.5}
+"""
+NETWORKS = """\
+sweep: networks
+base: tiny.yaml
+calibration: {count: 4}
+inputs: {count: 2}
+devices: ["link-sim:2MB/s+2ms"]
+measure: {warmup: 1, frames: 6, repeats: 2, ttfo_repeats: 1, latency_frames: 3, min_duration_s: 0}
+variants:
+  - {name: small, params: {height: 32, width: 32}}
+  - {name: other, base: one_by_one.yaml, params: {height: 64, width: 64}}
+"""
+
+
+def test_networks_side_by_side_are_no_link_ladder(ladder_runs: Path):
+    folder = ladder_runs.parent
+    (folder / "one_by_one.yaml").write_text(ONE_BY_ONE)
+    (folder / "networks.yaml").write_text(NETWORKS)
+    code, _, err = cli("sweep", str(folder / "networks.yaml"), "--runs", str(ladder_runs), "--jobs", "1")
+    assert code == 0, err
+    code, _, err = cli("link", "fit", "--runs", str(ladder_runs), "--sweep", "networks", "--name", "nets")
+    assert code != 0 and "holds 2 networks (other, small), not one network at several frame sizes" in err
+    assert not (ladder_runs / "links" / "nets.json").exists()
+    page = folder / "networks.html"
+    code, _, err = cli("report", "--runs", str(ladder_runs), "--sweep", "networks", "-o", str(page))
+    assert code == 0, err
+    assert "Link ladder" not in page.read_text() and 'id="rungs"' not in page.read_text()

@@ -41,3 +41,21 @@ def link_plateau(runs: Sequence[RunRecord]) -> tuple[str, float, float] | None:
         if all(v >= top * (1 - max(LINK_PLATEAU_PCT, s) / 100) for _, v, s in rest) and len(rest) >= 2:
             return name, min(v for _, v, _ in rest), max(v for _, v, _ in rest)
     return None
+
+
+def network_of(run: RunRecord) -> tuple[str, ...]:
+    """A network's identity across frame sizes: its quantized layers' names (a frame size
+    changes the bytes and the hashes, not the names)."""
+    return tuple(sorted(layer.name for layer in run.layers))
+
+
+def frame_ladder(runs: Sequence[RunRecord]) -> list[RunRecord]:
+    """The rungs of a frame ladder among ``runs``: variants on their own bases (``n/a``) that are
+    one network at two frame sizes or more, the largest such group. Networks of their own (a
+    zoo swept side by side) are no ladder: their rates are compute, not the link."""
+    groups: dict[tuple[str, ...], list[RunRecord]] = {}
+    for r in runs:
+        if r.verdict == "n/a" and r.status == "ok" and r.measure.median_fps:
+            groups.setdefault(network_of(r), []).append(r)
+    ladders = [g for g in groups.values() if len({r.measure.bytes_in for r in g}) >= 2]
+    return max(ladders, key=len, default=[])

@@ -244,15 +244,29 @@ def parse_inline(text: str) -> LinkModel:
     return LinkModel(text.strip(), float(m.group(1)), 0.0, float(m.group(2) or 0), "given inline", {})
 
 
+def _one_network(sweep: str, records: Sequence[RunRecord]) -> None:
+    """A link ladder is one network at several frame sizes: fitted over several networks, the
+    line would be their compute times, called a link."""
+    from loop.measure.ladder import network_of
+
+    nets = {network_of(r): r.variant for r in records if r.status == "ok"}
+    if len(nets) > 1:
+        raise LoopError(
+            f"sweep '{sweep}' holds {len(nets)} networks ({', '.join(sorted(nets.values()))}), not one network "
+            "at several frame sizes: a link ladder sweeps one network's frame size (graphs/link-ladder.yaml)"
+        )
+
+
 def fit_runs(runs: Path, sweep: str, name: str) -> LinkModel:
     """Fit the ladder recorded as ``sweep`` in ``runs``'s ledger, and save it as ``name``."""
     from loop.store.ledger import Ledger
 
     with Ledger.open_existing(runs / "ledger.sqlite") as book:
         records = book.records(sweep)
-    rungs = rungs_of(records)
     if not records:
         raise LoopError(f"no runs of sweep '{sweep}' in {runs}")
+    _one_network(sweep, records)
+    rungs = rungs_of(records)
     ids = ", ".join(str(r.id) for r in records if r.status == "ok")
     model = fit(name, rungs, f"fitted from sweep '{sweep}' in {runs} (runs {ids})")
     save(runs, model)

@@ -215,10 +215,10 @@ def device_disagreement(runs: Sequence[RunRecord]) -> str:
 def ladders(runs: Sequence[RunRecord]) -> str:
     """Ladder tables for a sweep whose variants are rungs (own bases) or measured at many depths."""
     parts = []
-    # A link ladder is rungs of different frame sizes; variants that are n/a for another
-    # reason (their own compile options) are not one.
-    rungs = [r for r in runs if r.verdict == "n/a" and r.status == "ok"]
-    if len({r.measure.bytes_in for r in rungs}) >= 2:
+    from loop.measure.ladder import frame_ladder
+
+    rungs = frame_ladder(runs)  # one network at several frame sizes, not networks side by side
+    if rungs:
         parts.append(link_table(rungs))
     parts += [depth_table(r) for r in runs if r.status == "ok" and len(r.measure.by_depth) > 1]
     parts.append(device_disagreement(runs))

@@ -122,14 +122,14 @@ class Page:
         return self.plots([audit_grid(r, label(r, self.runs)) for r in audited])
 
     def ladders(self) -> str:
-        from loop.measure.ladder import depth_knee
+        from loop.measure.ladder import depth_knee, frame_ladder
         from loop.measure.link import fit, rungs_of
         from loop.report.plots import depth_ladder, link_ladder
 
         ok = [r for r in self.runs if r.status == "ok" and r.measure.median_fps]
-        rungs = [r for r in ok if r.verdict == "n/a"]
+        rungs = frame_ladder(ok)  # one network at several frame sizes, not networks side by side
         figs = []
-        if len({r.measure.bytes_in for r in rungs}) >= 2:
+        if rungs:
             try:
                 model = fit("ladder", rungs_of(rungs), "this report's rungs")
             except LoopError:

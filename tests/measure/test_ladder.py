@@ -1,7 +1,8 @@
+import dataclasses
 from pathlib import Path
 
-from loop.core.record import DepthRate, Figures, Rate, RunRecord
-from loop.measure.ladder import depth_knee, link_plateau
+from loop.core.record import DepthRate, Figures, Rate, RecordedLayer, RunRecord
+from loop.measure.ladder import depth_knee, frame_ladder, link_plateau, network_of
 from loop.spec.author import author
 from loop.spec.sweepfile import parse
 
@@ -44,3 +45,16 @@ def test_shipped_ladders_have_exact_bytes(tmp_path):
     assert depth.measure.depth == (1, 2, 4, 8, 16, 32, 64)
     _, c, h, w = author(depth, depth.variants[0], False, tmp_path).input_shape
     assert c * h * w == 16_384
+
+
+def _net(name: str, bytes_in: int, fps: float, layers: tuple[str, ...]) -> RunRecord:
+    r = rung(name, bytes_in, fps)
+    return dataclasses.replace(r, verdict="n/a", layers=tuple(RecordedLayer(n) for n in layers))
+
+
+def test_a_frame_ladder_is_one_network_at_several_sizes_not_networks_side_by_side():
+    ladder = [_net(f"{n}sq", n * n * 3, 1e6 / n, ("conv",)) for n in (128, 256, 512)]
+    zoo = [_net("resnet", 12_288, 630.0, ("conv1", "fc")), _net("vit", 3_072, 7700.0, ("patch", "head"))]
+    assert frame_ladder(ladder + zoo) == ladder
+    assert frame_ladder(zoo) == []  # their rates are compute: a line through them is no link
+    assert network_of(ladder[0]) == network_of(ladder[2]) != network_of(zoo[0])

@@ -184,3 +184,10 @@ def test_the_page_holds_every_section_and_loads_nothing(tmp_path: Path):
     assert "Recorded, not used in comparisons" in page and "kernel aaaa -&gt; bbbb" in page
     assert not re.search(r"""(src|href)=["']https?:""", page) and "<script" not in page
     ET.fromstring(re.search(r"<svg.*?</svg>", page, re.S).group(0))  # inline SVG that parses
+
+
+def test_the_audit_heading_names_a_perturbed_layer_only_where_one_was(tmp_path: Path):
+    plain = run("base", 10.0, 100, layers=confounded().layers)
+    assert "perturbed:" not in render([plain], "t", "hailo10h-usb-1.5a", tmp_path)
+    forced = run("f", 10.0, 100, layers=confounded().layers, perturb=({"op": "force_range_out", "layer": "conv2"},))
+    assert "The audit (perturbed: conv2)" in render([plain, forced], "t", "hailo10h-usb-1.5a", tmp_path)

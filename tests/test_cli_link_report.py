@@ -93,14 +93,7 @@ def test_the_report_without_matplotlib_says_how_to_install(ladder_runs: Path, mo
     assert code == 2 and "pip install 'loop[report]'" in err and len(err.strip().splitlines()) == 1
 
 
-ONE_BY_ONE = """\
-name: one_by_one
-seed: 0
-params: {height: 16, width: 16}
-input: {name: frame, shape: [1, 4, $height, $width]}
-layers:
-  - {name: mix, op: conv, out: 1, kernel: 1, weight_std: 0.5}
-"""
+ONE_BY_ONE = Path(__file__).resolve().parents[1] / "graphs" / "link_1x1.yaml"  # a network of its own
 NETWORKS = """\
 sweep: networks
 base: tiny.yaml
@@ -110,14 +103,13 @@ devices: ["link-sim:2MB/s+2ms"]
 measure: {warmup: 1, frames: 6, repeats: 2, ttfo_repeats: 1, latency_frames: 3, min_duration_s: 0}
 variants:
   - {name: small, params: {height: 32, width: 32}}
-  - {name: other, base: one_by_one.yaml, params: {height: 64, width: 64}}
+  - {name: other, base: ONE_BY_ONE, params: {height: 64, width: 64}}
 """
 
 
 def test_networks_side_by_side_are_no_link_ladder(ladder_runs: Path):
     folder = ladder_runs.parent
-    (folder / "one_by_one.yaml").write_text(ONE_BY_ONE)
-    (folder / "networks.yaml").write_text(NETWORKS)
+    (folder / "networks.yaml").write_text(NETWORKS.replace("ONE_BY_ONE", str(ONE_BY_ONE)))
     code, _, err = cli("sweep", str(folder / "networks.yaml"), "--runs", str(ladder_runs), "--jobs", "1")
     assert code == 0, err
     code, _, err = cli("link", "fit", "--runs", str(ladder_runs), "--sweep", "networks", "--name", "nets")

@@ -216,6 +216,19 @@ class RunRecord:
     cache_hit: bool = False
     perturb: tuple[Mapping[str, Any], ...] = ()  # the ops as the sweep file gave them
     warnings: tuple[str, ...] = ()
+    no_reference: str | None = None  # why a ``no-reference`` run had none, where recorded
+
+    @property
+    def why_apart(self) -> str | None:
+        """Why the run is kept out of comparisons, in one line; ``None`` for a comparable run."""
+        if self.status != "ok":
+            return f"{self.status} at {self.stage or '?'}: {self.error}"
+        if self.verdict == "no-reference":
+            return self.no_reference or "the base it is audited against did not finish"
+        if self.verdict == "confounded":
+            outside = [f"{c.layer} {c.what}" for c in self.changes if not c.allowed]
+            return "outside the footprint: " + ", ".join(outside)
+        return None
 
     @property
     def perturbed_layers(self) -> list[str]:

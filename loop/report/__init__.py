@@ -106,9 +106,9 @@ def host_busy_line(run: RunRecord) -> str:
 
 def _why(run: RunRecord) -> str:
     if run.status != "ok":
-        return f"  {run.variant}: {run.status} at {run.stage or '?'}: {run.error}"
+        return f"  {run.variant}: {run.why_apart}"
     if run.verdict != "confounded":
-        return f"  {run.variant}: {run.verdict}: the base it is audited against did not finish"
+        return f"  {run.variant}: {run.verdict}: {run.why_apart}"
     lines = [f"  {run.variant}: confounded; outside the footprint:"]
     lines += [f"    {c.layer} {c.what}: {c.detail}" for c in run.changes if not c.allowed]
     inside = [c for c in run.changes if c.allowed and c.what in ("out_scale", "in_scale")]
@@ -116,8 +116,16 @@ def _why(run: RunRecord) -> str:
     return "\n".join(lines)
 
 
+WHY_WIDTH = 72  # the table stays a line a run; `loop runs --json` has the whole text
+
+
+def _clip(text: str, width: int) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= width else one[: width - 3] + "..."
+
+
 def runs_table(runs: Sequence[RunRecord]) -> str:
-    headers = ["id", "sweep", "variant", "status", "verdict", "kernel sha", "rate fps", "flags"]
+    headers = ["id", "sweep", "variant", "status", "verdict", "kernel sha", "rate fps", "flags", "why apart"]
     rows = [
         [
             str(r.id),
@@ -128,6 +136,7 @@ def runs_table(runs: Sequence[RunRecord]) -> str:
             _fmt(r.kernel_sha)[:12],
             _fmt(r.measure.median_fps, ".1f"),
             ",".join(r.flags) or "-",
+            _clip(r.why_apart or "-", WHY_WIDTH),
         ]
         for r in runs
     ]

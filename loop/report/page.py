@@ -88,7 +88,7 @@ def glance(runs: Sequence[RunRecord]) -> str:
             [_glance_row(r, runs) for r in apart],
             ["confounded" if r.verdict == "confounded" else "apart" for r in apart],
         )
-        why = [r.error or ("; ".join(c.detail for c in r.changes if not c.allowed)) or r.verdict for r in apart]
+        why = [("; ".join(c.detail for c in r.changes if not c.allowed)) or r.why_apart or r.verdict for r in apart]
         text += (
             "<ul class='note'>"
             + "".join(f"<li>{_esc(r.variant)}: {_esc(w)}</li>" for r, w in zip(apart, why, strict=True))

@@ -423,6 +423,7 @@ def _record(row: sqlite3.Row, record: dict[str, Any], flags: list[str]) -> RunRe
         cache_hit=bool(_column(row, "cache_hit")),
         perturb=tuple(record.get("perturb", [])),
         warnings=tuple((record.get("info") or {}).get("warnings", [])),
+        no_reference=(record.get("info") or {}).get("no_reference"),
     )
 
 

@@ -339,3 +339,6 @@ def test_no_reference_says_why(write_sweep, tmp_path):
     with Ledger(runs_dir / "ledger.sqlite") as ledger:
         info = json.loads(ledger.get(runs["weights"]["id"])["record"])["info"]
     assert info["no_reference"].startswith("the reference 'base' failed at stage") and "timeout" in info["no_reference"]
+    with Ledger(runs_dir / "ledger.sqlite") as ledger:
+        weights = next(r for r in ledger.records() if r.variant == "weights")
+    assert weights.why_apart == info["no_reference"]  # what `loop runs` and the report say

@@ -97,10 +97,20 @@ def test_without_a_perturbed_layer_or_a_ladder():
 
 def test_runs_table_one_row_a_run():
     lines = runs_table([BASE, replace(FAILED, flags=("power-limited",))]).splitlines()
-    assert lines[0].split() == ["id", "sweep", "variant", "status", "verdict", "kernel", "sha", "rate", "fps", "flags"]
+    header = ["id", "sweep", "variant", "status", "verdict", "kernel", "sha", "rate", "fps", "flags", "why", "apart"]
+    assert lines[0].split() == header
     assert set(lines[1]) == {"-", " "}
-    assert lines[2].split() == ["1", "s", "base", "ok", "reference", "c2a300f4f69f", "4955.9", "-"]
-    assert lines[3].split() == ["4", "s", "slow", "failed", "-", "-", "-", "power-limited"]
+    assert lines[2].split() == ["1", "s", "base", "ok", "reference", "c2a300f4f69f", "4955.9", "-", "-"]
+    assert lines[3].split()[:8] == ["4", "s", "slow", "failed", "-", "-", "-", "power-limited"]
+    assert lines[3].endswith("failed at compile: timed out after 1 s")
+
+
+def test_runs_table_says_why_a_run_has_no_reference_and_clips_to_a_line():
+    why = "the reference 'base' failed at stage compile: " + "timed out " * 20
+    lone = RunRecord(id=5, sweep="s", variant="w", status="ok", verdict="no-reference", no_reference=why)
+    row = runs_table([lone]).splitlines()[2]
+    assert "the reference 'base' failed at stage compile: timed out" in row and row.endswith("...")
+    assert runs_table([replace(lone, no_reference=None)]).endswith("the base it is audited against did not finish")
 
 
 def test_audit_table_marks_changes_outside_the_footprint():

@@ -221,13 +221,15 @@ class RunRecord:
     @property
     def why_apart(self) -> str | None:
         """Why the run is kept out of comparisons, in one line; ``None`` for a comparable run."""
+        if self.status == "running":
+            return None  # not apart: not finished yet
         if self.status != "ok":
-            return f"{self.status} at {self.stage or '?'}: {self.error}"
+            return self.status + (f" at {self.stage}" if self.stage else "") + (f": {self.error}" if self.error else "")
         if self.verdict == "no-reference":
             return self.no_reference or "the base it is audited against did not finish"
         if self.verdict == "confounded":
             outside = [f"{c.layer} {c.what}" for c in self.changes if not c.allowed]
-            return "outside the footprint: " + ", ".join(outside)
+            return "outside the footprint: " + ", ".join(outside) if outside else "confounded"
         return None
 
     @property

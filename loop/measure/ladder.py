@@ -45,17 +45,18 @@ def link_plateau(runs: Sequence[RunRecord]) -> tuple[str, float, float] | None:
 
 def network_of(run: RunRecord) -> tuple[str, ...]:
     """A network's identity across frame sizes: its quantized layers' names (a frame size
-    changes the bytes and the hashes, not the names)."""
+    changes the bytes, not the names)."""
     return tuple(sorted(layer.name for layer in run.layers))
 
 
 def frame_ladder(runs: Sequence[RunRecord]) -> list[RunRecord]:
-    """The rungs of a frame ladder among ``runs``: variants on their own bases (``n/a``) that are
-    one network at two frame sizes or more, the largest such group. Networks of their own (a
-    zoo swept side by side) are no ladder: their rates are compute, not the link."""
-    groups: dict[tuple[str, ...], list[RunRecord]] = {}
+    """The rungs of a frame ladder among ``runs``: one sweep's runs of one network on one device
+    at two frame sizes or more (the variants on their own bases, and the sweep's reference at
+    the base's size), the largest such group. Networks of their own (a zoo swept side by side)
+    are no ladder: their rates are compute, not the link; nor is one network through two links."""
+    groups: dict[tuple[str, str | None, tuple[str, ...]], list[RunRecord]] = {}
     for r in runs:
-        if r.verdict == "n/a" and r.status == "ok" and r.measure.median_fps:
-            groups.setdefault(network_of(r), []).append(r)
+        if r.verdict in ("n/a", "reference") and r.status == "ok" and r.measure.median_fps:
+            groups.setdefault((r.sweep, r.device, network_of(r)), []).append(r)
     ladders = [g for g in groups.values() if len({r.measure.bytes_in for r in g}) >= 2]
     return max(ladders, key=len, default=[])

@@ -58,3 +58,11 @@ def test_a_frame_ladder_is_one_network_at_several_sizes_not_networks_side_by_sid
     assert frame_ladder(ladder + zoo) == ladder
     assert frame_ladder(zoo) == []  # their rates are compute: a line through them is no link
     assert network_of(ladder[0]) == network_of(ladder[2]) != network_of(zoo[0])
+
+
+def test_a_ladders_reference_is_a_rung_and_two_links_are_two_ladders():
+    ref = dataclasses.replace(_net("512sq", 512 * 512 * 3, 1e6 / 512, ("conv",)), verdict="reference")
+    rungs = [_net(f"{n}sq", n * n * 3, 1e6 / n, ("conv",)) for n in (128, 256)]
+    assert frame_ladder([ref, *rungs]) == [ref, *rungs]  # a plain variant at the base's size
+    other_link = [dataclasses.replace(r, device="link-sim:40MB/s") for r in rungs[:1]]
+    assert frame_ladder([*rungs[:1], *other_link]) == []  # one size on each link: no ladder on either

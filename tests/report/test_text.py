@@ -133,11 +133,12 @@ def test_ladders_show_the_link_plateau_the_depth_knee_and_devices():
         {"depth": d, "rate_fps": {"median": r, "min": r - 1, "max": r + 1}, "spread_pct": 1.0}
         for d, r in ((1, 724.0), (8, 2000.0), (16, 2060.0), (32, 2094.0))
     ]
-    deep = replace(BASE, variant="deep", measure=figures(2094.0, by_depth=depths))
+    # a sweep has one reference: the depth and device rows are variants of it
+    deep = replace(BASE, variant="deep", verdict="clean", measure=figures(2094.0, by_depth=depths))
     devices = {
         "hailo-emulator": {"snr_db_vs_first": 35.5, "max_abs_diff": 0.25, "values_differ": 3, "values_total": 1000}
     }
-    two = replace(BASE, variant="two", scores=Scores.from_json({"devices": devices}))
+    two = replace(BASE, variant="two", verdict="clean", scores=Scores.from_json({"devices": devices}))
     link_text, depth_text, device_text = ladders([*link, deep, two]).split("\n\n")
     rows = link_text.splitlines()
     assert rows[2].split() == ["512p", "1,048,576", "8,192", "4.83", "207.0", "219", "1.0%"]
@@ -151,3 +152,9 @@ def test_ladders_show_the_link_plateau_the_depth_knee_and_devices():
 def test_a_link_still_climbing_says_so():
     climbing = [rung("a", 800_000, 1), rung("b", 1_600_000, 5)]
     assert ladders(climbing).endswith("no plateau: MB/s is still climbing (or falling) across these frames")
+
+
+def test_why_apart_says_only_what_is_known():
+    assert replace(FAILED, status="running", stage=None, error=None).why_apart is None
+    assert replace(FAILED, status="interrupted", stage=None, error=None).why_apart == "interrupted"
+    assert replace(BASE, verdict="confounded").why_apart == "confounded"

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -79,12 +78,12 @@ def fit(name: str, rungs: Sequence[Rung], source: str) -> LinkModel:
         raise LoopError(f"link '{name}': seconds per frame do not grow with bytes; the rungs are compute-bound")
     fixed = max(0.0, fixed)  # a negative intercept is noise around zero, not a gain
     model = LinkModel(name, 1e-6 / slope, fixed * 1e3, 0.0, source, {})
-    # the seed's own arithmetic: what a lone frame pays beyond the link's busy time (1/724 s less
-    # about 1/2094 s) and its compute where the device timed it; the median over depth-1 rungs,
-    # as one rung measured while the host was busy wakes late on every wait
-    trips = [(r.lone_s or 0.0) - model.busy_s(r.bytes) - r.compute_s for r in rungs if r.lone_s is not None]
+    # the seed's own arithmetic: what a lone frame pays beyond a queued one (1/724 - 1/2094 s),
+    # less its compute where the device timed it, on the quickest rung (the least compute to hide)
+    timed = [r for r in rungs if r.lone_s is not None]
+    quick = min(timed, key=lambda r: r.lone_s or 0.0) if timed else None
     residuals = {r.name: round(100 * (model.busy_s(r.bytes) / r.per_frame_s - 1), 2) for r in rungs}
-    trip = max(0.0, statistics.median(trips)) * 1e3 if trips else 0.0
+    trip = max(0.0, (quick.lone_s or 0.0) - quick.per_frame_s - quick.compute_s) * 1e3 if quick else 0.0
     return LinkModel(name, model.bandwidth_mb_s, model.per_transfer_ms, trip, source, residuals)
 
 

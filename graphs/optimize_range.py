@@ -6,6 +6,7 @@ candidate should come back `clean`; any `confounded` one is dropped, not compare
 
     python graphs/optimize_range.py --generations 3 --population 4 --runs runs
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,8 +17,12 @@ import numpy as np
 import loop
 
 HERE = Path(__file__).parent
-SETTINGS = {"compile": {"bias_correction": False}, "calibration": {"count": 32}, "inputs": {"count": 4},
-            "measure": {"warmup": 5, "frames": 100, "repeats": 3}}
+SETTINGS = {
+    "compile": {"bias_correction": False},
+    "calibration": {"count": 32},
+    "inputs": {"count": 4},
+    "measure": {"warmup": 5, "frames": 100, "repeats": 3},
+}
 
 
 def candidates(rng: np.random.Generator, centre: float, width: float, n: int) -> list[float]:
@@ -30,12 +35,15 @@ def search(generations: int, population: int, runs: Path, seed: int = 0) -> tupl
     for g in range(generations):
         his = candidates(rng, best_hi, width, population)
         perturbs = [[{"op": "force_range_out", "layer": "conv1", "range": [0.0, round(hi, 4)]}] for hi in his]
-        results = loop.evaluate(perturbs, generation=g, runs=runs, base=HERE / "two_conv.yaml",
-                                name="range-search", **SETTINGS)
-        for hi, r in zip(his, results):
+        results = loop.evaluate(
+            perturbs, generation=g, runs=runs, base=HERE / "two_conv.yaml", name="range-search", **SETTINGS
+        )
+        for hi, r in zip(his, results, strict=True):  # one result a candidate
             usable = "" if r.usable else f"  (dropped: {r.verdict or r.status})"
-            print(f"g{g} hi={hi:6.3f} snr={r.scores.get('snr_db', float('nan')):6.2f} dB "
-                  f"verdict={r.verdict} rate={r.rate_fps or 0:8.1f} fps{usable}")
+            print(
+                f"g{g} hi={hi:6.3f} snr={r.scores.get('snr_db', float('nan')):6.2f} dB "
+                f"verdict={r.verdict} rate={r.rate_fps or 0:8.1f} fps{usable}"
+            )
             if r.usable and r.scores["snr_db"] > best_snr:
                 best_hi, best_snr = hi, r.scores["snr_db"]
         width *= 0.6

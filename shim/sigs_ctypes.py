@@ -5,6 +5,7 @@ shim; this file keeps the shim folder self-describing and usable from a checkout
 
     python shim/sigs_ctypes.py shim/hailort_shim.sigs shim/build/libhailort_shim.so
 """
+
 from __future__ import annotations
 
 import sys

@@ -49,6 +49,7 @@ RUN_KEYS = [
     "cache_hit",
     "perturb",
     "warnings",
+    "no_reference",  # added: why a no-reference run had none (None for every other run)
 ]
 
 

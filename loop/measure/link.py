@@ -160,7 +160,8 @@ def predict(model: LinkModel, run: RunRecord, depth: int | None = None) -> Predi
     compute, basis = compute_s(run, lone=d <= 1)
     busy, trip = model.busy_s(nbytes), model.round_trip_ms / 1e3
     first = busy + trip + compute_s(run, lone=True)[0]  # a first output is a lone frame's
-    rate = 1 / first if d <= 1 else min(1 / max(busy, compute), d / (busy + trip + compute))
+    in_flight = busy + trip + compute  # one frame's time in the queue: Little's law caps d of them
+    rate = 1 / first if d <= 1 else min(1 / max(busy, compute), d / in_flight)
     opened = (m.data.get("ttfo_parts") or {}).get("open_ms")
     return Prediction(
         link=model.name,
@@ -173,7 +174,7 @@ def predict(model: LinkModel, run: RunRecord, depth: int | None = None) -> Predi
         first_output_ms=first * 1e3,
         ttfo_ms=None if opened is None else float(opened) + first * 1e3,
         bound=LINK if busy >= compute else COMPUTE,
-        depth_limited=d > 1 and d / (busy + trip + compute) < 1 / max(busy, compute),
+        depth_limited=d > 1 and d / in_flight < 1 / max(busy, compute),
     )
 
 

@@ -31,10 +31,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def perturbed_layer(runs: Sequence[RunRecord]) -> str | None:
-    for run in runs:
-        if run.perturbed_layers:
-            return run.perturbed_layers[0]
-    return runs[0].layers[0].name if runs and runs[0].layers else None
+    """The first layer any run perturbed; ``None`` where none was."""
+    return next((run.perturbed_layers[0] for run in runs if run.perturbed_layers), None)
 
 
 def summary_row(run: RunRecord, layer: str | None) -> list[str]:
@@ -59,7 +57,8 @@ def summary_row(run: RunRecord, layer: str | None) -> list[str]:
 
 def sweep_summary(runs: Sequence[RunRecord]) -> str:
     """One row per variant; confounded and failed runs are shown apart, with why."""
-    layer = perturbed_layer(runs)
+    # the perturbed layer's scale, else the first layer's: a column worth showing either way
+    layer = perturbed_layer(runs) or (runs[0].layers[0].name if runs and runs[0].layers else None)
     headers = [
         "variant",
         "verdict",

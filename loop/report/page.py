@@ -177,8 +177,7 @@ class Page:
 
 def render(runs: Sequence[RunRecord], title: str, link: str, runs_dir: Path) -> str:
     page = Page(runs, link, runs_dir)
-    # the summary's fallback (the first layer) is a column to show, not a perturbed layer
-    layer = perturbed_layer(runs) if any(r.perturbed_layers for r in runs) else None
+    layer = perturbed_layer(runs)
     page.section("The sweep at a glance", lambda: glance(runs), "no runs")
     page.section(
         f"The audit{f' (perturbed: {layer})' if layer else ''}", page.audit, "no run changed anything the audit sees"

@@ -20,7 +20,6 @@ are timed sleeps, and the real copies cost the host's memory bandwidth, not a bu
 
 from __future__ import annotations
 
-import queue
 import re
 import statistics
 import threading
@@ -49,10 +48,13 @@ class Link:
         self._lock = threading.Lock()
         self._free_at = 0.0
 
-    def cross(self, arrays: Sequence[np.ndarray], staging: Sequence[np.ndarray], busy_s: float) -> float:
-        """Copy ``arrays`` into ``staging`` through the link, which stays busy ``busy_s``;
-        returns when (on the link's clock) the transfer ended."""
-        asked = time.perf_counter()  # a transfer queued behind a late wake-up starts on time
+    def cross(
+        self, arrays: Sequence[np.ndarray], staging: Sequence[np.ndarray], busy_s: float, asked: float | None = None
+    ) -> float:
+        """Copy ``arrays`` into ``staging`` through the link, which stays busy ``busy_s`` from
+        when it is free and the transfer was ``asked`` for (now, unless a schedule says when);
+        returns when (on the link's clock) the transfer ended, once it has."""
+        asked = time.perf_counter() if asked is None else asked  # queued behind a late wake-up, on time
         with self._lock:
             start = max(asked, self._free_at)
             for src, dst in zip(arrays, staging, strict=True):
@@ -74,13 +76,14 @@ SPIN_S = 2e-4  # a sleep on this kind of host wakes 50-100 us late; the last str
 
 
 def _wait_until(deadline: float) -> None:
-    """Sleep, then spin the last ``SPIN_S``: late wake-ups would add to every lone frame (four
-    waits a frame) an overhead no link has. ``sleep(0)`` gives up the GIL on each turn."""
+    """Sleep, then spin the last ``SPIN_S``: late wake-ups would add to every lone frame an
+    overhead no link has. The spin holds the GIL (a turn of ``sleep(0)`` took 56 us on this
+    VM, a late wake-up of its own); no thread of the simulation needs it meanwhile."""
     left = deadline - time.perf_counter()
     if left > SPIN_S:
         time.sleep(left - SPIN_S)
     while time.perf_counter() < deadline:
-        time.sleep(0)
+        pass
 
 
 class LinkSimSession(Session):
@@ -91,6 +94,7 @@ class LinkSimSession(Session):
         self.notes = (f"link-sim: {link.model.name} ({link.model.source}); simulated, not a real link{paced}",)
         self._bytes = sum(t.frame_bytes for t in self.inputs), sum(t.frame_bytes for t in self.outputs)
         self._computed: list[float] = []  # seconds of compute per frame, every queued frame so far
+        self._alone: list[float] = []  # and every lone frame's (depth 1) so far
 
     def _one(self, frames: Sequence[np.ndarray]) -> Callable[[], tuple[float, float, float]]:
         """One inference with its own staging buffers (one set per thread in flight); returns
@@ -129,12 +133,16 @@ class LinkSimSession(Session):
         queued frame so far (a rate is frames over time, so a mean predicts one, not a median),
         with a lone frame's as ``lone_compute_ms``: on a shared host a network of many small
         ops computes a lone frame, its caches cold after a wait, up to 2x slower than a queued one
-        (shufflenet_v2 at 64x64: 1.2-1.9x)."""
+        (shufflenet_v2 at 64x64: 1.2-1.9x). A lone frame's is the mean over the frames the depth-1
+        rate was measured on, where it was: a fit subtracts it from that rate's time a frame, and
+        a median of other frames taken later missed it by up to 0.2 ms, which a round trip of
+        1 ms fitted from it carried whole."""
         call = self.bound(frames)
         parts = [call() for _ in range(count)]
         split = {k: 1e3 * statistics.median(p[i] for p in parts) for i, k in enumerate(SPLIT)}
+        if self._computed or self._alone:
+            split["lone_compute_ms"] = 1e3 * statistics.fmean(self._alone) if self._alone else split["compute_ms"]
         if self._computed:
-            split["lone_compute_ms"] = split["compute_ms"]
             split["compute_ms"] = 1e3 * statistics.fmean(self._computed)
         return split
 
@@ -144,66 +152,37 @@ class LinkSimSession(Session):
 
     def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
         check_frames(self.inputs, frames, "input")
-        if depth <= 1:
-            call = self._one(frames)
-            t0 = time.perf_counter()
-            for _ in range(count):
-                call()
-            return time.perf_counter() - t0
-        return self._staged(frames, count, depth)
+        return self._staged(frames, count, max(1, depth))
 
     def _staged(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
-        """Two stages on their own threads, as a device with a DMA engine runs: the link moves
-        frame i+1 while compute runs frame i, with at most ``depth`` frames in flight. Outputs
+        """Frames through the link and compute with at most ``depth`` in flight, as a device
+        with a DMA engine runs: frame i crosses the link once it is free and a slot is (frame
+        i - depth done), on the link's clock, so the link moves it while compute runs an earlier
+        frame. One thread runs the schedule: the link's clock needs no thread of its own, and
+        on this VM a hand-off between threads woke 0.3-1 ms late one time in five, a wait no
+        link has, which capped a shallow queue below the model's rate by up to 14 %. Outputs
         are charged to the link with their inputs (the same busy time per frame, in one go)."""
         staged, compute = [np.empty_like(f) for f in frames], self._inner.bound(frames)
-        slots, ready = threading.Semaphore(depth), queue.SimpleQueue[float | None]()
         busy, trip = self._link.model.busy_s(sum(self._bytes)), self._link.model.round_trip_ms / 1e3
-        computed: list[float] = []
-        failed: list[BaseException] = []  # a stage that fails stops the other, then is raised
-
-        def link() -> None:
-            try:
-                for _ in range(count):
-                    slots.acquire()
-                    if failed:
-                        return
-                    ready.put(self._link.cross(frames, staged, busy) + trip)
-            except BaseException as exc:
-                failed.append(exc)
-                ready.put(None)
-
-        def device() -> None:
-            ended: float | None = None  # when the previous frame's compute ended
-            try:
-                for _ in range(count):
-                    at = ready.get()
-                    if at is None:
-                        return
-                    _wait_until(at)  # FIFO: nothing else could run before this frame anyway
-                    with self._engine:  # shared with every session of the device, as in _one
-                        began = time.perf_counter()
-                        compute()
-                        done = self._paced(began)
-                    # the stage's time for this frame, its own overhead included: from when it
-                    # could have started (the frame there, the one before done) until done
-                    computed.append(done - (at if ended is None else max(at, ended)))
-                    ended = done
-                    slots.release()
-            except BaseException as exc:
-                failed.append(exc)
-                slots.release()  # the link stage wakes, sees the failure and stops
-
-        stages = [threading.Thread(target=link), threading.Thread(target=device)]
+        computed: list[float] = []  # the compute stage's time a frame, from when it could start
+        alone: list[float] = []  # compute alone, from its start (a lone frame's stage waits on the link)
+        done: list[float] = []
         t0 = time.perf_counter()
-        for t in stages:
-            t.start()
-        for t in stages:
-            t.join()
+        for i in range(count):
+            at = self._link.cross(frames, staged, busy, done[i - depth] if i >= depth else t0) + trip
+            _wait_until(at)
+            with self._engine:  # shared with every session of the device, as in _one
+                began = time.perf_counter()
+                compute()
+                ended = self._paced(began)
+            computed.append(ended - max(at, done[-1] if done else at))
+            alone.append(ended - began)
+            done.append(ended)
         elapsed = time.perf_counter() - t0
-        if failed:
-            raise failed[0]
-        self._computed += computed
+        if depth == 1:
+            self._alone += alone
+        else:
+            self._computed += computed
         return elapsed
 
     def _paced(self, began: float) -> float:

@@ -73,10 +73,12 @@ def fit(name: str, rungs: Sequence[Rung], source: str) -> LinkModel:
     if len({r.bytes for r in rungs}) < 2:
         sizes = len({r.bytes for r in rungs})
         raise LoopError(f"link '{name}': a fit needs rungs of two frame sizes or more, got {len(rungs)} of {sizes}")
-    slope, fixed = _line([float(r.bytes) for r in rungs], [r.per_frame_s for r in rungs])
+    xs, ys = [float(r.bytes) for r in rungs], [r.per_frame_s for r in rungs]
+    slope, fixed = _line(xs, ys)
     if slope <= 0:
         raise LoopError(f"link '{name}': seconds per frame do not grow with bytes; the rungs are compute-bound")
-    fixed = max(0.0, fixed)  # a negative intercept is noise around zero, not a gain
+    if fixed < 0:  # noise around no fixed cost, not a gain: the line through the origin that fits best
+        slope, fixed = _through_origin(xs, ys), 0.0
     model = LinkModel(name, 1e-6 / slope, fixed * 1e3, 0.0, source, {})
     # the seed's own arithmetic: what a lone frame pays beyond a queued one (1/724 - 1/2094 s),
     # less its compute where the device timed it, on the quickest rung (the least compute to hide)
@@ -95,6 +97,12 @@ def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     y = np.asarray(ys, dtype=float)
     slope, intercept = np.polyfit(np.asarray(xs, dtype=float), y, 1, w=1 / y)  # polyfit weighs residuals by w
     return float(slope), float(intercept)
+
+
+def _through_origin(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """The slope minimizing relative residuals with no intercept: sum (1 - s x / y)^2."""
+    ratios = [x / y for x, y in zip(xs, ys, strict=True)]
+    return sum(ratios) / sum(r * r for r in ratios)
 
 
 def rungs_of(runs: Sequence[RunRecord]) -> list[Rung]:

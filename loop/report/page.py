@@ -105,13 +105,18 @@ class Page:
 
         self.runs, self.link, self.runs_dir, self.svg = list(runs), link, runs_dir, svg
         self.parts: list[str] = []
+        self.drawn = 0  # figures so far: each takes its own id salt
 
     def section(self, title: str, body: Callable[[], str], missing: str) -> None:
         content = body()
         self.parts.append(f"<h2>{_esc(title)}</h2>" + (content or f"<p class='note'>{_esc(missing)}</p>"))
 
     def plots(self, figures: Sequence[object]) -> str:
-        return "<div class='plots'>" + "".join(self.svg(f) for f in figures) + "</div>" if figures else ""  # type: ignore[arg-type]
+        if not figures:
+            return ""
+        first, self.drawn = self.drawn, self.drawn + len(figures)
+        drawn = (self.svg(f, f"loop-{first + i}") for i, f in enumerate(figures))  # type: ignore[arg-type]
+        return "<div class='plots'>" + "".join(drawn) + "</div>"
 
     def audit(self) -> str:
         from loop.report.plots import audit_grid

@@ -39,12 +39,14 @@ def figure(width: float = 6.4, height: float = 3.6) -> Figure:
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def svg(fig: Figure) -> str:
-    """The figure as an ``<svg>`` element for inline use (no XML prolog, no external refs)."""
+def svg(fig: Figure, salt: str = "loop") -> str:
+    """The figure as an ``<svg>`` element for inline use (no XML prolog, no external refs).
+    Its element ids are hashed from ``salt`` and their content: figures on one page take
+    their own salt, so no two elements of the page share an id."""
     import matplotlib
 
     buf = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "loop", "svg.id": None}):
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt, "svg.id": None}):
         fig.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
     return re.sub(r"<metadata>.*?</metadata>", "", text[text.index("<svg") :], flags=re.S)

@@ -5,6 +5,8 @@ own prediction (load on the host only lengthens a wait, and the waits dominate h
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -65,6 +67,21 @@ def test_a_paced_compute_holds_the_device_for_the_pace_and_the_split_says_so(art
     assert split is not None and split["compute_ms"] >= 8.0 and split["lone_compute_ms"] >= 8.0
     assert 1e3 / split["compute_ms"] == pytest.approx(queued, rel=0.1)  # the stage's time a frame is the rate's
     assert device.describe()["compute_pace"] == "8 ms a frame"
+
+
+def test_a_lone_frames_compute_is_the_mean_over_the_frames_its_rate_was_measured_on(artifact, monkeypatch):
+    # a fit subtracts it from the depth-1 rate's time a frame: frames timed later would not cancel
+    with LinkSimDevice("1000MB/s").open(artifact, RuntimeOptions(threads=1)) as s:
+        fast = s._inner.bound(frames(artifact))
+
+        def slowed(_frames):  # the host's compute, 4 ms slower while the depth-1 rate is measured
+            return lambda: (time.sleep(4e-3), fast())[1]
+
+        monkeypatch.setattr(s._inner, "bound", slowed)
+        s.pipelined(frames(artifact), 5, 1)
+        monkeypatch.undo()
+        split = s.split_ms(frames(artifact), 3)
+    assert split is not None and split["lone_compute_ms"] >= 4.0 > split["compute_ms"]
 
 
 def test_an_unpaced_device_computes_as_fast_as_the_host(artifact):

@@ -34,6 +34,17 @@ def test_fit_recovers_a_known_link():
     assert all(abs(r) < 1e-6 for r in m.residuals_pct.values())
 
 
+def test_a_line_below_the_origin_is_refitted_through_it():
+    # no fixed cost, and noise (the smallest rung 3 % quick) that tips the free line below zero:
+    # dropping the intercept but keeping its slope missed every rung by up to 4 %
+    sizes = (81_920, 327_680, 737_280, 1_310_720)
+    noise = (0.97, 1.0, 1.0, 1.01)
+    m = fit("noisy", [Rung(f"r{b}", b, b / 150e6 * k, 4) for b, k in zip(sizes, noise, strict=True)], "test")
+    assert m.per_transfer_ms == 0.0
+    assert m.bandwidth_mb_s == pytest.approx(150.0, rel=0.01)
+    assert max(abs(r) for r in m.residuals_pct.values()) < 3.0
+
+
 def test_the_seed_link_is_the_seeds_plateau_and_round_trip():
     m = seed_link()
     assert 285 <= m.bandwidth_mb_s <= 300  # "the link plateaus at ~285-300 MB/s"

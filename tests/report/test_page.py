@@ -184,6 +184,10 @@ def test_the_page_holds_every_section_and_loads_nothing(tmp_path: Path):
     assert "Recorded, not used in comparisons" in page and "kernel aaaa -&gt; bbbb" in page
     assert not re.search(r"""(src|href)=["']https?:""", page) and "<script" not in page
     ET.fromstring(re.search(r"<svg.*?</svg>", page, re.S).group(0))  # inline SVG that parses
+    # a clip path or marker a figure refers to is defined once in the page, not by another figure too
+    referred = set(re.findall(r"""(?:url\(#|href=["']#)([\w-]+)""", page))
+    defined = re.findall(r"""\bid=["']([\w-]+)["']""", page)
+    assert referred and all(defined.count(i) == 1 for i in referred)
 
 
 def test_the_audit_heading_names_a_perturbed_layer_only_where_one_was(tmp_path: Path):

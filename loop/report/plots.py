@@ -9,6 +9,7 @@ with text kept as text and ids salted, so a report is the same bytes for the sam
 from __future__ import annotations
 
 import io
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,7 +64,8 @@ def link_ladder(rungs: Sequence[RunRecord], model: LinkModel | None) -> Figure:
 
     from loop.measure.ladder import link_plateau
 
-    ax.plot(xs, [link_rate(r) for r in rungs], "o", gid="rungs", label="measured")
+    rates = [link_rate(r) for r in rungs]
+    ax.plot(xs, rates, "o", gid="rungs", label="measured")
     if model is not None:
         ax.axhline(model.bandwidth_mb_s, color=OUTSIDE, ls="--", gid="plateau")
         flat = link_plateau(rungs)
@@ -71,7 +73,9 @@ def link_ladder(rungs: Sequence[RunRecord], model: LinkModel | None) -> Figure:
         ax.annotate(f"fitted {model.bandwidth_mb_s:.0f} MB/s; {seen}", (0.02, 0.92), xycoords="axes fraction")
     ax.set(xscale="log", xlabel="bytes per frame (in + out)", ylabel="MB/s", title="Link ladder")
     ax.xaxis.set_minor_formatter(NullFormatter())  # after the scale, which resets it; labels overlapped
-    ax.set_ylim(bottom=0)
+    # from zero, with room above the plateau: autoscaling pads the rungs' own spread (594-616
+    # MB/s), which left the top rungs half cut off by the frame
+    ax.set_ylim(0, 1.15 * max([*rates, model.bandwidth_mb_s if model else 0.0]))
     return fig
 
 
@@ -93,16 +97,27 @@ def roofline(runs: Sequence[RunRecord], model: LinkModel) -> Figure:
     fig = figure()
     ax = fig.add_subplot()
     pts = [(float((r.measure.bytes_in or 0) + (r.measure.bytes_out or 0)), r.measure.median_fps or 0.0) for r in runs]
-    pts = [(b, f) for b, f in pts if b > 0 and f > 0]
-    lo, hi = min(b for b, _ in pts) / 4, max(b for b, _ in pts) * 4
+    named = [(b, f, r.variant) for r, (b, f) in zip(runs, pts, strict=True) if b > 0 and f > 0]
+    lo, hi = min(b for b, _, _ in named) / 4, max(b for b, _, _ in named) * 4
     grid = [lo * (hi / lo) ** (i / 63) for i in range(64)]
     ax.plot(grid, [1 / model.busy_s(b) for b in grid], color=OUTSIDE, gid="ceiling", label=f"{model.name} ceiling")
-    ax.plot([b for b, _ in pts], [f for _, f in pts], "o", gid="runs", label="runs (compute here)")
-    for r, (b, f) in zip(runs, pts, strict=False):
-        ax.annotate(r.variant, (b, f), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.plot([b for b, _, _ in named], [f for _, f, _ in named], "o", gid="runs", label="runs (compute here)")
+    for (b, f), names in _huddles(named).items():
+        ax.annotate(", ".join(names), (b, f), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set(xscale="log", yscale="log", xlabel="bytes per inference", ylabel="frames/s", title="Bus roofline")
     ax.legend(loc="lower left", fontsize=8)
     return fig
+
+
+def _huddles(points: Sequence[tuple[float, float, str]], near: float = 0.05) -> dict[tuple[float, float], list[str]]:
+    """Labels of points within ``near`` decades of each other on both log axes, under the first
+    one's: variants of one network share its bytes and nearly its rate, and their labels,
+    drawn one on another, were unreadable."""
+    huddles: dict[tuple[float, float], list[str]] = {}
+    for b, f, name in points:
+        at = next((k for k in huddles if max(abs(math.log10(k[0] / b)), abs(math.log10(k[1] / f))) < near), (b, f))
+        huddles.setdefault(at, []).append(name)
+    return huddles
 
 
 def ttfo_bars(runs: Sequence[RunRecord]) -> Figure:

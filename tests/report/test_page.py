@@ -100,6 +100,16 @@ def test_the_roofline_puts_runs_under_the_links_ceiling():
     assert close(ceiling[0], expected(fig, ax, (x0, 1 / model.busy_s(x0))))
 
 
+def test_roofline_labels_sit_on_their_own_runs_and_huddled_ones_are_joined():
+    # a run with no rate is not drawn, and must not shift the labels after it onto other points
+    runs = [run("failed", 0.0, 10_000), run("base", 900.0, 10_000), run("weights", 910.0, 10_000)]
+    fig = roofline([*runs, run("big", 30.0, 4_000_000)], LinkModel("l", 100.0, 0.5, 1.0, "test", {}))
+    assert {t.get_text(): t.xy for t in fig.axes[0].texts} == {
+        "base, weights": (10_000.0, 900.0),
+        "big": (4_000_000.0, 30.0),
+    }
+
+
 def test_time_to_first_output_stacks_open_then_first():
     r = run("v", 10.0, 100, measure={"ttfo_parts": {"open_ms": 8.0, "transfer_ms": 1.5, "first_ms": 4.0}})
     fig = ttfo_bars([r])

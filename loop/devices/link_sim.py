@@ -1,12 +1,15 @@
 """``link-sim``: a simulated link in front of a real device, to check the link model's arithmetic.
 
 ``link-sim:300MB/s+0.9ms`` (or ``link-sim:NAME`` for a shipped link such as
-``hailo10h-usb-1.5a``) wraps the host's ONNX Runtime device. Each inference first crosses
-the link: its frames are really copied into a staging buffer, then the caller waits until
-the link would have finished (bytes over the bandwidth, plus the per-transfer cost), then
+``hailo10h-usb-1.5a``) wraps the host's ONNX Runtime device, or the one named after ``>``.
+Each inference first crosses the link: its frames are really copied into a staging buffer,
+then the caller waits until the link would have finished (bytes over the bandwidth, plus the per-transfer cost), then
 for the round trip; then it computes. The link is one resource (transfers queue for it) and
 so is compute (one frame at a time, as an accelerator runs a network); queued frames overlap
 one frame's transfer and round trip with another's compute.
+
+``link-sim:300MB/s+0.9ms>onnxruntime:CUDAExecutionProvider`` puts the link in front of another
+device (any a sweep may name, but ``link-sim``): its compute is timed and paced as the host's is.
 
 ``link-sim:40MB/s+1ms@2ms`` also paces compute: each frame really computes, then holds the
 device until 2 ms have passed since it began, as an accelerator's fixed schedule would. A
@@ -100,7 +103,10 @@ class LinkSimSession(Session):
         """One inference with its own staging buffers (one set per thread in flight); returns
         the seconds of its three parts."""
         staged_in = [np.empty_like(f) for f in frames]
-        staged_out: list[np.ndarray] = []  # shaped as the device returns its outputs, on first use
+        # the outputs' bytes cross back from one inference's outputs: a device's bound call
+        # returns what suits its own timing (an IOBinding step, a shim status), not outputs
+        outs = [np.asarray(o) for o in self._inner.infer(frames)]
+        staged_out = [np.empty_like(o) for o in outs]
         compute, link, engine, (nin, nout) = self._inner.bound(frames), self._link, self._engine, self._bytes
 
         def call() -> tuple[float, float, float]:
@@ -108,9 +114,8 @@ class LinkSimSession(Session):
             link.to_device(frames, staged_in, nin)
             with engine:  # one frame at a time, as an accelerator runs a network
                 t1 = time.perf_counter()
-                outs = [np.asarray(o) for o in compute()]  # type: ignore[attr-defined]
+                compute()
                 t2 = self._paced(t1)
-            staged_out[:] = staged_out or [np.empty_like(o) for o in outs]
             link.to_host(outs, staged_out, nout)
             return t1 - t0, t2 - t1, time.perf_counter() - t2
 
@@ -195,7 +200,8 @@ class LinkSimSession(Session):
 
 
 class LinkSimDevice(Device):
-    """A device name's argument is the link: a shipped or inline one (see the module doc)."""
+    """A device name's argument is the link (a shipped or inline one), then an optional pace and
+    device behind it: ``LINK[@PACE][>DEVICE]`` (see the module doc)."""
 
     name = "link-sim"
     takes_arg = True
@@ -203,8 +209,9 @@ class LinkSimDevice(Device):
     def __init__(self, arg: str | None = None) -> None:
         if not arg:
             raise LoopError("link-sim needs a link: 'link-sim:hailo10h-usb-1.5a' or 'link-sim:300MB/s+0.9ms'")
-        link, _, pace = arg.partition("@")
-        self.link, self._inner = Link(load(None, link)), OnnxRuntimeDevice()
+        spec, _, inner = arg.partition(">")
+        link, _, pace = spec.partition("@")
+        self.link, self._inner = Link(load(None, link)), _inner_device(inner.strip())
         self.pace_s = _pace_s(pace) if pace else 0.0
         self._engine = threading.Lock()  # the simulated device's compute: one frame at a time
 
@@ -220,13 +227,25 @@ class LinkSimDevice(Device):
         return self._inner.health()
 
     def describe(self) -> dict[str, str]:
-        m = self.link.model
+        m, inner = self.link.model, self._inner.describe()
         return {
-            **self._inner.describe(),
-            "device": f"{self.name}:{m.name}",
+            **inner,
+            "device": f"{self.name}:{m.name}>{inner['device']}",
             "link": f"{m.bandwidth_mb_s:.1f} MB/s + {m.per_transfer_ms:.3f} ms per transfer, {m.round_trip_ms:.3f} ms",
             **({"compute_pace": f"{self.pace_s * 1e3:g} ms a frame"} if self.pace_s else {}),
         }
+
+
+def _inner_device(name: str) -> Device:
+    """The device behind the link: ``>NAME`` names any device a sweep may, else the host's
+    ONNX Runtime."""
+    if not name:
+        return OnnxRuntimeDevice()
+    from loop.core.registry import make_device, split_device
+
+    if split_device(name)[0] == LinkSimDevice.name:
+        raise LoopError(f"link-sim '>{name}': a link in front of a simulated link; name the device behind both")
+    return make_device(name)
 
 
 def _pace_s(text: str) -> float:

@@ -34,6 +34,21 @@ def test_outputs_are_the_wrapped_devices(artifact):
     assert all(np.array_equal(a, b) for a, b in zip(expected, got, strict=True))
 
 
+def test_the_link_goes_in_front_of_the_device_named_after_it(artifact):
+    # an execution provider's session times through IOBinding; its bound call returns no outputs
+    device = make_device("link-sim:100MB/s+0.1ms>onnxruntime:CPUExecutionProvider")
+    with OnnxRuntimeDevice().open(artifact, RuntimeOptions(threads=1)) as bare:
+        expected = bare.infer(frames(artifact))
+    with device.open(artifact, RuntimeOptions(threads=1)) as s:
+        got = s.infer(frames(artifact))
+        split = s.split_ms(frames(artifact), 3)
+        assert 3 / s.pipelined(frames(artifact), 3, 2) > 0
+    assert all(np.array_equal(a, b) for a, b in zip(expected, got, strict=True))
+    assert split is not None and split["copy_in_ms"] >= 0.1 and split["compute_ms"] > 0
+    assert device.describe()["device"] == "link-sim:100MB/s+0.1ms>onnxruntime:CPUExecutionProvider"
+    assert make_device("link-sim:100MB/s").describe()["device"] == "link-sim:100MB/s>onnxruntime"
+
+
 def test_a_slow_link_sets_the_rate_and_queueing_hides_the_round_trip(artifact):
     # a link busy ~10 ms per inference and a 30 ms round trip dwarf the tiny graph's compute
     bw = nbytes(artifact) / 10e-3 / 1e6
@@ -97,6 +112,8 @@ def test_an_unpaced_device_computes_as_fast_as_the_host(artifact):
         ("link-sim:300MB/s@0ms", "compute pace '0ms'"),
         ("link-sim:nowhere", "unknown link 'nowhere'"),
         ("link-sim:0MB/s", "expected a link name"),
+        ("link-sim:300MB/s>nowhere", "unknown device 'nowhere'"),
+        ("link-sim:300MB/s>link-sim:40MB/s", "a link in front of a simulated link"),
         ("hailort:x", "takes no ':' argument"),
     ],
 )

@@ -42,8 +42,8 @@ def figure(width: float = 6.4, height: float = 3.6) -> Figure:
 
 def svg(fig: Figure, salt: str = "loop") -> str:
     """The figure as an ``<svg>`` element for inline use (no XML prolog, no external refs).
-    Its element ids are hashed from ``salt`` and their content: figures on one page take
-    their own salt, so no two elements of the page share an id."""
+    Its own ids (clip paths, markers) are hashed from ``salt`` and their content: figures on
+    one page take their own salt, so what one figure refers to no other figure defines."""
     import matplotlib
 
     buf = io.StringIO()

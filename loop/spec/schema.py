@@ -197,7 +197,11 @@ class Sweep(Strict):
     base: Path_ = Field(description="a recipe (.yaml) or an .onnx model, relative to the sweep file")
     backend: Name = Field("onnxruntime", description="the compiler: `onnxruntime` or `hailo` (`loop backends`)")
     devices: Name | Annotated[list[Name], Field(min_length=1, max_length=8)] | None = Field(
-        None, description="where to run: `onnxruntime`, `hailort`, `hailo-emulator` (default: the backend's own)"
+        None,
+        description=(
+            "where to run: `onnxruntime[:PROVIDER]`, `hailort`, `hailo-emulator`, `link-sim:LINK` (default: the "
+            "backend's own); the first is measured and scored, the rest score the same inputs against it"
+        ),
     )
     seed: Seed = Field(0, description="seeds generated frames")
     calibration: Data | None = Field(None, description="calibration frames")

@@ -116,6 +116,11 @@ class Device(ABC):
     def describe(self) -> dict[str, str]:
         return {"device": self.name}
 
+    @property
+    def timed_on(self) -> str:
+        """The hardware a measurement here times, whose lock it holds (``measure.hostlock``)."""
+        return self.name
+
     def vendor_benchmark(self, artifact_path: Path, loop_fps: float, options: RuntimeOptions) -> dict[str, Any] | None:
         return None
 

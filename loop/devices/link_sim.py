@@ -9,7 +9,8 @@ so is compute (one frame at a time, as an accelerator runs a network); queued fr
 one frame's transfer and round trip with another's compute.
 
 ``link-sim:300MB/s+0.9ms>onnxruntime:CUDAExecutionProvider`` puts the link in front of another
-device (any a sweep may name, but ``link-sim``): its compute is timed and paced as the host's is.
+device (any a sweep may name, but ``link-sim``): its compute is timed and paced as the host's is,
+and includes whatever the device moves itself (an execution provider's own copies to its memory).
 
 ``link-sim:40MB/s+1ms@2ms`` also paces compute: each frame really computes, then holds the
 device until 2 ms have passed since it began, as an accelerator's fixed schedule would. A
@@ -100,8 +101,7 @@ class LinkSimSession(Session):
         self._alone: list[float] = []  # and every lone frame's (depth 1) so far
 
     def _one(self, frames: Sequence[np.ndarray]) -> Callable[[], tuple[float, float, float]]:
-        """One inference with its own staging buffers (one set per thread in flight); returns
-        the seconds of its three parts."""
+        """One inference with its own staging buffers; returns the seconds of its three parts."""
         staged_in = [np.empty_like(f) for f in frames]
         # the outputs' bytes cross back as buffers of their size: a device's bound call returns
         # what suits its own timing (an IOBinding step, a shim status), not outputs, and an
@@ -139,10 +139,10 @@ class LinkSimSession(Session):
         queued frame so far (a rate is frames over time, so a mean predicts one, not a median),
         with a lone frame's as ``lone_compute_ms``: on a shared host a network of many small
         ops computes a lone frame, its caches cold after a wait, up to 2x slower than a queued one
-        (shufflenet_v2 at 64x64: 1.2-1.9x). A lone frame's is the mean over the frames the depth-1
-        rate was measured on, where it was: a fit subtracts it from that rate's time a frame, and
-        a median of other frames taken later missed it by up to 0.2 ms, which a round trip of
-        1 ms fitted from it carried whole."""
+        (shufflenet_v2 at 64x64: 1.2-1.9x). A lone frame's is the mean over the session's
+        depth-1 frames, where it ran some (the rate's own, with the few of its warm-up and probe):
+        a fit subtracts it from that rate's time a frame, and a median of other frames taken
+        later missed it by up to 0.2 ms, which a round trip of 1 ms fitted from it carried whole."""
         call = self.bound(frames)
         parts = [call() for _ in range(count)]
         split = {k: 1e3 * statistics.median(p[i] for p in parts) for i, k in enumerate(SPLIT)}
@@ -167,7 +167,10 @@ class LinkSimSession(Session):
         frame. One thread runs the schedule: the link's clock needs no thread of its own, and
         on this VM a hand-off between two threads woke 0.3-1.4 ms late for 2-13 frames in 28, a
         wait no link has, which held a shallow queue up to 14 % under the model's rate. Outputs
-        are charged to the link with their inputs (the same busy time per frame, in one go)."""
+        are charged to the link with their inputs (the same busy time per frame, in one go).
+        The real copy into staging runs on this thread between computes, so a queued frame's
+        compute time carries it (a 16 MB frame's copy doubled a 2 ms pace; the benchmark's
+        frames are 307 kB at most)."""
         staged, compute = [np.empty_like(f) for f in frames], self._inner.bound(frames)
         busy, trip = self._link.model.busy_s(sum(self._bytes)), self._link.model.round_trip_ms / 1e3
         computed: list[float] = []  # the compute stage's time a frame, from when it could start
@@ -210,7 +213,9 @@ class LinkSimDevice(Device):
     def __init__(self, arg: str | None = None) -> None:
         if not arg:
             raise LoopError("link-sim needs a link: 'link-sim:hailo10h-usb-1.5a' or 'link-sim:300MB/s+0.9ms'")
-        spec, _, inner = arg.partition(">")
+        spec, behind, inner = arg.partition(">")
+        if behind and not inner.strip():
+            raise LoopError(f"link-sim:{arg}: name the device after '>', or leave '>' out for the host's")
         link, _, pace = spec.partition("@")
         self.link, self._inner = Link(load(None, link)), _inner_device(inner.strip())
         self.pace_s = _pace_s(pace) if pace else 0.0
@@ -219,13 +224,18 @@ class LinkSimDevice(Device):
     @classmethod
     def available(cls) -> tuple[bool, str]:
         ok, why = OnnxRuntimeDevice.available()
-        return ok, why if not ok else "simulated link in front of the host CPU (validates arithmetic, not USB)"
+        here = "simulated link in front of the host CPU or the device after '>' (validates arithmetic, not USB)"
+        return ok, why if not ok else here
 
     def open(self, artifact: Artifact, options: RuntimeOptions) -> Session:
         return LinkSimSession(self._inner.open(artifact, options), self.link, self._engine, self.pace_s)
 
     def health(self) -> Health:
         return self._inner.health()
+
+    @property
+    def timed_on(self) -> str:
+        return self._inner.timed_on  # a simulated link times the device behind it
 
     def describe(self) -> dict[str, str]:
         m, inner = self.link.model, self._inner.describe()

@@ -282,7 +282,7 @@ def _evaluate(
     contended: bool,
 ) -> tuple[RunOutcome, Reference | None]:
     try:
-        with hostlock.measuring(devices[0].name, overlap=options.overlap):
+        with hostlock.measuring(devices[0].timed_on, overlap=options.overlap):
             outcome, made = evaluate_variant(spec, a, compiled, devices, runs, against, options.scorer)
     except Exception as exc:
         return RunOutcome(

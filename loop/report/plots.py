@@ -72,10 +72,11 @@ def link_ladder(rungs: Sequence[RunRecord], model: LinkModel | None) -> Figure:
         seen = f"plateau {flat[1]:.0f}-{flat[2]:.0f} MB/s from {flat[0]}" if flat else "no plateau yet: still climbing"
         ax.annotate(f"fitted {model.bandwidth_mb_s:.0f} MB/s; {seen}", (0.02, 0.92), xycoords="axes fraction")
     ax.set(xscale="log", xlabel="bytes per frame (in + out)", ylabel="MB/s", title="Link ladder")
-    # after the scale, which resets them: minor labels at 2x and 5x only (every one overlapped),
-    # so a ladder inside two decades still reads off more than one label
+    # after the scale, which resets them: minor ticks at 2x and 5x only (labels on every one
+    # overlapped), labelled where the axis spans two decades or less, so a ladder inside them
+    # still reads off more than one label
     ax.xaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
-    ax.xaxis.set_minor_formatter(LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    ax.xaxis.set_minor_formatter(LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(2, 2)))
     # from zero, with room above the plateau: autoscaling pads the rungs' own spread (594-616
     # MB/s), which left the top rungs half cut off by the frame
     ax.set_ylim(0, 1.15 * max([*rates, model.bandwidth_mb_s if model else 0.0]))

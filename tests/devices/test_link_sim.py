@@ -42,11 +42,12 @@ def test_the_link_goes_in_front_of_the_device_named_after_it(artifact):
     with device.open(artifact, RuntimeOptions(threads=1)) as s:
         got = s.infer(frames(artifact))
         split = s.split_ms(frames(artifact), 3)
-        assert 3 / s.pipelined(frames(artifact), 3, 2) > 0
+        s.pipelined(frames(artifact), 3, 2)  # queued through the provider's IOBinding step
     assert all(np.array_equal(a, b) for a, b in zip(expected, got, strict=True))
     assert split is not None and split["copy_in_ms"] >= 0.1 and split["compute_ms"] > 0
     assert device.describe()["device"] == "link-sim:100MB/s+0.1ms>onnxruntime:CPUExecutionProvider"
     assert make_device("link-sim:100MB/s").describe()["device"] == "link-sim:100MB/s>onnxruntime"
+    assert device.timed_on == "onnxruntime"  # its measurements hold the lock of what they time
 
 
 def test_binding_a_call_runs_nothing_so_the_first_output_is_timed_cold(artifact, monkeypatch):
@@ -67,6 +68,15 @@ def test_a_slow_link_sets_the_rate_and_queueing_hides_the_round_trip(artifact):
     assert lone == pytest.approx(1 / 40e-3, rel=0.2)  # link + round trip + compute, one at a time
     assert queued == pytest.approx(1 / 10e-3, rel=0.2)  # the link alone, once 8 are in flight
     assert queued / lone > 3
+
+
+def test_a_shallow_queue_is_capped_by_its_frames_round_trip(artifact):
+    # link 1 ms, compute paced to 1 ms, round trip 10 ms: at depth 2, two frames per 12 ms
+    # (Little's law), not the 1000 fps either stage allows, nor the 83 fps of one in flight
+    bw = nbytes(artifact) / 1e-3 / 1e6
+    with LinkSimDevice(f"{bw:.6f}MB/s+10ms@1ms").open(artifact, RuntimeOptions(threads=1)) as s:
+        rate = 24 / s.pipelined(frames(artifact), 24, 2)
+    assert rate == pytest.approx(2 / 12e-3, rel=0.15)
 
 
 def test_the_split_times_the_link_apart_from_compute(artifact):
@@ -122,6 +132,7 @@ def test_an_unpaced_device_computes_as_fast_as_the_host(artifact):
         ("link-sim:0MB/s", "expected a link name"),
         ("link-sim:300MB/s>nowhere", "unknown device 'nowhere'"),
         ("link-sim:300MB/s>link-sim:40MB/s", "a link in front of a simulated link"),
+        ("link-sim:300MB/s> ", "name the device after '>'"),
         ("hailort:x", "takes no ':' argument"),
     ],
 )

@@ -4,9 +4,9 @@
 ``hailo10h-usb-1.5a``) wraps the host's ONNX Runtime device, or the one named after ``>``.
 Each inference first crosses the link: its frames are really copied into a staging buffer,
 then the caller waits until the link would have finished (bytes over the bandwidth, plus the
-per-transfer cost), then for the round trip; then it computes. The link is one resource (transfers queue for it) and
-so is compute (one frame at a time, as an accelerator runs a network); queued frames overlap
-one frame's transfer and round trip with another's compute.
+per-transfer cost), then for the round trip; then it computes. The link is one resource
+(transfers queue for it) and so is compute (one frame at a time, as an accelerator runs a
+network); queued frames overlap one frame's transfer and round trip with another's compute.
 
 ``link-sim:300MB/s+0.9ms>onnxruntime:CUDAExecutionProvider`` puts the link in front of another
 device (any a sweep may name, but ``link-sim``): its compute is timed and paced as the host's is,
@@ -173,8 +173,9 @@ class LinkSimSession(Session):
         frames are 307 kB at most)."""
         staged, compute = [np.empty_like(f) for f in frames], self._inner.bound(frames)
         busy, trip = self._link.model.busy_s(sum(self._bytes)), self._link.model.round_trip_ms / 1e3
-        computed: list[float] = []  # the compute stage's time a frame, from when it could start
-        alone: list[float] = []  # compute alone, from its start (a lone frame's stage waits on the link)
+        # queued, the compute stage's time a frame from when it could start; lone, compute from
+        # its start (a lone frame's stage waits on the link, which is not compute)
+        times: list[float] = []
         done: list[float] = []
         t0 = time.perf_counter()
         for i in range(count):
@@ -184,14 +185,10 @@ class LinkSimSession(Session):
                 began = time.perf_counter()
                 compute()
                 ended = self._paced(began)
-            computed.append(ended - max(at, done[-1] if done else at))
-            alone.append(ended - began)
+            times.append(ended - (began if depth == 1 else max(at, done[-1] if done else at)))
             done.append(ended)
         elapsed = time.perf_counter() - t0
-        if depth == 1:
-            self._alone += alone
-        else:
-            self._computed += computed
+        (self._alone if depth == 1 else self._computed).extend(times)
         return elapsed
 
     def _paced(self, began: float) -> float:

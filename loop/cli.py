@@ -179,33 +179,23 @@ def audit_cmd(runs: Path, as_json: bool, sweep: str | None) -> None:
 
 @main.command("layers")
 @click.argument("base", type=click.Path(path_type=Path))
+@click.option(
+    "--input-shape",
+    "input_shape",
+    multiple=True,
+    metavar="NAME=D,D,...",
+    help="A static shape for a dynamic input, as the sweep file's input_shapes (repeat per input).",
+)
 @JSON
-def layers_cmd(base: Path, as_json: bool) -> None:
-    """The quantized layers of BASE (an .onnx model or a recipe): the names ops take."""
+def layers_cmd(base: Path, input_shape: tuple[str, ...], as_json: bool) -> None:
+    """The quantized layers of BASE (an .onnx model or a recipe): the names ops take, the
+    tensors a forced range lands on, and the removed clamps (Relu, Clip) whose work those grids do."""
     from loop.judge.structure import describe
-    from loop.report import table
-    from loop.spec.graphs import load
+    from loop.report import layers_table
+    from loop.spec.graphs import load, parse_input_shapes
 
-    rows = describe(load(base, {}).structure)
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    click.echo(
-        table(
-            ["layer", "op", "weights", "range in lands on", "range out lands on", "removed activation"],
-            [
-                [
-                    str(r["layer"]),
-                    str(r["op"]),
-                    "yes" if r["weights"] else "no",
-                    str(r["in_tensor"]),
-                    str(r["out_tensor"]),
-                    str(r["out_bounds"] or "-"),
-                ]
-                for r in rows
-            ],
-        )
-    )
+    rows = describe(load(base, {}, parse_input_shapes(input_shape)).structure)
+    click.echo(json.dumps(rows, indent=2) if as_json else layers_table(rows))
 
 
 @main.command("check")

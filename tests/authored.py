@@ -267,3 +267,113 @@ def two_input_model() -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
+
+
+def _conv(name: str, x: str, y: str, w: np.ndarray, bias: str | None = None) -> tuple[onnx.NodeProto, list]:
+    inits = [numpy_helper.from_array(w, f"{name}.w")]
+    inputs = [x, f"{name}.w"] + ([bias] if bias else [])
+    return helper.make_node("Conv", inputs, [y], name=name, pads=[1, 1, 1, 1]), inits
+
+
+def clamp_chain_model(chain: str, seed: int = 0) -> onnx.ModelProto:
+    """conv1 (no bias) -> CHAIN -> conv2, where CHAIN ends in a clamp the quantizer removes
+    although no layer feeds it directly: ``add-relu`` (a bias Add then Relu, as Paddle exports
+    a conv), ``add-clip`` (Add then Clip [0, 6]) or ``hardsigmoid`` (Mul 0.2, Add 0.5, Clip
+    [0, 1], as a HardSigmoid is decomposed)."""
+    rng = np.random.default_rng(seed)
+    conv1, w1 = _conv("conv1", "x", "c1", rng.normal(0, 0.4, (8, 3, 3, 3)).astype(np.float32))
+    conv2, w2 = _conv("conv2", "act", "y", rng.normal(0, 0.2, (4, 8, 3, 3)).astype(np.float32), "conv2.b")
+    consts = {
+        "bias": rng.normal(0, 0.2, (1, 8, 1, 1)).astype(np.float32),
+        "conv2.b": rng.normal(0, 0.1, 4).astype(np.float32),
+        "zero": np.float32(0),
+        "six": np.float32(6),
+        "one": np.float32(1),
+        "fifth": np.float32(0.2),
+        "half": np.float32(0.5),
+    }
+    tail = {
+        "add-relu": [
+            helper.make_node("Add", ["c1", "bias"], ["a"], name="bias_add"),
+            helper.make_node("Relu", ["a"], ["act"], name="relu"),
+        ],
+        "add-clip": [
+            helper.make_node("Add", ["c1", "bias"], ["a"], name="bias_add"),
+            helper.make_node("Clip", ["a", "zero", "six"], ["act"], name="relu6"),
+        ],
+        "hardsigmoid": [
+            helper.make_node("Mul", ["c1", "fifth"], ["m"], name="hs_mul"),
+            helper.make_node("Add", ["m", "half"], ["a"], name="hs_add"),
+            helper.make_node("Clip", ["a", "zero", "one"], ["act"], name="hs_clip"),
+        ],
+    }[chain]
+    graph = helper.make_graph(
+        [conv1, *tail, conv2],
+        f"clamp_{chain}",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+        w1 + w2 + [numpy_helper.from_array(v, k) for k, v in consts.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def linear_model(seed: int = 0) -> onnx.ModelProto:
+    """Two linear layers as exporters write them on a sequence: MatMul then an Add of the bias
+    (the first followed by Relu), over [1, T, C]."""
+    rng = np.random.default_rng(seed)
+    arrays = {
+        "w1": rng.normal(0, 0.3, (16, 12)).astype(np.float32),
+        "b1": rng.normal(0.3, 0.2, 12).astype(np.float32),
+        "w2": rng.normal(0, 0.3, (12, 6)).astype(np.float32),
+        "b2": rng.normal(-0.2, 0.2, 6).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["m1"], name="fc1"),
+        helper.make_node("Add", ["m1", "b1"], ["a1"], name="fc1_bias"),
+        helper.make_node("Relu", ["a1"], ["r1"], name="fc1_relu"),
+        helper.make_node("MatMul", ["r1", "w2"], ["m2"], name="fc2"),
+        helper.make_node("Add", ["m2", "b2"], ["y"], name="fc2_bias"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "linear",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 10, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10, 6])],
+        [numpy_helper.from_array(v, k) for k, v in arrays.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def dynamic_detector(opset: int = 17) -> onnx.ModelProto:
+    """A conv over an input of dynamic height and width whose output's last dimension is
+    computed from them (Shape, Gather, Mul, Concat, Reshape: YOLO's 'anchors')."""
+    rng = np.random.default_rng(0)
+    w = rng.normal(0, 0.3, (6, 3, 3, 3)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["images", "w", "b"], ["c"], name="head", pads=[1, 1, 1, 1]),
+        helper.make_node("Shape", ["c"], ["s"], name="shape"),
+        helper.make_node("Gather", ["s", "i23"], ["hw"], name="gather", axis=0),
+        helper.make_node("ReduceProd", ["hw"], ["n"], name="prod", keepdims=1),
+        helper.make_node("Concat", ["lead", "n"], ["target"], name="concat", axis=0),
+        helper.make_node("Reshape", ["c", "target"], ["boxes"], name="reshape"),
+    ]
+    inits = [
+        numpy_helper.from_array(w, "w"),
+        numpy_helper.from_array(rng.normal(0, 0.1, 6).astype(np.float32), "b"),
+        numpy_helper.from_array(np.array([2, 3], np.int64), "i23"),
+        numpy_helper.from_array(np.array([1, 6], np.int64), "lead"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "detector",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 3, "H", "W"])],
+        [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 6, "anchors"])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 7
+    return model

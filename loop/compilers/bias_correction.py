@@ -25,8 +25,6 @@ from onnx import helper
 from loop.compilers.qdq import QdqGraph
 from loop.core.sessions import Optimization, session
 
-INT32 = np.iinfo(np.int32)
-
 
 @dataclass(frozen=True)
 class Target:
@@ -38,6 +36,9 @@ class Target:
     bias_scale: str
     q_out: str
     f_out: str
+    bias_zero_point: str | None = None  # an Add's constant: on a uint8 grid of its own
+    channels_last: bool = False  # a MatMul's channels are its output's last axis
+    in_place: bool = True  # the layer's own output carries the bias (not a later Add)
 
 
 @dataclass
@@ -66,6 +67,8 @@ def targets(g: QdqGraph, correction: Correction) -> list[Target]:
 def _target(g: QdqGraph, node: onnx.NodeProto) -> tuple[str, Target | None]:
     if g.weight(node) is None:
         return "no weights (activation x activation)", None
+    if node.op_type == "MatMul":
+        return _add_target(g, node)
     if len(node.input) < 3 or not node.input[2]:
         return "no bias", None
     bias = g.dq_param(node.input[2])
@@ -80,8 +83,28 @@ def _target(g: QdqGraph, node: onnx.NodeProto) -> tuple[str, Target | None]:
     return "", Target(node.name, bias.values, bias.scale, dq.output[0], f_out)
 
 
-def _channel_mean(x: np.ndarray) -> np.ndarray:
-    axes = tuple(a for a in range(x.ndim) if a != 1) if x.ndim > 1 else (0,)
+def _add_target(g: QdqGraph, node: onnx.NodeProto) -> tuple[str, Target | None]:
+    """A linear layer as exporters write it, MatMul then Add: its bias is the Add's constant,
+    read where the Add's output is quantized."""
+    found = g.add_bias(node)
+    if found is None:
+        return "no bias", None
+    add, bias = found
+    if bias.zero_point is None or not np.all(g.required(bias.scale)):
+        return "bias not quantized", None
+    _, dq = g.out_q(add.output[0])
+    f_out = g.float_out_name(add.output[0])
+    if dq is None or f_out is None:
+        return "output not quantized", None
+    channels = g.required(bias.values).size
+    if int(np.prod(g.required(bias.values).shape)) != channels or channels <= 1:
+        return "bias not per channel", None
+    return "", Target(node.name, bias.values, bias.scale, dq.output[0], f_out, bias.zero_point, True, False)
+
+
+def _channel_mean(x: np.ndarray, last: bool = False) -> np.ndarray:
+    channel = x.ndim - 1 if last else 1
+    axes = tuple(a for a in range(x.ndim) if a != channel) if x.ndim > 1 else (0,)
     return x.astype(np.float64).mean(axis=axes)
 
 
@@ -91,6 +114,7 @@ def float_means(
     frames: list[dict[str, np.ndarray]],
     threads: int,
     optimize: Optimization = "all",
+    last: frozenset[str] = frozenset(),
 ) -> dict[str, np.ndarray]:
     """Per-channel means of the model's tensors ``names``, in one run. A float model may be
     optimized; a QDQ model must not be, or its Q/DQ pairs are fused into integer kernels."""
@@ -105,7 +129,7 @@ def float_means(
     sums: dict[str, Any] = {n: 0.0 for n in unique}
     for feed in frames:
         for name, value in zip(unique, run.run(unique, feed), strict=True):
-            sums[name] = sums[name] + _channel_mean(value)
+            sums[name] = sums[name] + _channel_mean(value, name in last)
     return {n: np.asarray(s) / len(frames) for n, s in sums.items()}
 
 
@@ -118,29 +142,39 @@ def correct(
     todo = targets(g, correction)
     if not todo or not frames:
         return correction
-    expected = float_means(float_model, [t.f_out for t in todo], frames, threads)
+    last = frozenset(t.f_out for t in todo if t.channels_last)
+    expected = float_means(float_model, [t.f_out for t in todo], frames, threads, last=last)
     runner = _Segments(g, {t.node for t in todo}, frames, threads)
     by_depth: dict[int, list[Target]] = {}
     for t in todo:
         by_depth.setdefault(runner.depth[t.node], []).append(t)
     for depth in sorted(by_depth):
         layers = by_depth[depth]
-        measured = runner.advance(depth, [t.q_out for t in layers], [t.node for t in layers])
+        measured = runner.advance(
+            depth,
+            [t.q_out for t in layers],
+            [t.node for t in layers],
+            frozenset(t.q_out for t in layers if t.channels_last),
+        )
         for t in layers:
             moved = _apply(g, t, measured[t.q_out] - expected[t.f_out])
-            runner.shift(t.node, moved)
+            if t.in_place:  # an Add's bias is read when the Add runs again, after the layer's kept output
+                runner.shift(t.node, moved)
             correction.corrected.append(t.node)
     correction.depths = len(by_depth)
     return correction
 
 
 def _apply(g: QdqGraph, t: Target, error: np.ndarray) -> np.ndarray:
-    """Correct one bias; return how far its dequantized value moved, per channel."""
+    """Correct one bias on its own grid (int32 for a layer's, an Add constant's uint8 with its
+    zero point); return how far its dequantized value moved, per channel."""
     ints, scale = g.required(t.bias), g.required(t.bias_scale).astype(np.float64)
-    corrected = ints.astype(np.float64) * scale - error
-    new = np.clip(np.round(corrected / scale), INT32.min, INT32.max).astype(ints.dtype)
+    zero = g.required(t.bias_zero_point).astype(np.float64) if t.bias_zero_point else 0.0
+    limits = np.iinfo(ints.dtype)
+    corrected = (ints.astype(np.float64) - zero) * scale - error.reshape(ints.shape)
+    new = np.clip(np.round(corrected / scale + zero), limits.min, limits.max).astype(ints.dtype)
     g.set_array(t.bias, new)
-    return (new.astype(np.float64) - ints.astype(np.float64)) * scale
+    return ((new.astype(np.float64) - ints.astype(np.float64)) * scale).reshape(-1)
 
 
 class _Segments:
@@ -175,7 +209,9 @@ class _Segments:
             levels.append(level)
         return levels
 
-    def advance(self, depth: int, measure: list[str], layers: list[str]) -> dict[str, np.ndarray]:
+    def advance(
+        self, depth: int, measure: list[str], layers: list[str], last: frozenset[str] = frozenset()
+    ) -> dict[str, np.ndarray]:
         """Run the nodes no correction at ``depth`` or deeper can reach, and the ``layers``
         about to be corrected, keeping their outputs; plus what leads from them to the
         tensors in ``measure``; return those tensors' per-channel means.
@@ -202,7 +238,7 @@ class _Segments:
             values = dict(zip(outputs, run.run(outputs, {n: frame[n] for n in feeds}), strict=True))
             frame.update((k, values[k]) for k in keep)
             for m in measure:
-                sums[m] = sums[m] + _channel_mean(values[m])
+                sums[m] = sums[m] + _channel_mean(values[m], m in last)
         self.done.update(final)
         still = self._read_after(self.done)
         for frame in self.kept:

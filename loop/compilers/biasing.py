@@ -11,6 +11,7 @@ from onnx import numpy_helper
 
 from loop.compilers.qdq import QdqGraph
 from loop.core.vocab import RangeOverride
+from loop.judge.structure import FOLDED_ACTIVATIONS, clip_bounds, constants
 
 UINT8_MAX = 255
 
@@ -83,3 +84,19 @@ def _grid(g: QdqGraph, tensor: str) -> tuple[float, float] | None:
     if q is None or q.op_type != "QuantizeLinear":
         return None
     return g.scalar(q.input[1]) or 0.0, g.scalar(q.input[2] if len(q.input) > 2 else None) or 0.0
+
+
+def removed_clamps(float_model: onnx.ModelProto, quantized: onnx.ModelProto) -> dict[str, list[float | None]]:
+    """Each Relu or Clip the quantizer removed, as the tensor whose grid now does its work
+    (its output, which the quantizer moved upstream) and its bounds [lo, hi] (None:
+    unbounded). Read from what is gone from ``quantized``, not predicted from op names."""
+    kept = {n.name for n in quantized.graph.node}
+    consts = constants(float_model.graph)
+    found: dict[str, tuple[float, float]] = {}
+    for node in float_model.graph.node:
+        if node.op_type not in FOLDED_ACTIVATIONS or node.name in kept:
+            continue
+        lo, hi = (0.0, np.inf) if node.op_type == "Relu" else clip_bounds(node, consts)
+        before = found.pop(node.input[0], (-np.inf, np.inf))  # a Relu then a Clip: both removed
+        found[node.output[0]] = (max(lo, before[0]), min(hi, before[1]))
+    return {t: [float(b) if np.isfinite(b) else None for b in pair] for t, pair in found.items()}

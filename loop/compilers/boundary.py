@@ -3,8 +3,9 @@ with the scale and zero point kept in its layout, as a HEF's are."""
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
-from onnx import TensorProto
+from onnx import TensorProto, helper
 
 from loop.compilers.qdq import QdqGraph
 from loop.core.vocab import TensorLayout
@@ -13,12 +14,21 @@ DTYPES: dict[int, str] = {TensorProto.FLOAT: "float32", TensorProto.UINT8: "uint
 
 
 def _shape(value: onnx.ValueInfoProto) -> tuple[int, ...]:
-    return tuple(int(d.dim_value) for d in value.type.tensor_type.shape.dim)
+    dims = value.type.tensor_type.shape.dim
+    if not all(d.HasField("dim_value") for d in dims):
+        # a layout of unknown size cannot be fed or read back; loading resolves these first
+        raise ValueError(f"tensor '{value.name}' has a dynamic shape {[d.dim_param or '?' for d in dims]}")
+    return tuple(int(d.dim_value) for d in dims)
+
+
+def _dtype(value: onnx.ValueInfoProto) -> str:
+    elem = value.type.tensor_type.elem_type
+    return DTYPES.get(elem) or np.dtype(helper.tensor_dtype_to_np_dtype(elem)).name
 
 
 def float_io(model: onnx.ModelProto) -> tuple[tuple[TensorLayout, ...], tuple[TensorLayout, ...]]:
     inits = {t.name for t in model.graph.initializer}
-    layout = lambda v: TensorLayout(v.name, _shape(v), DTYPES[v.type.tensor_type.elem_type])  # noqa: E731
+    layout = lambda v: TensorLayout(v.name, _shape(v), _dtype(v))  # noqa: E731
     return (
         tuple(layout(v) for v in model.graph.input if v.name not in inits),
         tuple(layout(v) for v in model.graph.output),
@@ -32,7 +42,7 @@ def _retype(value: onnx.ValueInfoProto, elem_type: int) -> None:
 def _layout(g: QdqGraph, value: onnx.ValueInfoProto, q: onnx.NodeProto | None) -> TensorLayout:
     """A boundary tensor's layout: uint8 on the grid of ``q`` when its Q/DQ is removed."""
     if q is None:
-        return TensorLayout(value.name, _shape(value), DTYPES[value.type.tensor_type.elem_type])
+        return TensorLayout(value.name, _shape(value), _dtype(value))
     _retype(value, TensorProto.UINT8)
     return TensorLayout(value.name, _shape(value), "uint8", g.scalar(q.input[1]), int(g.scalar(q.input[2]) or 0))
 

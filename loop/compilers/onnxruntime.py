@@ -58,6 +58,7 @@ class OnnxRuntimeCompiler(Compiler):
                 model = float_model.SerializeToString()
         quantized = _quantize(model, calibration, options)
         info["overrides"], warnings = biasing.used_ranges(quantized, options.overrides)
+        info["removed_clamps"] = biasing.removed_clamps(float_model, quantized)
         if options.bias_correction:
             feeds = calibration_feeds(float_model, calibration)
             correction = bias_correction.correct(float_model, quantized, feeds, options.threads)
@@ -100,10 +101,12 @@ def _quantize(model: bytes, calibration_frames: Frames, options: CompileOptions)
 
 
 def calibration_feeds(model: onnx.ModelProto, frames: Frames) -> list[dict[str, np.ndarray]]:
-    """One feed per calibration frame, every input by name."""
+    """One feed per calibration frame, every input by name (floats as float32; integer and
+    boolean inputs keep their type)."""
     inits = {t.name for t in model.graph.initializer}
     names = [v.name for v in model.graph.input if v.name not in inits]
-    return [{k: v.astype(np.float32) for k, v in feed(frames, j, names).items()} for j in range(count(frames))]
+    as_fed = lambda v: v.astype(np.float32) if np.issubdtype(v.dtype, np.floating) else v  # noqa: E731
+    return [{k: as_fed(v) for k, v in feed(frames, j, names).items()} for j in range(count(frames))]
 
 
 def _graph_compile(model: onnx.ModelProto, threads: int) -> bytes:

@@ -87,6 +87,23 @@ class QdqGraph:
         w = self.dq_param(node.input[1]) if len(node.input) > 1 else None
         return w if w is not None and w.values in self.inits else None
 
+    def add_bias(self, node: onnx.NodeProto) -> tuple[onnx.NodeProto, QParam] | None:
+        """A MatMul's bias written as the exporters write a linear layer: ``MatMul`` then an
+        ``Add`` of a constant, which the quantizer keeps apart (the constant on its own uint8
+        grid, the MatMul's output quantized before it). The Add and its constant's grid."""
+        if node.op_type != "MatMul" or self.weight(node) is None:
+            return None
+        _, dq = self.out_q(node.output[0])
+        readers = self.consumers.get(dq.output[0], []) if dq is not None else self.consumers.get(node.output[0], [])
+        if len(readers) != 1 or readers[0].op_type != "Add":
+            return None
+        add = readers[0]
+        other = next((x for x in add.input if x not in (node.output[0], dq.output[0] if dq else "")), None)
+        bias = self.dq_param(other) if other else None
+        if bias is None or bias.values not in self.inits:
+            return None
+        return add, bias
+
     def layers(self) -> list[onnx.NodeProto]:
         """Quantized layers in graph order: weighted ones, and MatMuls over two quantized
         activations (attention), which have scales but no kernel."""
@@ -123,10 +140,14 @@ def layer_print(g: QdqGraph, node: onnx.NodeProto) -> LayerPrint:
     q, _ = g.out_q(node.output[0])
     bias_sha = bias = step = None
     b = g.dq_param(node.input[2]) if len(node.input) > 2 else None
+    added = g.add_bias(node) if b is None else None
+    b = added[1] if added is not None else b
     if b is not None:
-        b_int, b_scale = g.required(b.values), g.required(b.scale)
-        bias_sha = array_sha(b_int, b_scale)
-        bias = _tuple(b_int.astype(np.float64) * b_scale.astype(np.float64), float)
+        b_int, b_scale, b_zp = g.required(b.values), g.required(b.scale), g.array(b.zero_point)
+        # an Add's constant sits on a uint8 grid whose zero point is part of its value
+        bias_sha = array_sha(b_int, b_scale, *([b_zp] if added is not None and b_zp is not None else []))
+        zero = b_zp.astype(np.float64) if b_zp is not None else 0.0
+        bias = _tuple((b_int.astype(np.float64) - zero) * b_scale.astype(np.float64), float)
         step = _tuple(np.broadcast_to(b_scale, b_int.shape), float)
     return LayerPrint(
         name=node.name,

@@ -82,8 +82,18 @@ def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult, ag
         return audit_mod.Audit(audit_mod.NO_REFERENCE)
     v = authored.variant
     return audit_mod.audit(
-        against.reference.layers, compiled.layers, authored.footprint, v.expect, authored.structure.bounds
+        against.reference.layers, compiled.layers, authored.footprint, v.expect, _clamps(authored, compiled)
     )
+
+
+def _clamps(authored: Authored, compiled: CompileResult) -> dict[str, tuple[float, float]]:
+    """The clamps the compiler reports it removed; else those the structure predicts (a
+    backend that does not say, a compile cached before it was recorded)."""
+    removed = compiled.info.get("removed_clamps")
+    if not isinstance(removed, dict):
+        return authored.structure.bounds
+    edge = lambda b, inf: inf if b is None else float(b)  # noqa: E731
+    return {t: (edge(lo, -np.inf), edge(hi, np.inf)) for t, (lo, hi) in removed.items()}
 
 
 def float_outputs(model: bytes, inputs: frames_mod.Frames) -> Raw:

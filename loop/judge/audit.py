@@ -102,41 +102,48 @@ def _kernel_detail(b: LayerPrint, v: LayerPrint) -> str:
 def function_changes(
     base: Sequence[LayerPrint], variant: Sequence[LayerPrint], bounds: dict[str, tuple[float, float]]
 ) -> list[Change]:
-    """A quantized range that newly passes values a removed activation clipped (a Relu below
-    0, a ReLU6 above 6) changes the function, which no footprint covers."""
+    """A quantized range that newly passes values a removed clamp clipped (a Relu below 0, a
+    ReLU6 above 6, whatever produced the tensor) changes the function, which no footprint
+    covers. Each tensor is judged once, at the first layer that writes or reads it."""
     changes = []
+    seen: set[str] = set()
     base_by_name = {lp.name: lp for lp in base}
     for v in variant:
         b = base_by_name.get(v.name)
-        if v.out_tensor not in bounds or b is None:
-            continue
-        lo, hi = bounds[v.out_tensor]
-        if _passes(v, lo, hi) and not _passes(b, lo, hi):
-            rlo, rhi = _range(v)
-            changes.append(
-                Change(
-                    v.name,
-                    "function",
-                    f"{v.out_tensor} now spans [{rlo:.3g}, {rhi:.3g}], past the "
-                    f"removed activation's [{lo:g}, {hi:g}]: values the float model "
-                    "clips now pass",
-                    allowed=False,
+        for side in ("out", "in"):
+            tensor = getattr(v, f"{side}_tensor")
+            if b is None or tensor not in bounds or tensor in seen:
+                continue
+            seen.add(tensor)
+            lo, hi = bounds[tensor]
+            if _passes(_grid(v, side), lo, hi) and not _passes(_grid(b, side), lo, hi):
+                rlo, rhi = _range(_grid(v, side))
+                changes.append(
+                    Change(
+                        v.name,
+                        "function",
+                        f"{tensor} now spans [{rlo:.3g}, {rhi:.3g}], past the removed clamp's [{lo:g}, {hi:g}]: "
+                        "values the float model clips now pass",
+                        allowed=False,
+                    )
                 )
-            )
     return changes
 
 
-def _range(layer: LayerPrint) -> tuple[float, float]:
-    zp, s = layer.out_zero_point or 0, layer.out_scale or 0.0
+def _grid(layer: LayerPrint, side: str) -> tuple[float | None, int | None]:
+    return getattr(layer, f"{side}_scale"), getattr(layer, f"{side}_zero_point")
+
+
+def _range(grid: tuple[float | None, int | None]) -> tuple[float, float]:
+    s, zp = grid[0] or 0.0, grid[1] or 0
     return (0 - zp) * s, (255 - zp) * s
 
 
-def _passes(layer: LayerPrint, lo: float, hi: float) -> bool:
-    if layer.out_scale is None:
+def _passes(grid: tuple[float | None, int | None], lo: float, hi: float) -> bool:
+    if grid[0] is None:
         return False
-    rlo, rhi = _range(layer)
-    step = layer.out_scale
-    return rlo < lo - step or rhi > hi + step
+    rlo, rhi = _range(grid)
+    return rlo < lo - grid[0] or rhi > hi + grid[0]
 
 
 def _allowed(change: Change, rules: Sequence[Allow], expect: Expect) -> bool:

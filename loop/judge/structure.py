@@ -100,12 +100,19 @@ def describe(structure: Structure) -> list[dict[str, object]]:
             "weights": lp.weight is not None,
             "in_tensor": structure.grid(lp.in_tensor),
             "out_tensor": structure.grid(lp.out_tensor),
-            "out_bounds": [b if np.isfinite(b) else None for b in structure.bounds[lp.out_tensor]]
-            if lp.out_tensor in structure.bounds
-            else None,
+            "out_bounds": _bounds(structure, lp.out_tensor),
+            "in_bounds": _bounds(structure, lp.in_tensor),
         }
         for lp in structure.layers
     ]
+
+
+def _bounds(structure: Structure, tensor: str) -> list[float | None] | None:
+    """The removed clamp whose work the grid of ``tensor`` does, as [lo, hi] (None: unbounded)."""
+    for name in (tensor, structure.grid(tensor)):
+        if name in structure.bounds:
+            return [b if np.isfinite(b) else None for b in structure.bounds[name]]
+    return None
 
 
 def _consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
@@ -116,7 +123,7 @@ def _consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
     return out
 
 
-def _clip_bounds(node: onnx.NodeProto, consts: dict[str, np.ndarray]) -> tuple[float, float]:
+def clip_bounds(node: onnx.NodeProto, consts: dict[str, np.ndarray]) -> tuple[float, float]:
     lo, hi = -np.inf, np.inf
     for attr in node.attribute:  # opset < 11 carries bounds as attributes
         if attr.name == "min":
@@ -134,18 +141,18 @@ def follow_activations(
     tensor: str, graph: onnx.GraphProto, consts: dict[str, np.ndarray] | None = None
 ) -> tuple[str, tuple[float, float]]:
     """The tensor actually quantized after ``tensor``, and the bounds of what was removed."""
-    consts = consts if consts is not None else _constants(graph)
+    consts = consts if consts is not None else constants(graph)
     consumers = _consumers(graph)
     lo, hi = -np.inf, np.inf
     while len(consumers.get(tensor, [])) == 1 and consumers[tensor][0].op_type in FOLDED_ACTIVATIONS:
         node = consumers[tensor][0]
-        a, b = (0.0, np.inf) if node.op_type == "Relu" else _clip_bounds(node, consts)
+        a, b = (0.0, np.inf) if node.op_type == "Relu" else clip_bounds(node, consts)
         lo, hi = max(lo, a), min(hi, b)
         tensor = node.output[0]
     return tensor, (float(lo), float(hi))
 
 
-def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
+def constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     for node in graph.node:
         if node.op_type == "Constant" and node.attribute:
@@ -159,7 +166,7 @@ def _opset(model: onnx.ModelProto) -> int:
 
 def analyse(model: onnx.ModelProto) -> Structure:
     graph = model.graph
-    consts = _constants(graph)
+    consts = constants(graph)
     inits = {t.name for t in graph.initializer}
     layers: list[Layer] = []
     bounds: dict[str, tuple[float, float]] = {}
@@ -176,13 +183,15 @@ def analyse(model: onnx.ModelProto) -> Structure:
         layers.append(Layer(node.name, node.op_type, len(layers), weight, bias, node.input[0], out))
     values = [v for v in graph.input if v.name not in inits]
     shape = tuple(int(d.dim_value) for d in values[0].type.tensor_type.shape.dim) if values else ()
+    grids, clamps = _grids(graph, consts, _opset(model))
+    bounds.update(clamps)
     return Structure(
         tuple(layers),
         tuple(n.name for n in graph.node),
         bounds,
         tuple(v.name for v in values),
         shape,
-        _grids(graph, consts, _opset(model)),
+        grids,
     )
 
 
@@ -196,13 +205,19 @@ def _pad_shares(node: onnx.NodeProto, consts: dict[str, np.ndarray]) -> bool:
     return value is not None and float(np.asarray(value).reshape(-1)[0] if np.size(value) else 0.0) == 0.0
 
 
-def _grids(graph: onnx.GraphProto, consts: dict[str, np.ndarray], opset: int) -> dict[str, str]:
-    """For each tensor whose quantization grid is another tensor's, that tensor.
+def _grids(
+    graph: onnx.GraphProto, consts: dict[str, np.ndarray], opset: int
+) -> tuple[dict[str, str], dict[str, tuple[float, float]]]:
+    """For each tensor whose quantization grid is another tensor's, that tensor; and for each
+    tensor whose grid also does a removed clamp's work, the clamp's bounds.
 
-    Mirrors what ONNX Runtime's QDQ quantizer does, in graph order: a same-scale op whose
-    input is already quantized shares that input's grid; a Relu or Clip that is the only
-    reader of a quantized tensor is removed, and its output carries the grid."""
+    Mirrors what ONNX Runtime's QDQ quantizer does, in graph order (its QDQRemovableActivation):
+    a same-scale op whose input is already quantized shares that input's grid; a Relu or Clip
+    that is the only reader of a quantized tensor is removed, whatever produced that tensor (a
+    layer, a bias Add, a HardSigmoid-style Mul and Add), and its output carries the grid: from
+    then on the grid's ends are all that clamps."""
     parent: dict[str, str] = {}
+    clamps: dict[str, tuple[float, float]] = {}
     quantized: set[str] = set()  # what the quantizer has marked so far, in its node order
     consumers = _consumers(graph)
     ends = {v.name for v in graph.input} | {v.name for v in graph.output}
@@ -215,6 +230,9 @@ def _grids(graph: onnx.GraphProto, consts: dict[str, np.ndarray], opset: int) ->
             and len(consumers.get(src, [])) == 1
         ):
             parent[src] = node.output[0]
+            lo, hi = (0.0, np.inf) if node.op_type == "Relu" else clip_bounds(node, consts)
+            before = clamps.get(src, (-np.inf, np.inf))
+            clamps[node.output[0]] = (float(max(lo, before[0])), float(min(hi, before[1])))
         if node.op_type in SAME_SCALE_OPS:
             shares = opset >= SAME_SCALE_OPS[node.op_type] and src in quantized
             if shares and (node.op_type != "Pad" or _pad_shares(node, consts)):
@@ -222,7 +240,7 @@ def _grids(graph: onnx.GraphProto, consts: dict[str, np.ndarray], opset: int) ->
                 quantized.update(node.output)
         elif node.op_type not in UNQUANTIZED_OUTPUTS:
             quantized.update(n for n in (src, *node.output) if n and n not in consts)
-    return {t: _root(parent, t) for t in parent}
+    return {t: _root(parent, t) for t in parent}, clamps
 
 
 def _root(parent: dict[str, str], tensor: str) -> str:

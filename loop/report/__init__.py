@@ -30,6 +30,30 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
 
 
+def layers_table(rows: Sequence[dict[str, Any]]) -> str:
+    """``loop layers``: each quantized layer, where its forced ranges land and the removed
+    clamp each of those grids stands for."""
+    if not rows:
+        return "no quantized layers (Conv, ConvTranspose, Gemm or MatMul over weights or two activations)"
+    end = lambda v, inf: inf if v is None else format(v, "g")  # noqa: E731
+    clamp = lambda b: "-" if b is None else f"[{end(b[0], '-inf')}, {end(b[1], 'inf')}]"  # noqa: E731
+    return table(
+        ["layer", "op", "weights", "range in lands on", "clamp in", "range out lands on", "clamp out"],
+        [
+            [
+                str(r["layer"]),
+                str(r["op"]),
+                "yes" if r["weights"] else "no",
+                str(r["in_tensor"]),
+                clamp(r["in_bounds"]),
+                str(r["out_tensor"]),
+                clamp(r["out_bounds"]),
+            ]
+            for r in rows
+        ],
+    )
+
+
 def perturbed_layer(runs: Sequence[RunRecord]) -> str | None:
     """The first layer any run perturbed; ``None`` where none was."""
     return next((run.perturbed_layers[0] for run in runs if run.perturbed_layers), None)

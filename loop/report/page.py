@@ -88,7 +88,10 @@ def glance(runs: Sequence[RunRecord]) -> str:
             [_glance_row(r, runs) for r in apart],
             ["confounded" if r.verdict == "confounded" else "apart" for r in apart],
         )
-        why = [("; ".join(c.detail for c in r.changes if not c.allowed)) or r.why_apart or r.verdict for r in apart]
+        why = [
+            "; ".join(f"{c.layer} {c.what}: {c.detail}" for c in r.changes if not c.allowed) or r.why_apart or r.verdict
+            for r in apart
+        ]
         text += (
             "<ul class='note'>"
             + "".join(f"<li>{_esc(r.variant)}: {_esc(w)}</li>" for r, w in zip(apart, why, strict=True))
@@ -214,4 +217,14 @@ def write_report(runs_dir: Path, sweep: str | None, out: Path | None, link: str 
         raise LoopError(f"no runs{f' of sweep {sweep!r}' if sweep else ''} in {runs_dir}")
     title = f"loop report: {sweep or ', '.join(sorted({r.sweep for r in runs}))}"
     target = out or runs_dir / "report.html"
-    return atomic_write(target, render(runs, title, link, runs_dir).encode())
+    return atomic_write(target, render(latest(runs), title, link, runs_dir).encode())
+
+
+def latest(runs: Sequence[RunRecord]) -> list[RunRecord]:
+    """The last attempt of each variant of each sweep: a resumed or re-run sweep's earlier rows
+    (failed, interrupted, superseded) stay in the ledger (``loop runs`` lists them), not beside
+    the rerun under the same names."""
+    last: dict[tuple[str, str], RunRecord] = {}
+    for run in sorted(runs, key=lambda r: r.id):
+        last[(run.sweep, run.variant)] = run
+    return sorted(last.values(), key=lambda r: r.id)

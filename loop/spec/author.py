@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -41,15 +41,16 @@ class Authored:
     folder: Path
     notes: tuple[str, ...] = ()
     author_s: float = 0.0
+    input_dtypes: dict[str, str] = field(default_factory=dict)  # inputs that are not floating point
 
     def model(self) -> bytes:
         return self.model_path.read_bytes()
 
     def calibration(self) -> frames_mod.Frames:
-        return make_frames(self.calib_source, self.input_shapes, self.folder)
+        return make_frames(self.calib_source, self.input_shapes, self.folder, dtypes=self.input_dtypes)
 
     def inputs(self) -> frames_mod.Frames:
-        return make_frames(self.input_source, self.input_shapes, self.folder, "inputs.path")
+        return make_frames(self.input_source, self.input_shapes, self.folder, "inputs.path", self.input_dtypes)
 
 
 Shapes = tuple[int, ...] | dict[str, tuple[int, ...]]  # one input's shape, or each input's by name
@@ -59,28 +60,48 @@ def _shapes(shape: Shapes) -> dict[str, tuple[int, ...]]:
     return dict(shape) if isinstance(shape, dict) else {"input": shape}
 
 
-def make_frames(data: DataSpec, shape: Shapes, folder: Path, field: str = "calibration.path") -> frames_mod.Frames:
-    shapes = _shapes(shape)
+def make_frames(
+    data: DataSpec,
+    shape: Shapes,
+    folder: Path,
+    field: str = "calibration.path",
+    dtypes: dict[str, str] | None = None,
+) -> frames_mod.Frames:
+    """The frames ``data`` describes; integer and boolean inputs (``dtypes``) hold their
+    constant in every frame."""
+    shapes, dtypes = _shapes(shape), dtypes or {}
     if data.path is not None:
-        stored = frames_mod.load_file(folder / data.path, shapes, field, data.scale)
+        stored = frames_mod.load_file(folder / data.path, shapes, field, data.scale, dtypes, dict(data.constants))
         total = frames_mod.count(stored)
         order = np.random.default_rng(data.seed).permutation(total) if data.seed else np.arange(total)
         return frames_mod.select(stored, order[: data.count])
-    return frames_mod.seeded_set(shapes, data.count, data.seed)
+    return frames_mod.seeded_set(shapes, data.count or 1, data.seed, dict(data.constants), dtypes)
 
 
-def _frames_sha(data: DataSpec, shape: Shapes, folder: Path, field: str) -> str:
+def used_note(data: DataSpec, shape: Shapes, folder: Path, field: str, dtypes: dict[str, str]) -> str | None:
+    """A line when a frame file is not used whole: how many of its frames and why."""
+    if data.path is None or data.count is None:
+        return None
+    stored = frames_mod.load_file(folder / data.path, _shapes(shape), field, data.scale, dtypes, dict(data.constants))
+    total = frames_mod.count(stored)
+    key = field.rsplit(".", 1)[0]
+    return f"{key}: {min(data.count, total)} of the {total} frames in {data.path} used ({key}.count: {data.count})"
+
+
+def _frames_sha(data: DataSpec, shape: Shapes, folder: Path, field: str, dtypes: dict[str, str]) -> str:
     """The hash of a frame set. Seeded ones are hashed once per distinct source (most variants
     of a sweep share them, and a 4K ladder's are large); a file is read every time, since it
     may change between sweeps of one process."""
     if data.path is not None:
-        return frames_mod.frames_sha(make_frames(data, shape, folder, field))
-    return _seeded_sha(data, tuple(_shapes(shape).items()))
+        return frames_mod.frames_sha(make_frames(data, shape, folder, field, dtypes))
+    return _seeded_sha(data, tuple(_shapes(shape).items()), tuple(sorted(dtypes.items())))
 
 
 @lru_cache(maxsize=32)
-def _seeded_sha(data: DataSpec, shapes: tuple[tuple[str, tuple[int, ...]], ...]) -> str:
-    return frames_mod.frames_sha(frames_mod.seeded_set(dict(shapes), data.count, data.seed))
+def _seeded_sha(
+    data: DataSpec, shapes: tuple[tuple[str, tuple[int, ...]], ...], dtypes: tuple[tuple[str, str], ...]
+) -> str:
+    return frames_mod.frames_sha(make_frames(data, dict(shapes), Path(), dtypes=dict(dtypes)))
 
 
 def _calibration_source(spec: SweepSpec, variant: VariantSpec) -> DataSpec:
@@ -96,7 +117,11 @@ def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path
     once per distinct content: a variant that only forces a range or changes calibration
     shares the base's bytes."""
     t0 = time.perf_counter()
-    base = load(Path(variant.base or spec.base), variant.params if variant.params is not None else spec.params)
+    base = load(
+        Path(variant.base or spec.base),
+        variant.params if variant.params is not None else spec.params,
+        spec.input_shapes,
+    )
     structure = base.structure
     data, sha = base.data, base.sha
     rewriting = [op for op in variant.ops if op.rewrites_model]
@@ -121,17 +146,26 @@ def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path
         structure=structure,
         options=options,
         calib_source=source,
-        calib_sha=_frames_sha(source, base.shapes, folder, "calibration.path"),
+        calib_sha=_frames_sha(source, base.shapes, folder, "calibration.path", base.dtypes),
         input_source=spec.inputs,
-        inputs_sha=_frames_sha(spec.inputs, base.shapes, folder, "inputs.path"),
+        inputs_sha=_frames_sha(spec.inputs, base.shapes, folder, "inputs.path", base.dtypes),
         input_shape=base.shape,
         input_shapes=base.shapes,
         footprint=[rule for op in variant.ops for rule in op.footprint(structure, options)],
         reference=reference,
         folder=folder,
-        notes=base.notes,
+        notes=base.notes + _used_notes(spec, source, base.shapes, base.dtypes),
         author_s=time.perf_counter() - t0,
+        input_dtypes=base.dtypes,
     )
+
+
+def _used_notes(
+    spec: SweepSpec, calibration: DataSpec, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, str]
+) -> tuple[str, ...]:
+    pairs = ((calibration, "calibration.path"), (spec.inputs, "inputs.path"))
+    notes = (used_note(data, shapes, spec.path.parent, key, dtypes) for data, key in pairs)
+    return tuple(n for n in notes if n)
 
 
 def _plain(spec: SweepSpec, v: VariantSpec) -> bool:

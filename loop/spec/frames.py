@@ -3,7 +3,7 @@ quantization to the device's own dtype."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +20,25 @@ def seeded(shape: tuple[int, ...], count: int, seed: int, stream: int = 0) -> np
     return rng.random((count, *shape[1:]), dtype=np.float32)
 
 
-def seeded_set(shapes: dict[str, tuple[int, ...]], count: int, seed: int) -> Frames:
-    """Seeded frames for every input: an array for one input, a mapping for several."""
-    if len(shapes) == 1:
-        return seeded(next(iter(shapes.values())), count, seed)
-    return {name: seeded(shape, count, seed, i) for i, (name, shape) in enumerate(shapes.items())}
+def seeded_set(
+    shapes: dict[str, tuple[int, ...]],
+    count: int,
+    seed: int,
+    constants: Mapping[str, float | int | bool] | None = None,
+    dtypes: Mapping[str, str] | None = None,
+) -> Frames:
+    """Seeded frames for every input: an array for one input, a mapping for several. An
+    integer or boolean input (``dtypes``) holds its value from ``constants`` in every frame."""
+    dtypes, constants = dtypes or {}, constants or {}
+    made = {
+        name: constant(shape, count, dtypes[name], constants[name]) if name in dtypes else seeded(shape, count, seed, i)
+        for i, (name, shape) in enumerate(shapes.items())
+    }
+    return next(iter(made.values())) if len(made) == 1 else made
+
+
+def constant(shape: tuple[int, ...], count: int, dtype: str, value: float | int | bool) -> np.ndarray:
+    return np.full((count, *shape[1:]), value, dtype=np.dtype(dtype))
 
 
 def count(frames: Frames) -> int:
@@ -44,29 +58,76 @@ def select(frames: Frames, order: np.ndarray) -> Frames:
     return {name: value[order] for name, value in frames.items()}
 
 
-def load_file(path: Path, shapes: dict[str, tuple[int, ...]], field: str, scale: float | None) -> Frames:
-    """Frames stored in ``path``: an .npy for a one-input model, or an .npz keyed by input name."""
+def load_file(
+    path: Path,
+    shapes: dict[str, tuple[int, ...]],
+    field: str,
+    scale: float | None,
+    dtypes: Mapping[str, str] | None = None,
+    constants: Mapping[str, float | int | bool] | None = None,
+) -> Frames:
+    """Frames stored in ``path``: an .npy for a one-input model, or an .npz keyed by input name.
+    An integer or boolean input (``dtypes``) takes its stored values as they are, or its
+    value from ``constants`` where the file has none for it."""
+    dtypes, constants = dtypes or {}, constants or {}
+    fed = [name for name in shapes if not (name in dtypes and name in constants)]
     if path.suffix != ".npz":
-        if len(shapes) != 1:
+        if len(fed) != 1:
             raise LoopError(
                 f"the model has {len(shapes)} inputs ({', '.join(shapes)}); give an .npz keyed by input name",
                 field=field,
             )
-        return from_file(path, next(iter(shapes.values())), field, scale)
+        name = fed[0]
+        if name in dtypes:
+            frames = _as_stored(np.load(path, allow_pickle=False), path, shapes[name], field, dtypes[name])
+        else:
+            frames = from_file(path, shapes[name], field, scale)
+        return _with_constants(frames, name, shapes, dtypes, constants)
     try:
         with np.load(path, allow_pickle=False) as archive:
             stored = {name: archive[name] for name in archive.files}
     except (OSError, ValueError) as exc:
         raise LoopError(f"cannot read frames from {path}: {exc}", field=field) from None
-    missing = [name for name in shapes if name not in stored]
+    missing = [name for name in shapes if name not in stored and name not in constants]
     if missing:
         raise LoopError(
             f"{path} has no frames for input '{missing[0]}' (it holds: {', '.join(stored) or 'nothing'})", field=field
         )
-    checked = {name: _checked(stored[name], path, shape, field, scale) for name, shape in shapes.items()}
+    checked = {
+        name: _as_stored(stored[name], path, shape, field, dtypes[name])
+        if name in dtypes
+        else _checked(stored[name], path, shape, field, scale)
+        for name, shape in shapes.items()
+        if name in stored
+    }
     if len({len(v) for v in checked.values()}) != 1:
         raise LoopError(f"{path} holds a different number of frames per input", field=field)
-    return next(iter(checked.values())) if len(checked) == 1 else checked
+    first = next(iter(checked))
+    return (
+        _with_constants(checked[first], first, shapes, dtypes, constants)
+        if len(checked) == 1
+        else {
+            name: checked[name]
+            if name in checked
+            else constant(shape, len(checked[first]), dtypes[name], constants[name])
+            for name, shape in shapes.items()
+        }
+    )
+
+
+def _with_constants(
+    frames: np.ndarray,
+    name: str,
+    shapes: Mapping[str, tuple[int, ...]],
+    dtypes: Mapping[str, str],
+    constants: Mapping[str, float | int | bool],
+) -> Frames:
+    """One stored input's frames, with every other input held at its constant."""
+    if len(shapes) == 1:
+        return frames
+    return {
+        n: frames if n == name else constant(shape, len(frames), dtypes[n], constants[n]) for n, shape in shapes.items()
+    }
 
 
 def from_file(
@@ -83,6 +144,15 @@ def from_file(
     if not isinstance(frames, np.ndarray):
         raise LoopError(f"{path} is not one .npy array (an .npz archive?)", field=field)
     return _checked(frames, path, shape, field, scale)
+
+
+def _as_stored(frames: np.ndarray, path: Path, shape: tuple[int, ...], field: str, dtype: str) -> np.ndarray:
+    """An integer or boolean input's stored frames, cast to its type (token ids, flags)."""
+    if frames.ndim != len(shape) or tuple(frames.shape[1:]) != tuple(shape[1:]) or not len(frames):
+        raise LoopError(f"{path} holds frames of shape {frames.shape}, the model takes (N, {shape[1:]})", field=field)
+    if not np.can_cast(frames.dtype, np.dtype(dtype), "same_kind"):
+        raise LoopError(f"{path} holds {frames.dtype} frames for a {dtype} input", field=field)
+    return frames.astype(np.dtype(dtype))
 
 
 def _checked(frames: np.ndarray, path: Path, shape: tuple[int, ...], field: str, scale: float | None) -> np.ndarray:

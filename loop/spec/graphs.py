@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from loop.core.errors import LoopError
 from loop.judge.structure import Structure, analyse
-from loop.spec import schema
+from loop.spec import schema, shapes
 from loop.spec.normalize import normalize
 from loop.spec.yamlio import LineDict, line_of, load_yaml, regular_file
 
@@ -178,10 +179,13 @@ def _infer_out_shape(nodes: list, inits: list, x: onnx.ValueInfoProto, y: str) -
     return [d.dim_value for d in dims]
 
 
-def load_onnx(path: Path, notes: list[str] | None = None) -> onnx.ModelProto:
-    """Load a user's model, give every node a name, hold every weight as an initializer
-    (see :mod:`loop.spec.normalize`) and pin a dynamic batch dimension to 1. What was changed
-    is appended to ``notes``."""
+def load_onnx(
+    path: Path, notes: list[str] | None = None, given_shapes: Mapping[str, Sequence[int]] | None = None
+) -> onnx.ModelProto:
+    """Load a user's model as loop runs it: every node named, every weight an initializer
+    (:mod:`loop.spec.normalize`), opset 13 or later where ONNX can convert it, static input
+    shapes (``given_shapes``, else a dynamic batch of 1) and output shapes resolved from them
+    (:mod:`loop.spec.shapes`). What was changed is appended to ``notes``."""
     try:
         model = onnx.load(str(path), load_external_data=False)
         _check_external_data(model, path)
@@ -192,9 +196,13 @@ def load_onnx(path: Path, notes: list[str] | None = None) -> onnx.ModelProto:
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise LoopError(f"unreadable ONNX model {path}: {first}") from None
+    shapes.refuse_control_flow(model, path)
     _name_nodes(model, path)
     changed = normalize(model)
-    changed += _pin_batch(model, path)
+    model, upgraded = shapes.upgrade_opset(model)
+    changed += upgraded
+    changed += shapes.fix_inputs(model, path, given_shapes)
+    changed += shapes.resolve_outputs(model, path)
     if notes is not None:
         notes.extend(changed)
     return model
@@ -216,7 +224,7 @@ def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
 
 def _name_nodes(model: onnx.ModelProto, path: Path) -> None:
     names = [n.name for n in model.graph.node if n.name]
-    twice = sorted({n for n in names if names.count(n) > 1})
+    twice = sorted(name for name, n in Counter(names).items() if n > 1)
     if twice:
         raise LoopError(f"{path}: node name '{twice[0]}' is used by more than one node; layers are named by node")
     taken = set(names)
@@ -228,31 +236,39 @@ def _name_nodes(model: onnx.ModelProto, path: Path) -> None:
             taken.add(node.name)
 
 
-def _pin_batch(model: onnx.ModelProto, path: Path) -> list[str]:
-    inits = {t.name for t in model.graph.initializer}
-    notes = []
-    for value in model.graph.input:
-        if value.name in inits:
-            continue
-        for j, dim in enumerate(value.type.tensor_type.shape.dim):
-            if not dim.HasField("dim_value"):
-                if j != 0:
-                    raise LoopError(
-                        f"{path}: input '{value.name}' has a dynamic dimension {j}; export it with a static shape"
-                    )
-                dim.dim_value = 1
-                notes.append(f"input '{value.name}': dynamic batch dimension fixed to 1")
-    return notes
+def parse_input_shapes(items: Sequence[str]) -> dict[str, list[int]]:
+    """``NAME=1,3,320,320`` items (``loop layers --input-shape``) as the sweep file's input_shapes."""
+    out: dict[str, list[int]] = {}
+    for item in items:
+        name, sep, dims = item.rpartition("=")
+        try:
+            shape = [int(d) for d in dims.split(",")]
+        except ValueError:
+            shape = []
+        if not sep or not name or not shape or min(shape) < 1:
+            raise LoopError(f"--input-shape {item!r} is not NAME=D,D,... with whole dimensions >= 1")
+        out[name] = shape
+    return out
 
 
-def load_base(path: Path, params: Mapping[str, Any] | None = None, notes: list[str] | None = None) -> onnx.ModelProto:
+def load_base(
+    path: Path,
+    params: Mapping[str, Any] | None = None,
+    notes: list[str] | None = None,
+    given_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> onnx.ModelProto:
     if not path.exists():
         raise LoopError(f"base model {path} not found")
     if path.suffix in (".yaml", ".yml"):
+        if given_shapes:
+            raise LoopError(
+                f"'input_shapes' applies to .onnx bases; recipe {path.name} sets its shape with params",
+                field="input_shapes",
+            )
         return build_recipe(path, params)
     if params:
         raise LoopError(f"'params' applies to recipes (.yaml) only, not {path.name}", field="params")
-    return load_onnx(path, notes)
+    return load_onnx(path, notes, given_shapes)
 
 
 def input_shapes(model: onnx.ModelProto, structure: Structure) -> dict[str, tuple[int, ...]]:
@@ -270,6 +286,7 @@ class Base:
     structure: Structure
     shapes: dict[str, tuple[int, ...]]
     notes: tuple[str, ...]
+    dtypes: dict[str, str] = field(default_factory=dict)  # inputs that are not floating point
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -277,18 +294,26 @@ class Base:
         return next(iter(self.shapes.values()), ())
 
 
-def load(path: Path, params: dict[str, Any] | None) -> Base:
-    """The base at ``path`` with ``params``; loaded once per content, so a sweep of many
-    variants (and the sweep file's own check) reads and serializes a large model once."""
+def load(path: Path, params: dict[str, Any] | None, given_shapes: Mapping[str, Sequence[int]] | None = None) -> Base:
+    """The base at ``path`` with ``params`` and input shapes; loaded once per content, so a
+    sweep of many variants (and the sweep file's own check) reads and serializes a large model once."""
     stat = path.stat() if path.exists() else None
     stamp = (stat.st_mtime_ns, stat.st_size) if stat else None
-    return _load(str(path), json.dumps(params, sort_keys=True, default=str), stamp)
+    given = json.dumps({k: list(v) for k, v in (given_shapes or {}).items()}, sort_keys=True)
+    return _load(str(path), json.dumps(params, sort_keys=True, default=str), given, stamp)
 
 
 @lru_cache(maxsize=4)
-def _load(path: str, params: str, stamp: tuple[int, int] | None) -> Base:
+def _load(path: str, params: str, given: str, stamp: tuple[int, int] | None) -> Base:
     notes: list[str] = []
-    model = load_base(Path(path), json.loads(params), notes)
+    model = load_base(Path(path), json.loads(params), notes, json.loads(given) or None)
     structure = analyse(model)
     data = model.SerializeToString(deterministic=True)
-    return Base(data, hashlib.sha256(data).hexdigest(), structure, input_shapes(model, structure), tuple(notes))
+    return Base(
+        data,
+        hashlib.sha256(data).hexdigest(),
+        structure,
+        input_shapes(model, structure),
+        tuple(notes),
+        shapes.non_float_inputs(model),
+    )

@@ -36,6 +36,10 @@ Layer = Annotated[str, Field(min_length=1, max_length=1024, description="an ONNX
 Path_ = Annotated[str, Field(min_length=1, max_length=4096)]
 Threads = Annotated[int, Field(ge=0, le=1024)]
 Depth = Annotated[int, Field(ge=1, le=4096)]
+Dim = Annotated[int, Field(ge=1, le=1 << 20)]
+InputName = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+Shape = Annotated[list[Dim], Field(min_length=0, max_length=8)]
+Constant = Annotated[float, Field(ge=-1e18, le=1e18)] | int | bool
 Param = (
     Annotated[int, Field(ge=-(2**31), le=2**31)]
     | Annotated[float, Field(ge=-1e9, le=1e9)]
@@ -49,11 +53,14 @@ class Data(Strict):
     """``calibration:`` and ``inputs:``: seeded frames, or frames stored in a file."""
 
     count: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
-        None, description="seeded frames (default: calibration 64, inputs 8)"
+        None, description="frames: seeded (default: calibration 64, inputs 8), or of a `path` (default: all)"
     )
     seed: Seed | None = Field(None, description="the sweep's `seed` (inputs: seed + 1)")
     path: Path_ | None = Field(None, description="an `.npy`/`.npz` of frames, relative to the sweep file")
     scale: Annotated[float, Field(gt=0, le=1e6)] | None = Field(None, description="multiplies stored frames")
+    constants: Annotated[dict[InputName, Constant], Field(max_length=64)] | None = Field(
+        None, description="inputs: a value per integer or boolean input, by name, in every frame (calibration too)"
+    )
 
 
 class Measure(Strict):
@@ -209,6 +216,9 @@ class Sweep(Strict):
     compile: Compile | None = Field(None, description="compile options")
     measure: Measure | None = Field(None, description="measurement protocol")
     params: Params | None = Field(None, description="recipe parameter overrides")
+    input_shapes: Annotated[dict[InputName, Shape], Field(max_length=64)] | None = Field(
+        None, description="a static shape per input of an .onnx base, by name (`{x: [1, 3, 320, 320]}`)"
+    )
     variants: Annotated[list[Variant], Field(min_length=1, max_length=10_000)] = Field(description="the variants")
 
 
@@ -353,9 +363,6 @@ def _model_in(annotation: Any) -> Any:
         if found is not None:
             return found
     return getattr(annotation, "__origin__", None) and _model_in(annotation.__origin__)
-
-
-Dim = Annotated[int, Field(ge=1, le=1 << 20)]
 
 
 class RecipeInput(Strict):

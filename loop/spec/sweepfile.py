@@ -29,12 +29,14 @@ BACKEND_COMPILE_KEYS: dict[str, set[str]] = {"hailo": set(schema.HAILO_ONLY)}
 
 @dataclass(frozen=True)
 class DataSpec:
-    """Controlled frames: ``count`` seeded ones, or the frames stored at ``path``."""
+    """Controlled frames: ``count`` seeded ones, or the frames stored at ``path`` (all of
+    them unless ``count`` is given), and a fixed value for each integer or boolean input."""
 
-    count: int = 64
+    count: int | None = 64  # None: every stored frame
     seed: int = 0
     path: str | None = None
     scale: float | None = None  # stored frames are multiplied by it (needed for integer frames)
+    constants: tuple[tuple[str, float | int | bool], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class SweepSpec:
     measure: MeasureSpec
     variants: tuple[VariantSpec, ...]
     sha: str
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def own_compile(self, variant: VariantSpec) -> bool:
         """Compiled with other options than the sweep's (its timeout or threads aside): then it
@@ -140,13 +143,14 @@ def _parse(path: Path, check_backends: bool, cluster: bool) -> SweepSpec:
         backend=model.backend,
         devices=devices,
         seed=model.seed,
-        calibration=_data(model.calibration, model.seed, 64),
-        inputs=_data(model.inputs, model.seed + 1, 8),
+        calibration=_data(model.calibration, model.seed, 64, _constants(model.inputs)),
+        inputs=_data(model.inputs, model.seed + 1, 8, _constants(model.inputs)),
         compile=compile_options,
         params=dict(model.params or {}),
         measure=measure,
         variants=variants,
         sha=_sha(raw),
+        input_shapes={k: tuple(v) for k, v in (model.input_shapes or {}).items()},
     )
     _check_layers(spec, raw)
     return spec
@@ -268,14 +272,21 @@ def _backend_keys(model: schema.Sweep, raw: LineDict) -> None:
                 )
 
 
-def _data(model: schema.Data | None, seed: int, default_count: int) -> DataSpec:
+def _data(model: schema.Data | None, seed: int, default_count: int, constants: tuple[tuple[str, Any], ...]) -> DataSpec:
     model = model or schema.Data.model_validate({})
+    stored = model.path is not None
     return DataSpec(
-        count=default_count if model.count is None else model.count,
+        count=model.count if model.count is not None else (None if stored else default_count),
         seed=seed if model.seed is None else model.seed,
         path=model.path,
         scale=None if model.scale is None else float(model.scale),
+        constants=constants,
     )
+
+
+def _constants(model: schema.Data | None) -> tuple[tuple[str, Any], ...]:
+    """``inputs.constants``: they feed calibration too, since both run the same model."""
+    return tuple(sorted((model.constants or {}).items())) if model is not None else ()
 
 
 def _measure(model: schema.Measure | None, inherit: MeasureSpec) -> MeasureSpec:
@@ -363,15 +374,58 @@ def _check_base(spec: SweepSpec, raw: LineDict, variant: VariantSpec, node: Line
     try:
         if os.path.lexists(base):
             regular_file(base, "base")
-        loaded = load(base, variant.params if variant.params is not None else spec.params)
+        loaded = load(base, variant.params if variant.params is not None else spec.params, spec.input_shapes)
     except LoopError as exc:
-        key = "params" if exc.field == "params" and "params" in where else field_name
-        raise exc.where(line=line_of(where, key), field=key) from None
+        raise _placed(exc, raw, where, field_name) from None
     if not loaded.shapes:
         raise LoopError("the base has no inputs", line=line_of(where, field_name), field=field_name)
+    _check_inputs(spec, raw, loaded.shapes, loaded.dtypes)
     _check_frame_sizes(spec, raw, loaded.shapes)
-    _check_frame_files(spec, raw, loaded.shapes)
+    _check_frame_files(spec, raw, loaded.shapes, loaded.dtypes)
     return loaded.structure
+
+
+def _check_inputs(spec: SweepSpec, raw: LineDict, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, str]) -> None:
+    """Seeded frames are floats: an integer or boolean input needs its value given, and a
+    given value must name such an input."""
+    constants = dict(spec.inputs.constants)
+    node = raw.get("inputs")
+    line = line_of(node, "constants") if isinstance(node, LineDict) and "constants" in node else None
+    for name in constants:
+        if name not in dtypes:
+            kind = "a floating-point input, fed seeded frames" if name in shapes else "no input of the base"
+            raise LoopError(
+                f"'{name}' is {kind} (constants are for integer and boolean inputs)",
+                line=line,
+                field=f"inputs.constants.{name}",
+            )
+    for name, dtype in dtypes.items():
+        if not shapes[name]:
+            raise LoopError(
+                f"input '{name}' is a scalar {dtype}; loop feeds frames with a leading batch dimension",
+                line=line_of(raw, "base"),
+                field="base",
+            )
+        stored = spec.inputs.path is not None and spec.calibration.path is not None
+        if name not in constants and not stored:
+            raise LoopError(
+                f"input '{name}' is {dtype}, and seeded frames are floats: give its value as "
+                f"inputs: {{constants: {{{name}: VALUE}}}}",
+                line=line or line_of(raw, "inputs" if "inputs" in raw else "base"),
+                field="inputs.constants",
+            )
+
+
+def _placed(exc: LoopError, raw: LineDict, where: LineDict, field_name: str) -> LoopError:
+    """A base's error at the key that can fix it: ``input_shapes`` (its entry for one input),
+    ``params``, or the base itself."""
+    if exc.field and exc.field.startswith("input_shapes"):
+        _, _, name = exc.field.partition(".")
+        shapes = raw.get("input_shapes")
+        line = line_of(shapes, name) if name and isinstance(shapes, LineDict) and name in shapes else None
+        return exc.where(line=line or line_of(raw, "input_shapes" if shapes is not None else "base"))
+    key = "params" if exc.field == "params" and "params" in where else field_name
+    return exc.where(line=line_of(where, key), field=key)
 
 
 def _check_layers(spec: SweepSpec, raw: LineDict) -> None:
@@ -410,8 +464,10 @@ def _check_frame_sizes(spec: SweepSpec, raw: LineDict, shapes: dict[str, tuple[i
     arrays would not fit, with their size, before anything is allocated."""
     frame = sum(4 * math.prod(shape[1:]) for shape in shapes.values())
     for key, data in (("calibration", spec.calibration), ("inputs", spec.inputs)):
+        if data.path is not None or data.count is None:
+            continue
         size = frame * data.count
-        if data.path is None and size > MAX_FRAME_BYTES:
+        if size > MAX_FRAME_BYTES:
             node = raw.get(key)
             raise LoopError(
                 f"{data.count} frames of {frame} bytes are {size / 2**30:.1f} GiB, more than "
@@ -421,7 +477,9 @@ def _check_frame_sizes(spec: SweepSpec, raw: LineDict, shapes: dict[str, tuple[i
             )
 
 
-def _check_frame_files(spec: SweepSpec, raw: LineDict, shapes: dict[str, tuple[int, ...]]) -> None:
+def _check_frame_files(
+    spec: SweepSpec, raw: LineDict, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, str]
+) -> None:
     """Stored calibration or scoring frames must load and fit the model, before any write."""
     from loop.spec.frames import load_file
 
@@ -429,7 +487,7 @@ def _check_frame_files(spec: SweepSpec, raw: LineDict, shapes: dict[str, tuple[i
         if data.path is not None:
             try:
                 regular_file(spec.path.parent / data.path, f"{key}.path")
-                load_file(spec.path.parent / data.path, shapes, f"{key}.path", data.scale)
+                load_file(spec.path.parent / data.path, shapes, f"{key}.path", data.scale, dtypes, dict(data.constants))
             except LoopError as exc:
                 raise exc.where(line=line_of(raw[key], "path")) from None
 

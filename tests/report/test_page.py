@@ -205,3 +205,22 @@ def test_the_audit_heading_names_a_perturbed_layer_only_where_one_was(tmp_path: 
     assert "perturbed:" not in render([plain], "t", "hailo10h-usb-1.5a", tmp_path)
     forced = run("f", 10.0, 100, layers=confounded().layers, perturb=({"op": "force_range_out", "layer": "conv2"},))
     assert "The audit (perturbed: conv2)" in render([plain, forced], "t", "hailo10h-usb-1.5a", tmp_path)
+
+
+def test_each_reason_a_run_is_apart_names_its_layer():
+    from loop.report.page import glance
+
+    text = glance([run("base", 10.0, 100, verdict="reference"), confounded()])
+    assert "scale: conv2 kernel: kernel aaaa -&gt; bbbb; conv2 bias: max |Δ| 0.3 at channel 1" in text
+
+
+def test_only_the_latest_attempt_of_a_variant_is_shown():
+    from dataclasses import replace
+
+    from loop.report.page import latest
+
+    failed = replace(run("w", 10.0, 100, id=2), status="failed", verdict=None)
+    again = run("w", 11.0, 100, id=5)
+    other_sweep = replace(run("w", 12.0, 100, id=3), sweep="s-g2")
+    kept = latest([run("base", 9.0, 100, id=1), failed, other_sweep, again])
+    assert [(r.sweep, r.variant, r.id) for r in kept] == [("s", "base", 1), ("s-g2", "w", 3), ("s", "w", 5)]

@@ -196,6 +196,21 @@ def test_layers_lists_names_and_where_ranges_land(exported_onnx: Path):
     assert invoke("layers", "missing.onnx").exit_code == 2
 
 
+def test_layers_takes_input_shapes_and_shows_the_clamps(tmp_path: Path):
+    import onnx
+    from authored import clamp_chain_model, dynamic_detector
+
+    onnx.save(dynamic_detector(), str(tmp_path / "det.onnx"))
+    refused = invoke("layers", str(tmp_path / "det.onnx"))
+    assert refused.exit_code == 2 and len(refused.output.strip().splitlines()) == 1
+    assert "--input-shape images=1,3,?,?" in refused.output
+    shaped = invoke("layers", str(tmp_path / "det.onnx"), "--input-shape", "images=1,3,16,16", "--json")
+    assert shaped.exit_code == 0 and [r["layer"] for r in json.loads(shaped.output)] == ["head"]
+    onnx.save(clamp_chain_model("add-clip"), str(tmp_path / "clip.onnx"))
+    text = invoke("layers", str(tmp_path / "clip.onnx")).output
+    assert "clamp in" in text and "[0, 6]" in text.splitlines()[-1]  # conv2 reads the Clip behind a bias Add
+
+
 def _flip_record(swept: Path) -> None:
     import sqlite3
 

@@ -39,7 +39,7 @@ from loop.spec.schema import HAILO_REFUSED
 _IGNORED_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("io", "uint8"),
     ("calibration_method", "minmax"),
-    ("per_channel", False),
+    ("per_channel", True),  # the Dataflow Compiler's own weights are per channel
 )
 _LEVEL_MENTION = re.compile(r"optimization[ _]level", re.IGNORECASE)
 # The DFC's wording when it lowers the level is UNCONFIRMED: any "reduce/lower/set ... level ... to N".

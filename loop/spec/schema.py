@@ -108,7 +108,9 @@ class Compile(Strict):
     calibration_bins: int = Field(2048, ge=16, le=1 << 16, description="histogram bins")
     calibration_quantized_bins: int = Field(128, ge=16, le=1 << 16, description="entropy: quantized bins")
     calibration_percentile: float = Field(99.99, ge=50, le=100, description="percentile: share of values kept")
-    per_channel: bool = Field(False, description="one weight scale per output channel")
+    per_channel: bool = Field(
+        True, description="one weight scale per output channel (per-tensor: false; benchmarks/README.md says why)"
+    )
     threads: Threads = Field(0, description="compile threads (0: the tool's choice)")
     timeout_s: float | None = Field(None, gt=0, le=7 * 86_400, description="kill a compile running longer")
     hw_arch: Literal["hailo8", "hailo8l", "hailo8r", "hailo10h", "hailo15h", "hailo15m"] | None = Field(

@@ -302,7 +302,7 @@ def test_options_the_dfc_would_ignore_are_refused(fake_hailo_sdk_client: Any, tm
     for opts in (
         CompileOptions(io="float32"),
         CompileOptions(calibration_method="entropy"),
-        CompileOptions(per_channel=True),
+        CompileOptions(per_channel=False),
     ):
         result = run_compile(
             HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32), opts
@@ -311,7 +311,7 @@ def test_options_the_dfc_would_ignore_are_refused(fake_hailo_sdk_client: Any, tm
     assert "optimize" not in fake_hailo_sdk_client.names()
 
 
-@pytest.mark.parametrize("key, value", [("io", "float32"), ("calibration_method", "entropy"), ("per_channel", "true")])
+@pytest.mark.parametrize("key, value", [("io", "float32"), ("calibration_method", "entropy"), ("per_channel", "false")])
 def test_sweep_file_refuses_ignored_keys_for_hailo(write_sweep: Any, key: str, value: str) -> None:
     """Item 10, at parse time: exit 2 with file, line and field, before anything is written."""
     from loop.core.errors import LoopError

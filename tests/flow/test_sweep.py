@@ -209,7 +209,7 @@ def test_forced_range_reaches_through_a_pool(write_sweep, tmp_path):
 
 def test_reference_is_the_plain_variant_and_its_failure_leaves_others_unaudited(write_sweep, tmp_path):
     base = SWEEP.replace("BC", "true").replace("CALMAX", "9.5")
-    own = base.replace("  - name: base\n", "  - name: per-channel\n    compile: {per_channel: true}\n  - name: base\n")
+    own = base.replace("  - name: base\n", "  - name: per-channel\n    compile: {per_channel: false}\n  - name: base\n")
     runs = _sweep_runs(write_sweep(own), tmp_path / "a")
     assert runs["base"]["verdict"] == "reference" and runs["per-channel"]["verdict"] == "n/a"
     assert runs["weights"]["verdict"] == "clean"

@@ -37,7 +37,7 @@ from loop.judge import score
 from loop.spec import frames
 from loop.spec.graphs import Base, load
 from loop.spec.sweepfile import parse
-from loop.store.ledger import Ledger, run_json
+from loop.store.ledger import Ledger
 
 CALIBRATION = {"count": 16, "seed": 0}
 INPUTS = {"count": 4, "seed": 1}
@@ -104,7 +104,7 @@ def run(doc: dict[str, Any], runs: Path) -> list[dict[str, Any]]:
     result = run_sweep(parse(sweep_file), runs, SweepOptions(progress=False, fresh=True))
     ledger = Ledger(runs / "ledger.sqlite")
     try:
-        return [run_json(ledger.get(o.run_id)) for o in result.outcomes if o.run_id is not None]
+        return [ledger.record(o.run_id).to_json() for o in result.outcomes if o.run_id is not None]
     finally:
         ledger.close()
 

@@ -38,7 +38,7 @@ from loop.flow.sweep import SweepOptions, run_sweep
 from loop.spec import frames
 from loop.spec.graphs import Base, load
 from loop.spec.sweepfile import parse
-from loop.store.ledger import Ledger, run_json
+from loop.store.ledger import Ledger
 
 KINDS = ("after_activation", "feeds_add", "feeds_concat", "behind_grid_op", "depthwise", "gemm_matmul", "last")
 CALIBRATION = {"count": 16, "seed": 0}
@@ -120,7 +120,7 @@ def run_model(path: Path, runs: Path, bias_correction: bool) -> list[dict[str, A
     result = run_sweep(parse(sweep_file), runs, SweepOptions(progress=False, fresh=True))
     ledger = Ledger(runs / "ledger.sqlite")
     try:
-        return [run_json(ledger.get(o.run_id)) for o in result.outcomes if o.run_id is not None]
+        return [ledger.record(o.run_id).to_json() for o in result.outcomes if o.run_id is not None]
     finally:
         ledger.close()
 

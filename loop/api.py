@@ -18,6 +18,7 @@ import onnx
 import yaml
 
 from loop.core.errors import LoopError
+from loop.core.kinds import NOT_COMPARABLE, Status, Verdict
 from loop.core.leftovers import scratch
 from loop.core.record import RunRecord
 from loop.flow.sweep import SweepOptions, run_sweep
@@ -35,8 +36,8 @@ class Result:
     index: int
     variant: str
     run_id: int | None
-    status: str
-    verdict: str | None
+    status: Status
+    verdict: Verdict | None
     scores: dict[str, Any] = field(default_factory=dict)
     ttfo_ms: float | None = None
     rate_fps: float | None = None
@@ -47,9 +48,7 @@ class Result:
     @property
     def usable(self) -> bool:
         """Finished, and neither confounded nor unaudited: fit to compare with the others."""
-        from loop.judge.audit import NOT_COMPARABLE
-
-        return self.status == "ok" and self.verdict not in NOT_COMPARABLE
+        return self.status == Status.OK and self.verdict not in NOT_COMPARABLE
 
 
 def _model_path(runs: Path, candidate: onnx.ModelProto | bytes | str | Path) -> str:

@@ -12,6 +12,7 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 
 from loop.core.errors import LoopError
+from loop.core.registry import DEFAULT_LINK
 from loop.store.files import StoreFault
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def _one_line_warning(
 @click.group(cls=LoopGroup)
 @click.version_option(package_name="loop")
 def main() -> None:
-    """On-device evaluation loop for compile-and-score experiments on Hailo accelerators."""
+    """On-device evaluation loop for compile-and-score experiments on neural accelerators."""
     warnings.showwarning = _one_line_warning
 
 
@@ -104,6 +105,18 @@ def main() -> None:
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Parallel compiles (default: the core count).")
 @click.option("--scorer", default=None, help="A user scorer, module:function.")
 @click.option("--cluster", default=None, help="Compile on a Dask cluster, tcp://HOST:PORT (needs loop[dask]).")
+@click.option(
+    "--device-cluster",
+    default=None,
+    help="Measure on a Dask cluster's workers that hold the device as a resource (dask worker --resources KIND=1).",
+)
+@click.option(
+    "--stage-timeout",
+    "stage_timeouts",
+    multiple=True,
+    metavar="STAGE=SECONDS",
+    help="A device stage's timeout (open, inputs, measure, vendor-benchmark, health); repeatable.",
+)
 @click.option("--overlap", is_flag=True, help="Measure while compiles run (runs flagged host-contended).")
 @click.option("--fresh", is_flag=True, help="Start a new sweep of this file instead of continuing it.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
@@ -113,20 +126,36 @@ def sweep(
     jobs: int | None,
     scorer: str | None,
     cluster: str | None,
+    device_cluster: str | None,
+    stage_timeouts: tuple[str, ...],
     overlap: bool,
     fresh: bool,
     quiet: bool,
 ) -> int:
     """Author, optimize, compile, fingerprint, audit, run, score and record every variant."""
     from loop import report
+    from loop.flow.runner import StageTimeouts
     from loop.flow.sweep import SweepOptions, run_sweep
     from loop.judge.score import load_scorer
     from loop.spec import sweepfile as spec
     from loop.store import ledger
 
+    try:
+        timeouts = StageTimeouts.parse(stage_timeouts)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     parsed = spec.parse(sweep_file, check_backends=True, cluster=cluster is not None)
     user = load_scorer(scorer) if scorer else None
-    options = SweepOptions(jobs=jobs, progress=not quiet, scorer=user, overlap=overlap, fresh=fresh, cluster=cluster)
+    options = SweepOptions(
+        jobs=jobs,
+        progress=not quiet,
+        scorer=user,
+        overlap=overlap,
+        fresh=fresh,
+        cluster=cluster,
+        device_cluster=device_cluster,
+        timeouts=timeouts,
+    )
     result = run_sweep(parsed, runs, options)
     with ledger.Ledger(runs / "ledger.sqlite", readonly=True) as book:
         records = [book.record(o.run_id) for o in result.outcomes if o.run_id is not None]
@@ -327,7 +356,7 @@ def backends(as_json: bool) -> None:
 @RUNS
 @click.option("--sweep", default=None, help="One sweep's runs (default: every run in the ledger).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Default: RUNS/report.html.")
-@click.option("--link", "link_name", default="hailo10h-usb-1.5a", show_default=True, help="The roofline's link.")
+@click.option("--link", "link_name", default=DEFAULT_LINK, show_default=True, help="The roofline's link.")
 def report_cmd(runs: Path, sweep: str | None, output: Path | None, link_name: str) -> None:
     """Write one self-contained HTML report: verdicts, the three quantities, the audit as a
     grid, ladders, the bus roofline, time to first output, generations, devices."""
@@ -365,7 +394,7 @@ def link_fit(runs: Path, sweep: str, name: str, as_json: bool) -> None:
 @click.argument("run_id", type=int)
 @RUNS
 @click.option(
-    "--link", "link_name", required=True, help="A fitted link's name, hailo10h-usb-1.5a (shipped), or 300MB/s+0.9ms."
+    "--link", "link_name", required=True, help=f"A fitted link's name, {DEFAULT_LINK} (shipped), or 300MB/s+0.9ms."
 )
 @click.option("--depth", type=click.IntRange(min=1), default=None, help="Queue depth (default: the run's).")
 @JSON

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from loop.core.record import Figures, RecordedChange, RecordedLayer, RunRecord
+from loop.core.record import Change, Figures, RunRecord
+from loop.core.vocab import LayerPrint
 
 
 def run(name: str, fps: float, bytes_in: int, bytes_out: int = 0, **kw) -> RunRecord:
@@ -36,11 +37,11 @@ SEED = [
 
 
 def confounded() -> RunRecord:
-    layers = (RecordedLayer("conv1"), RecordedLayer("conv2"))
+    layers = (LayerPrint("conv1"), LayerPrint("conv2"))
     changes = (
-        RecordedChange("conv1", "out_scale", "t: scale 0.1 -> 0.2 (2.00x), zero point 0 -> 0"),
-        RecordedChange("conv2", "kernel", "kernel aaaa -> bbbb", allowed=False),
-        RecordedChange(
+        Change("conv1", "out_scale", "t: scale 0.1 -> 0.2 (2.00x), zero point 0 -> 0"),
+        Change("conv2", "kernel", "kernel aaaa -> bbbb", allowed=False),
+        Change(
             "conv2",
             "bias",
             "max |Δ| 0.3 at channel 1 = 7.5x the rounding bound 0.04; 3/8 channels beyond it",

@@ -4,13 +4,13 @@ from pathlib import Path
 
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.spec.sweepfile import parse
-from loop.store.ledger import Ledger, run_json
+from loop.store.ledger import Ledger
 
 
 def runs_of(result, runs_dir: Path) -> dict[str, dict]:
     """The ledger's JSON of each run of a sweep result, by variant."""
     with Ledger(runs_dir / "ledger.sqlite") as ledger:
-        return {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
+        return {o.variant: ledger.record(o.run_id).to_json() for o in result.outcomes}
 
 
 def _sweep_runs(path, runs_dir, jobs: int = 1, **options) -> dict[str, dict]:

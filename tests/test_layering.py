@@ -1,5 +1,9 @@
 """The design's layering, read from the source: which role may import which.
 
+An allow-list: each role names the roles it may import, and anything else is refused. The
+allowed graph has no cycle, so no two subpackages import each other, directly or round about;
+:func:`cycles` checks the imports themselves too, whatever the list says.
+
 Every ``import`` and ``from ... import`` in ``loop/`` counts, including those inside functions;
 only imports under ``if TYPE_CHECKING:`` are left out, since they never run.
 """
@@ -7,6 +11,7 @@ only imports under ``if TYPE_CHECKING:`` are left out, since they never run.
 from __future__ import annotations
 
 import ast
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -15,17 +20,18 @@ LOOP = Path(__file__).resolve().parent.parent / "loop"
 ROLES = ("core", "spec", "flow", "compilers", "devices", "hailort", "measure", "judge", "store")
 FACE = ("cli", "api", "report", "__init__")
 
-# role -> roles it must not import
-FORBIDDEN: dict[str, set[str]] = {
-    "core": set(ROLES) - {"core"} | {"face"},
-    "store": {"compilers", "devices", "hailort", "flow", "measure", "face"},
-    "compilers": {"devices", "flow", "measure", "face"},
-    "devices": {"compilers", "flow", "judge", "store", "face"},
-    "judge": {"store", "measure", "flow", "compilers", "devices", "face"},
-    "measure": {"compilers", "flow", "face"},
-    "spec": {"compilers", "devices", "flow", "measure", "store", "face"},
-    "hailort": set(ROLES) - {"core", "hailort"} | {"face"},
-    "flow": {"face"},
+# role -> the roles it may import (besides itself); the face sits on top and may import any.
+ALLOWED: dict[str, set[str]] = {
+    "core": set(),
+    "hailort": {"core"},
+    "judge": {"core"},
+    "spec": {"core", "judge"},
+    "store": {"core", "spec"},
+    "devices": {"core", "hailort", "spec"},
+    "compilers": {"core", "hailort", "judge", "spec", "store"},
+    "measure": {"core", "devices", "judge", "spec", "store"},
+    "flow": set(ROLES) - {"flow"},
+    "face": set(ROLES),
 }
 
 
@@ -67,27 +73,60 @@ def module_name(path: Path, root: Path = LOOP) -> str:
     return ".".join(("loop", *path.relative_to(root).with_suffix("").parts))
 
 
-def violations(root: Path = LOOP) -> list[str]:
+def role_imports(root: Path = LOOP) -> list[tuple[str, str, str]]:
+    """(where, importing role, imported module) for every import of another role of loop."""
     out = []
     for path in sorted(root.rglob("*.py")):
         mine = role_of(module_name(path, root))
         for line, target in imports(path):
-            if target == "click" or target.startswith("click."):
-                if module_name(path, root) != "loop.cli":
-                    out.append(f"{path.relative_to(root.parent)}:{line}: imports click (only loop.cli may)")
-                continue
-            if not target.startswith("loop"):
-                continue
-            theirs = role_of(target)
-            if theirs != mine and theirs in FORBIDDEN.get(mine, set()):
-                out.append(f"{path.relative_to(root.parent)}:{line}: {mine} imports {theirs} ({target})")
+            if target.startswith("loop") and role_of(target) != mine:
+                out.append((f"{path.relative_to(root.parent)}:{line}", mine, target))
     return out
+
+
+def violations(root: Path = LOOP) -> list[str]:
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        for line, target in imports(path):
+            if (target == "click" or target.startswith("click.")) and module_name(path, root) != "loop.cli":
+                out.append(f"{path.relative_to(root.parent)}:{line}: imports click (only loop.cli may)")
+    for where, mine, target in role_imports(root):
+        theirs = role_of(target)
+        if theirs not in ALLOWED.get(mine, set()):
+            allowed = ", ".join(sorted(ALLOWED.get(mine, set()))) or "no other role"
+            out.append(f"{where}: {mine} imports {theirs} ({target}); {mine} may import {allowed}")
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Each cycle of ``graph`` once, as ``a -> b -> a`` from its smallest role."""
+    found: set[tuple[str, ...]] = set()
+
+    def walk(path: list[str]) -> None:
+        for nxt in sorted(graph.get(path[-1], ())):
+            if nxt == path[0]:
+                found.add(tuple(path))
+            elif nxt not in path and nxt > path[0]:  # each cycle is walked from its smallest role only
+                walk([*path, nxt])
+
+    for start in sorted(graph):
+        walk([start])
+    return [" -> ".join((*c, c[0])) for c in sorted(found, key=lambda c: (len(c), c))]
+
+
+def cycles(root: Path = LOOP) -> list[str]:
+    """The cycles of roles the imports under ``root`` make (whether or not each is allowed)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for _, mine, target in role_imports(root):
+        graph[mine].add(role_of(target))
+    return _cycles(graph)
 
 
 def test_every_module_has_a_role() -> None:
     tops = {p.name for p in LOOP.iterdir() if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())}
     faces = {f"{f}.py" for f in FACE if not (LOOP / f).is_dir()} | {f for f in FACE if (LOOP / f).is_dir()}
     assert tops == faces | set(ROLES)
+    assert set(ALLOWED) == set(ROLES) | {"face"}
 
 
 def test_every_role_says_what_it_owns() -> None:
@@ -96,8 +135,22 @@ def test_every_role_says_what_it_owns() -> None:
         assert doc and len(doc.split()) > 20, role
 
 
+def test_the_allowed_graph_has_no_cycle() -> None:
+    assert _cycles(ALLOWED) == []
+
+
 def test_the_layering_holds() -> None:
     assert violations() == []
+
+
+def test_no_two_subpackages_import_each_other() -> None:
+    assert cycles() == []
+
+
+def _write(root: Path, role: str, line: str, name: str = "mod.py") -> None:
+    (root / role).mkdir(parents=True, exist_ok=True)
+    body = f"def f() -> None:\n{line}\n" if line.startswith(" ") else f"{line}\n"
+    (root / role / name).write_text(body)
 
 
 @pytest.mark.parametrize(
@@ -106,18 +159,38 @@ def test_the_layering_holds() -> None:
         ("store", "from loop.compilers.onnxruntime import OnnxRuntimeCompiler", "store imports compilers"),
         ("compilers", "from loop.devices import base", "compilers imports devices"),
         ("devices", "import loop.compilers.base", "devices imports compilers"),
+        ("devices", "from loop.measure.link import load", "devices imports measure"),
         ("judge", "    from loop.store.ledger import Ledger", "judge imports store"),
         ("judge", "from loop.measure import stats", "judge imports measure"),
+        ("judge", "from loop.spec.perturb import Allow", "judge imports spec"),
         ("measure", "from loop.compilers.base import Compiler", "measure imports compilers"),
+        ("hailort", "from loop.devices.hailort import HailoRTDevice", "hailort imports devices"),
         ("core", "from loop import cli", "core imports face"),
+        ("core", "from loop.spec import schema", "core imports spec"),
         ("spec", "import click", "imports click"),
     ],
 )
 def test_a_broken_contract_is_caught(tmp_path: Path, role: str, line: str, why: str) -> None:
     root = tmp_path / "loop"
-    (root / role).mkdir(parents=True)
-    body = f"def f() -> None:\n{line}\n" if line.startswith(" ") else f"{line}\n"
-    (root / role / "mod.py").write_text(body)
+    _write(root, role, line)
     (root / role / "typed.py").write_text(f"from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    {line.strip()}\n")
     found = violations(root)
-    assert len(found) == 1 and why in found[0] and "mod.py" in found[0]
+    assert len(found) == 1 and why in found[0] and "mod.py" in found[0], found
+
+
+def test_an_allowed_import_passes(tmp_path: Path) -> None:
+    root = tmp_path / "loop"
+    _write(root, "spec", "from loop.judge.structure import Structure")
+    _write(root, "measure", "    from loop.devices.base import Device")
+    assert violations(root) == [] and cycles(root) == []
+
+
+def test_a_cycle_is_caught(tmp_path: Path) -> None:
+    """spec -> judge is allowed; judge -> spec closes a cycle, and so does one round about."""
+    root = tmp_path / "loop"
+    _write(root, "spec", "from loop.judge.structure import Structure")
+    _write(root, "judge", "    from loop.spec.perturb import Allow")
+    assert cycles(root) == ["judge -> spec -> judge"]
+    _write(root, "store", "from loop.spec import frames")
+    _write(root, "judge", "from loop.store import ledger", "other.py")
+    assert cycles(root) == ["judge -> spec -> judge", "judge -> store -> spec -> judge"]

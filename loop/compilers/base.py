@@ -12,6 +12,8 @@ Contract for every compiler:
   order; the hashes must be stable across hosts and runs.
 * ``describe()`` names the compiler and the versions of the tools behind it.
 * ``available()`` says whether the tools are installed, and why not; it must not raise.
+* ``options_model`` (optional) declares the backend's own ``compile:`` keys, and
+  ``refused_compile_keys`` the common ones it would ignore; neither may need the backend's tools.
 
 Implementations may raise anything: :func:`run_compile` turns every failure into a
 :class:`CompileResult` carrying the stage, the error line and the captured stderr, so a
@@ -27,6 +29,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from loop.core.capture import STDERR_TAIL, captured_stderr
+from loop.core.options import BackendOptions
 from loop.core.vocab import Artifact, CompileOptions, CompileResult, Frames, LayerPrint, Quantized
 
 
@@ -34,7 +37,10 @@ class Compiler(ABC):
     """See the module docstring for the contract."""
 
     name: ClassVar[str]
-    # compile keys this backend would silently ignore, with why: a sweep file that sets one is refused
+    # this backend's own compile keys, typed: the sweep file's schema adds them to ``compile:``
+    # (only with this backend), and they reach ``optimize`` in ``options.backend_options``
+    options_model: ClassVar[type[BackendOptions] | None] = None
+    # common compile keys this backend would silently ignore, with why: a sweep file that sets one is refused
     refused_compile_keys: ClassVar[Mapping[str, str]] = {}
 
     @classmethod

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from loop.compilers.base import Compiler
+from loop.compilers.hailo_options import REFUSED, HailoOptions
 from loop.compilers.hailo_params import (
     HailoCompileError,
     Layouts,
@@ -34,7 +35,6 @@ from loop.compilers.hailo_params import (
 )
 from loop.core.hashing import bytes_sha
 from loop.core.vocab import Artifact, CompileOptions, Frames, LayerPrint, Quantized
-from loop.spec.schema import HAILO_REFUSED
 
 _IGNORED_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("io", "uint8"),
@@ -149,14 +149,15 @@ def model_script(options: CompileOptions, calibration_count: int, layer_names: d
     for o in options.overrides:
         side = {"out": "force_range_out", "in": "force_range_in"}[o.side]
         lines.append(f"quantization_param({layer_names.get(o.layer, o.layer)}, {side}=[{_num(o.lo)}, {_num(o.hi)}])")
-    levels = [(k, options.backend_option(k)) for k in ("optimization_level", "compression_level")]
+    own = HailoOptions.of(options)
+    levels = [("optimization_level", own.optimization_level), ("compression_level", own.compression_level)]
     if any(v is not None for _, v in levels):
-        lines.append(f"model_optimization_flavor({', '.join(f'{k}={int(v)}' for k, v in levels if v is not None)})")
-    batch = int(options.backend_option("calibration_batch_size", min(8, max(1, calibration_count))))
+        lines.append(f"model_optimization_flavor({', '.join(f'{k}={v}' for k, v in levels if v is not None)})")
+    batch = own.calibration_batch_size or min(8, max(1, calibration_count))
     lines.append(f"model_optimization_config(calibration, batch_size={batch}, calibset_size={calibration_count})")
     policy = "enabled" if options.bias_correction else "disabled"
     lines.append(f"post_quantization_optimization(bias_correction, policy={policy})")
-    lines.extend(str(line) for line in options.backend_option("model_script", ()))
+    lines.extend(own.model_script or ())
     return "\n".join(lines) + "\n"
 
 
@@ -232,7 +233,8 @@ class HailoCompiler(Compiler):
     (a fresh temporary folder per compile when None)."""
 
     name = "hailo"
-    refused_compile_keys = HAILO_REFUSED
+    options_model = HailoOptions
+    refused_compile_keys = REFUSED
 
     def __init__(self, workdir: str | Path | None = None) -> None:
         self.workdir = Path(workdir) if workdir else None
@@ -274,8 +276,8 @@ class HailoCompiler(Compiler):
             )
         from hailo_sdk_client import ClientRunner
 
-        hw_arch = options.backend_option("hw_arch", "hailo10h")
-        net = options.backend_option("net_name", "loop_net")
+        own = HailoOptions.of(options)
+        hw_arch, net = own.hw_arch or "hailo10h", own.net_name or "loop_net"
         folder = self._dir()
         onnx_path = folder / f"{net}.onnx"
         onnx_path.write_bytes(model)
@@ -295,7 +297,7 @@ class HailoCompiler(Compiler):
         data = har.read_bytes()
         self._runners[bytes_sha(data)] = runner
         source, params = self._params(runner)
-        level = options.backend_option("optimization_level")
+        level = own.optimization_level
         info = {
             "model_script": script,
             "param_keys": list(params),
@@ -303,7 +305,7 @@ class HailoCompiler(Compiler):
             "hw_arch": hw_arch,
             "net_name": net,
             "workdir": str(folder),
-            "optimization_level": optimization_level(None if level is None else int(level), log),
+            "optimization_level": optimization_level(level, log),
         }
         return Quantized(self.name, data, info=info, stages={"parse_s": parse_s})
 

@@ -1,17 +1,21 @@
-"""One run as the ledger holds it: a typed record every reader uses by attribute.
+"""One run as the ledger holds it: a typed record from the sweep that builds it to every reader.
 
-The ledger builds a :class:`RunRecord` when it reads a row; readers (the report, compare,
-ladders, the API) use attributes, and JSON is written only at the edges, by
-:meth:`RunRecord.to_json`, in the shape ``loop runs --json`` pins. The measure figures and
-scores are open sets (a backend's extras, a user scorer's keys): their parts type what the
-readers use and keep the JSON as recorded in ``data``, which is what they write back.
+The sweep builds one :class:`RunRecord` per finished run and the store writes and reads it
+(``loop.store.ledger.to_row``/``from_row``); readers (the report, compare, ladders, the API) use
+attributes, and JSON is written only at the edges, by :meth:`RunRecord.to_json`, in the shape
+``loop runs --json`` pins. The measure figures and scores are open sets (a backend's extras, a
+user scorer's keys): their parts type what the readers use and keep the JSON as recorded in
+``data``, which is what they write back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from loop.core.kinds import Flag, Kind, Stage, Status, Verdict
+from loop.core.vocab import LayerPrint
 
 
 def _num(value: Any) -> float | None:
@@ -51,23 +55,33 @@ class Rate:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.data)
+        if self.data:
+            return dict(self.data)
+        # a rate made in code rather than read from JSON: its JSON is its own figures
+        ci = None if self.ci95 is None else list(self.ci95)
+        made = {"median": self.median, "min": self.min, "max": self.max, "ci95": ci, "repeats": self.repeats}
+        return {k: v for k, v in made.items() if v is not None}
 
 
 @dataclass(frozen=True)
 class DepthRate:
-    """The rate at one queue depth of a depth ladder."""
+    """The rate at one queue depth of a depth ladder; ``chunks``, the rate of each repeat (or
+    chunk) it summarizes, only where it was just measured (the ledger keeps the summary)."""
 
     depth: int
     rate: Rate
     spread_pct: float
+    chunks: tuple[float, ...] = field(default=(), repr=False)
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DepthRate:
+        rate = Rate.from_json(data["rate_fps"])
+        if rate is None:
+            raise ValueError(f"depth {data['depth']} has no rate")
+        return cls(int(data["depth"]), rate, float(data["spread_pct"]))
 
-def _depth_rate(data: Mapping[str, Any]) -> DepthRate:
-    rate = Rate.from_json(data["rate_fps"])
-    if rate is None:
-        raise ValueError(f"depth {data['depth']} has no rate")
-    return DepthRate(int(data["depth"]), rate, float(data["spread_pct"]))
+    def to_json(self) -> dict[str, Any]:
+        return {"depth": self.depth, "rate_fps": self.rate.to_json(), "spread_pct": self.spread_pct}
 
 
 @dataclass(frozen=True)
@@ -82,7 +96,7 @@ class Figures:
     by_depth: tuple[DepthRate, ...] = ()
     bytes_in: int | None = None
     bytes_out: int | None = None
-    flags: tuple[str, ...] = ()
+    flags: tuple[Flag, ...] = ()
     others_core_pct: float | None = None  # share of a core other processes used meanwhile
     data: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -94,10 +108,10 @@ class Figures:
             ttfo_ms=_num(data.get("ttfo_ms")),
             spread_pct=_num(data.get("spread_pct")),
             depth=_int(data.get("depth")),
-            by_depth=tuple(_depth_rate(d) for d in data.get("by_depth") or ()),
+            by_depth=tuple(DepthRate.from_json(d) for d in data.get("by_depth") or ()),
             bytes_in=_int(data.get("bytes_in")),
             bytes_out=_int(data.get("bytes_out")),
-            flags=tuple(data.get("flags") or ()),
+            flags=tuple(Flag(f) for f in data.get("flags") or ()),
             others_core_pct=_num((data.get("host") or {}).get("others_core_pct")),
             data=data,
         )
@@ -159,23 +173,7 @@ class Scores:
 
 
 @dataclass(frozen=True)
-class RecordedLayer:
-    """One quantized layer's fingerprint as a run shows it."""
-
-    name: str
-    kernel_sha: str | None = None
-    bias_sha: str | None = None
-    in_scale: float | None = None
-    out_scale: float | None = None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RecordedLayer:
-        get = data.get
-        return cls(data["name"], get("kernel_sha"), get("bias_sha"), get("in_scale"), get("out_scale"))
-
-
-@dataclass(frozen=True)
-class RecordedChange:
+class Change:
     """One change the audit observed against the base; ``allowed``: inside the footprint."""
 
     layer: str
@@ -184,20 +182,62 @@ class RecordedChange:
     allowed: bool = True
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RecordedChange:
+    def from_json(cls, data: Mapping[str, Any]) -> Change:
         return cls(data["layer"], data["what"], data["detail"], bool(data.get("allowed", True)))
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    to_dict = to_json  # the name flow/evaluate.py writes it by
+
+
+# The keys of ``loop runs --json``, in their pinned order. The other fields are the ledger's
+# alone (what reproduces a run: its options, tool versions, host, the compile's stderr...).
+PINNED = (
+    "id",
+    "sweep",
+    "variant",
+    "status",
+    "error",
+    "stage",
+    "generation",
+    "onnx_sha",
+    "kernel_sha",
+    "bias_sha",
+    "artifact",
+    "backend",
+    "device",
+    "stages",
+    "layers",
+    "measure",
+    "scores",
+    "verdict",
+    "flags",
+    "changes",
+    "compiled_on",
+    "cache_hit",
+    "perturb",
+    "warnings",
+    "no_reference",
+)
+# what ``loop runs --json`` shows of a layer print: the hashes and the scales a reader compares
+LAYER_KEYS = ("name", "kernel_sha", "bias_sha", "in_scale", "out_scale")
 
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One run. The fields' order is the pinned key order of ``loop runs --json``."""
+    """One run: what the sweep recorded, and what a reader uses. ``PINNED`` names the fields
+    (and two properties) ``loop runs --json`` shows, in its order; the rest are the ledger's.
+
+    A finished run is written whole by the sweep (``Ledger.finish``); ``id``, ``sweep``,
+    ``variant``, ``generation`` and ``backend`` are the ledger's from when the run began."""
 
     id: int
     sweep: str
     variant: str
-    status: str
+    status: Status
     error: str | None = None
-    stage: str | None = None
+    stage: Stage | None = None
     generation: int | None = None
     onnx_sha: str | None = None
     kernel_sha: str | None = None
@@ -206,28 +246,44 @@ class RunRecord:
     backend: str | None = None
     device: str | None = None
     stages: Mapping[str, float] = field(default_factory=dict)
-    layers: tuple[RecordedLayer, ...] = ()
+    layers: tuple[LayerPrint, ...] = ()
     measure: Figures = field(default_factory=Figures)
     scores: Scores = field(default_factory=Scores)
-    verdict: str | None = None
-    flags: tuple[str, ...] = ()
-    changes: tuple[RecordedChange, ...] = ()
+    verdict: Verdict | None = None
+    flags: tuple[Flag, ...] = ()
+    changes: tuple[Change, ...] = ()
     compiled_on: str | None = None
     cache_hit: bool = False
     perturb: tuple[Mapping[str, Any], ...] = ()  # the ops as the sweep file gave them
-    warnings: tuple[str, ...] = ()
-    no_reference: str | None = None  # why a ``no-reference`` run had none, where recorded
+    # the ledger's alone: what reproduces the run
+    calib_sha: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)  # the compile options, as JSON
+    versions: Mapping[str, Any] = field(default_factory=dict)  # the backend's tools
+    host: str | None = None
+    stderr_tail: str = ""  # a failed compile's last words
+    artifact_sha: str | None = None  # the artifact's whole hash (its file is named by a prefix)
+    info: Mapping[str, Any] = field(default_factory=dict)  # what the compile and the run found on the way
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the compiler warned about, as it said it."""
+        return tuple(self.info.get("warnings", ()))
+
+    @property
+    def no_reference(self) -> str | None:
+        """Why a ``no-reference`` run had none, where recorded."""
+        return self.info.get("no_reference")
 
     @property
     def why_apart(self) -> str | None:
         """Why the run is kept out of comparisons, in one line; ``None`` for a comparable run."""
-        if self.status == "running":
+        if self.status == Status.RUNNING:
             return None  # not apart: not finished yet
-        if self.status != "ok":
+        if self.status != Status.OK:
             return self.status + (f" at {self.stage}" if self.stage else "") + (f": {self.error}" if self.error else "")
-        if self.verdict == "no-reference":
+        if self.verdict == Verdict.NO_REFERENCE:
             return self.no_reference or "the base it is audited against did not finish"
-        if self.verdict == "confounded":
+        if self.verdict == Verdict.CONFOUNDED:
             outside = [f"{c.layer} {c.what}" for c in self.changes if not c.allowed]
             return "outside the footprint: " + ", ".join(outside) if outside else "confounded"
         return None
@@ -236,20 +292,22 @@ class RunRecord:
     def perturbed_layers(self) -> list[str]:
         return [str(op["layer"]) for op in self.perturb if op.get("layer")]
 
-    def layer(self, name: str | None) -> RecordedLayer | None:
+    def layer(self, name: str | None) -> LayerPrint | None:
         return next((lp for lp in self.layers if lp.name == name), None)
 
     def to_json(self, keys: Iterable[str] | None = None) -> dict[str, Any]:
         """The pinned JSON shape (``loop runs --json``), or only ``keys`` of it."""
         wanted = None if keys is None else set(keys)
-        return {f.name: _json(getattr(self, f.name)) for f in fields(self) if wanted is None or f.name in wanted}
+        return {k: _json(getattr(self, k)) for k in PINNED if wanted is None or k in wanted}
 
 
 def _json(value: Any) -> Any:
-    if isinstance(value, (Figures, Scores, Rate)):
+    if isinstance(value, Kind):
+        return value.value  # plain JSON, for writers stricter than json (YAML's)
+    if isinstance(value, (Figures, Scores, Rate, Change)):
         return value.to_json()
-    if isinstance(value, (RecordedLayer, RecordedChange)):
-        return asdict(value)
+    if isinstance(value, LayerPrint):
+        return {k: getattr(value, k) for k in LAYER_KEYS}
     if isinstance(value, tuple):
         return [_json(v) for v in value]
     if isinstance(value, Mapping):

@@ -22,6 +22,7 @@ DEVICES: dict[str, str] = {
     "hailort": "loop.devices.hailort:HailoRTDevice",
     "hailo-emulator": "loop.devices.hailo_emulator:HailoEmulatorDevice",
     "link-sim": "loop.devices.link_sim:LinkSimDevice",
+    "test-double": "loop.devices.test_double:MisbehavingTestDouble",  # faults on purpose, for runners' tests
 }
 DEFAULT_DEVICES: dict[str, tuple[str, ...]] = {
     "onnxruntime": ("onnxruntime",),
@@ -30,6 +31,8 @@ DEFAULT_DEVICES: dict[str, tuple[str, ...]] = {
 # An artifact file's suffix: the backend that makes such files, and the device that runs them
 BACKEND_BY_SUFFIX: dict[str, str] = {".onnx": "onnxruntime", ".hef": "hailo"}
 DEVICE_BY_SUFFIX: dict[str, str] = {".onnx": "onnxruntime", ".hef": "hailort"}
+# The shipped link (loop.devices.links) a roofline is drawn against unless another is named
+DEFAULT_LINK = "hailo10h-usb-1.5a"
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ other part of loop.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import Any
 
@@ -39,6 +40,14 @@ class TensorLayout:
     @property
     def quantized(self) -> bool:
         return self.scale is not None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TensorLayout:
+        """The one decoder of a layout as :meth:`to_json` wrote it (a cache entry, an artifact's metadata)."""
+        return cls(**{**data, "shape": tuple(data["shape"])})
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -77,23 +86,35 @@ class LayerPrint:
     dequantized bias and ``bias_step`` the step of its grid, so the audit can tell
     requantization rounding from a real change. A layer without weights (an activation x
     activation MatMul, as in attention) has no kernel: ``kernel_sha`` is None and only its
-    scales are recorded.
+    scales are recorded. The defaults are for a print read back from an older record, which
+    kept fewer fields; a compiler gives every one.
     """
 
     name: str
-    op: str
-    kernel_sha: str | None
-    bias_sha: str | None
-    weight_scale: tuple[float, ...]
-    weight_zero_point: tuple[int, ...]
-    in_tensor: str | None
-    in_scale: float | None
-    in_zero_point: int | None
-    out_tensor: str | None
-    out_scale: float | None
-    out_zero_point: int | None
+    op: str = ""
+    kernel_sha: str | None = None
+    bias_sha: str | None = None
+    weight_scale: tuple[float, ...] = ()
+    weight_zero_point: tuple[int, ...] = ()
+    in_tensor: str | None = None
+    in_scale: float | None = None
+    in_zero_point: int | None = None
+    out_tensor: str | None = None
+    out_scale: float | None = None
+    out_zero_point: int | None = None
     bias: tuple[float, ...] | None = None
     bias_step: tuple[float, ...] | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LayerPrint:
+        """The one decoder of a print as :meth:`to_json` wrote it (the ledger, the cache, a
+        compile child): keys it does not know are a newer writer's, and left out."""
+        known = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known}
+        return cls(**values)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Stage 6's other side: open an artifact, run frames on it, report health.
 
 Owns the ``Device`` interface (``base``) and its backends: ONNX Runtime, the Hailo emulator and
-HailoRT silicon (through ``loop.hailort``), plus each device's own vendor benchmark. May import
-``core``, ``spec`` (frames) and ``hailort``; never a compiler.
+HailoRT silicon (through ``loop.hailort``), plus each device's own vendor benchmark, and the
+shipped links (``links``) a simulated link may stand for. May import ``core``, ``spec`` (frames)
+and ``hailort``; never a compiler, nor ``measure``, which drives devices.
 """

@@ -35,6 +35,11 @@ import numpy as np
 from loop.core.errors import BufferSizeError
 from loop.core.vocab import Artifact, TensorLayout
 
+# Where a run records the vendor benchmark beside its own figures, and its flag when the two
+# disagree. Named for the one vendor tool there is (HailoRT's CLI): recorded ledgers read the same.
+VENDOR_BENCHMARK = "hailortcli"
+VENDOR_DISAGREES = "hailortcli-disagrees"
+
 
 @dataclass(frozen=True)
 class RuntimeOptions:

@@ -18,7 +18,7 @@ host CPU's compute swings by 20-40 % within a second on a shared machine (benchm
 noise); a paced one does not, so a check of the link arithmetic is not a check of the host.
 A frame whose real compute overruns the pace is late, as it ran, never cut short.
 
-This validates the arithmetic of :mod:`loop.measure.link`, not a real USB link: the waits
+This validates the arithmetic of :mod:`loop.core.links`, not a real USB link: the waits
 are timed sleeps, and the real copies cost the host's memory bandwidth, not a bus's.
 """
 
@@ -33,10 +33,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from loop.core.errors import LoopError
+from loop.core.links import LinkModel
 from loop.core.vocab import Artifact
 from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
+from loop.devices.links import link as shipped_link
 from loop.devices.onnxruntime import OnnxRuntimeDevice
-from loop.measure.link import LinkModel, load
 
 SPLIT = ("copy_in_ms", "compute_ms", "copy_out_ms")
 
@@ -214,7 +215,7 @@ class LinkSimDevice(Device):
         if behind and not inner.strip():
             raise LoopError(f"link-sim:{arg}: name the device after '>', or leave '>' out for the host's")
         link, _, pace = spec.partition("@")
-        self.link, self._inner = Link(load(None, link)), _inner_device(inner.strip())
+        self.link, self._inner = Link(shipped_link(link)), _inner_device(inner.strip())
         self.pace_s = _pace_s(pace) if pace else 0.0
         self._engine = threading.Lock()  # the simulated device's compute: one frame at a time
 

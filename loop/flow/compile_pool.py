@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import itertools
 import os
+import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
@@ -166,6 +167,14 @@ def _worker_address() -> str:
         return str(get_worker().address)
     except (ImportError, ValueError):
         return "local"
+
+
+def compile_hosts(cluster: str | None) -> set[str]:
+    """The hosts compiles run on: this one, or those of the cluster's workers."""
+    if cluster is None:
+        return {socket.gethostname()}
+    with _cluster(cluster) as client:
+        return set(client.run(socket.gethostname).values())
 
 
 def check_cluster(address: str) -> None:

@@ -6,7 +6,7 @@ chip) scores the same inputs, and how far it disagrees with the first is recorde
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,12 +14,13 @@ from typing import Any
 import numpy as np
 
 from loop.core.errors import LoopError
+from loop.core.registry import DEVICES, split_device
 from loop.core.sessions import session as onnx_session
-from loop.core.vocab import Artifact, CompileResult, LayerPrint, TensorLayout
-from loop.devices.base import Device, RuntimeOptions
+from loop.core.vocab import CompileResult, LayerPrint, TensorLayout
+from loop.devices.base import VENDOR_BENCHMARK, VENDOR_DISAGREES
+from loop.flow.runner import DeviceRun, RunResult, RunTask, StageTimeouts
 from loop.judge import audit as audit_mod
 from loop.judge import score as score_mod
-from loop.measure.protocol import measure, measuring_stick
 from loop.spec import frames as frames_mod
 from loop.spec.author import Authored
 from loop.spec.sweepfile import SweepSpec
@@ -103,25 +104,10 @@ def float_outputs(model: bytes, inputs: frames_mod.Frames) -> Raw:
     return [session.run(None, frames_mod.feed(inputs, j, names)) for j in range(frames_mod.count(inputs))]
 
 
-def device_frame(inputs: frames_mod.Frames, index: int, layouts: Sequence[TensorLayout]) -> list[np.ndarray]:
-    """Frame ``index`` of every input, each as its device layout takes it."""
-    by_name = frames_mod.feed(inputs, index, [t.name for t in layouts])
-    return [frames_mod.quantize(by_name[t.name], t) for t in layouts]
-
-
-def run_inputs(device: Device, artifact: Artifact, inputs: frames_mod.Frames) -> DeviceOutputs:
-    """Each controlled input through the device, in the layout its session reports, and
-    whether a repeat of the first was bit-identical."""
-    with device.open(artifact, RuntimeOptions()) as session:
-        layouts = session.inputs
-        raw = [
-            [o.copy() for o in session.infer(device_frame(inputs, j, layouts))] for j in range(frames_mod.count(inputs))
-        ]
-        again = session.infer(device_frame(inputs, 0, layouts))
-        outputs = [[frames_mod.dequantize(o, t) for o, t in zip(outs, session.outputs, strict=True)] for outs in raw]
-        return DeviceOutputs(
-            raw, outputs, all(np.array_equal(a, b) for a, b in zip(raw[0], again, strict=True)), tuple(layouts)
-        )
+def outputs_of(run: DeviceRun) -> DeviceOutputs:
+    """A device's raw answers with their values, as its layouts dequantize them."""
+    outputs = [[frames_mod.dequantize(o, t) for o, t in zip(outs, run.outputs, strict=True)] for outs in run.raw]
+    return DeviceOutputs(run.raw, outputs, run.deterministic, run.inputs)
 
 
 def _disagreement(first: DeviceOutputs, other: DeviceOutputs) -> dict[str, Any]:
@@ -158,55 +144,83 @@ def _score(
     return scores
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A compiled variant ready to run: its task, and where its artifact lies in ``runs``."""
+
+    task: RunTask
+    path: Path
+
+
+def prepare(
+    authored: Authored, compiled: CompileResult, devices: tuple[str, ...], runs: Path, timeouts: StageTimeouts
+) -> Prepared | RunOutcome:
+    """The variant's run task, or its failed outcome (a failed compile, an artifact damaged
+    on disk since it was stored: never measured as this variant)."""
+    name = authored.variant.name
+    if not compiled.ok or compiled.artifact is None:
+        return RunOutcome(name, "failed", stage=compiled.stage, error=compiled.error)
+    try:
+        artifact = materialize(compiled.artifact)
+    except LoopError as exc:
+        return RunOutcome(name, "failed", stage="store", error=str(exc))
+    path = Path(artifact.path) if artifact.path else store_artifact(runs, artifact.sha, artifact.suffix, artifact.data)
+    refs = tuple((k, DEVICES[k]) for k in {split_device(d)[0] for d in devices} if k in DEVICES)
+    task = RunTask(
+        artifact.sha, artifact, authored.inputs(), authored.variant.measure, devices, refs, timeouts=timeouts
+    )
+    return Prepared(task, path)
+
+
 def evaluate_variant(
     spec: SweepSpec,
     authored: Authored,
     compiled: CompileResult,
-    devices: Sequence[Device],
-    runs: Path,
+    ran: RunResult,
+    path: Path,
     against: Against,
     scorer: Callable[..., dict[str, Any]] | None,
 ) -> tuple[RunOutcome, Reference | None]:
-    """The variant's outcome and, when it is the sweep's reference and ran, the Reference it
-    sets for every other variant."""
+    """Audit and score what the runner returned: the variant's outcome and, when it is the
+    sweep's reference and ran, the Reference it sets for every other variant."""
     name = authored.variant.name
-    if not compiled.ok or compiled.artifact is None:
-        return RunOutcome(name, "failed", stage=compiled.stage, error=compiled.error), None
-    try:
-        artifact = materialize(compiled.artifact)
-    except LoopError as exc:  # swapped or damaged on disk since it was stored: never measured as this variant
-        return RunOutcome(name, "failed", stage="store", error=str(exc)), None
-    path = Path(artifact.path) if artifact.path else store_artifact(runs, artifact.sha, artifact.suffix, artifact.data)
+    if not ran.ok:
+        info = {"runner": _where(ran), **({"detail": ran.detail} if ran.detail else {})}
+        return RunOutcome(name, "failed", stage=ran.stage, error=ran.error, info=info, stages=dict(ran.stages)), None
     clock = _Clock()
     verdict = verdict_for(spec, authored, compiled, against)
     clock.lap("audit_s")
-    inputs = authored.inputs()
-    first = run_inputs(devices[0], artifact, inputs)
-    others = {d.name: run_inputs(d, artifact, inputs) for d in devices[1:]}
-    scores = _score(authored, first, others, inputs, against.reference, scorer)
-    made = Reference(tuple(compiled.layers), _tuples(first.raw), scores.get("snr_db")) if authored.reference else None
+    runs = [outputs_of(r) for r in ran.devices.values()]
+    others = dict(zip(list(ran.devices)[1:], runs[1:], strict=True))
+    scores = _score(authored, runs[0], others, authored.inputs(), against.reference, scorer)
+    made = Reference(tuple(compiled.layers), _tuples(runs[0].raw), scores.get("snr_db")) if authored.reference else None
     flags = _calibration_flags(spec, authored, scores, against.reference)
     clock.lap("score_s")
-    frame = device_frame(inputs, 0, first.inputs)
-    del inputs, others
-    m = measure(devices[0], artifact, frame, authored.variant.measure).to_dict()
-    stick = measuring_stick(devices[0], path, m, authored.variant.measure)
-    clock.lap("measure_s")
-    flags += m["flags"] + (["hailortcli-disagrees"] if stick and stick["comparable"] and not stick["agree"] else [])
+    m, stick = ran.measure or {}, ran.vendor
+    flags += m.get("flags", []) + ([VENDOR_DISAGREES] if stick and stick["comparable"] and not stick["agree"] else [])
     info = {"no_reference": against.missing} if verdict.verdict == audit_mod.NO_REFERENCE and against.missing else {}
     outcome = RunOutcome(
         name,
         "ok",
         verdict=verdict.verdict,
         changes=[c.to_dict() for c in verdict.changes],
-        measure={**m, "hailortcli": stick},
+        measure={**m, VENDOR_BENCHMARK: stick},
         scores=scores,
         flags=flags,
         artifact=str(path),
-        stages=clock.laps,
-        info=info,
+        stages={**clock.laps, **ran.stages},
+        info={**info, "runner": _where(ran), "device_identity": _identity(ran)},
     )
     return outcome, made
+
+
+def _where(ran: RunResult) -> dict[str, str | None]:
+    return {"host": ran.host, "worker": ran.worker}
+
+
+def _identity(ran: RunResult) -> dict[str, Any]:
+    health = ran.health or {}
+    return {k: health.get(k) for k in ("device_id", "device_path")}
 
 
 def _tuples(raw: Raw) -> tuple[tuple[np.ndarray, ...], ...]:

@@ -10,23 +10,24 @@ an ``ok`` row whose record no longer parses.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from loop.core.errors import LoopError
-from loop.store.ledger import Ledger, corrupt_reason, is_live
+from loop.core.kinds import Stage, Status
+from loop.core.record import RunRecord
+from loop.store.ledger import Ledger, LedgerEntry, is_live
 
 HEARTBEAT_S = 30.0
-FINISHED = ("ok", "failed")
-RETRIED_STAGES = ("store", "ledger")  # failed where the variant is not to blame: redone on resume
+FINISHED = (Status.OK, Status.FAILED)
+RETRIED_STAGES = (Stage.STORE, Stage.LEDGER)  # failed where the variant is not to blame: redone on resume
 
 
 @dataclass
 class ResumeState:
-    finished: dict[str, sqlite3.Row] = field(default_factory=dict)
+    finished: dict[str, RunRecord] = field(default_factory=dict)
     live: set[str] = field(default_factory=set)
     interrupted: list[int] = field(default_factory=list)
 
@@ -39,28 +40,32 @@ def sweep_key(ledger: Ledger, spec_sha: str, fresh: bool) -> str:
     return latest or spec_sha
 
 
-def finished(row: sqlite3.Row) -> bool:
-    """Whether ``row`` settles its variant for good (a resume skips it)."""
-    if row["status"] not in FINISHED or (row["status"] == "failed" and row["stage"] in RETRIED_STAGES):
-        return False
-    return corrupt_reason(row) is None
+def finished(run: RunRecord) -> bool:
+    """Whether ``run`` settles its variant for good (a resume skips it); a row that cannot be
+    read is read back ``corrupt``, so it never does."""
+    return run.status in FINISHED and not (run.status == Status.FAILED and run.stage in RETRIED_STAGES)
 
 
 def scan(ledger: Ledger, key: str) -> ResumeState:
-    """Read the rows of ``key`` and mark the dead ones ``interrupted``, in one transaction."""
+    """Read the runs of ``key`` and mark the dead ones ``interrupted``, in one transaction."""
     state = ResumeState()
     with ledger.write():
-        for row in ledger.rows_for_key(key):
-            name = row["variant"]
-            if finished(row):
-                state.finished.setdefault(name, row)
-            elif row["status"] == "running":
-                if is_live(row):
-                    state.live.add(name)
-                else:
-                    state.interrupted.append(row["id"])
+        for entry in ledger.entries(key):
+            _sort(state, entry)
         ledger.mark_interrupted(state.interrupted)
     return state
+
+
+def _sort(state: ResumeState, entry: LedgerEntry) -> None:
+    """Into ``state``: a finished run (the first of its variant), a live one, or a dead one."""
+    name = entry.run.variant
+    if finished(entry.run):
+        state.finished.setdefault(name, entry.run)
+    elif entry.status == Status.RUNNING:  # as written: a corrupt row's sweep may be alive too
+        if is_live(entry):
+            state.live.add(name)
+        else:
+            state.interrupted.append(entry.run.id)
 
 
 @dataclass(frozen=True)

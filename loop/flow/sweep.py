@@ -13,35 +13,38 @@ cannot record even that stops the sweep with one line (:class:`loop.store.files.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import socket
-import traceback
 import warnings
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from loop.core.errors import LoopError
+from loop.core.kinds import Flag, Stage, Status, Verdict
 from loop.core.leftovers import remove_stale_scratch, scratch
+from loop.core.record import Change, Figures, RunRecord, Scores
 from loop.core.registry import make_device
-from loop.core.vocab import CompileResult
-from loop.devices.base import Device
-from loop.flow.compile_pool import Job, check_cluster, iter_compiled
-from loop.flow.evaluate import Against, Reference, RunOutcome, evaluate_variant, run_inputs
+from loop.core.vocab import Artifact, CompileResult, Frames
+from loop.flow.compile_pool import Job, check_cluster, compile_hosts, iter_compiled
+from loop.flow.evaluate import Against, Reference, RunOutcome
+from loop.flow.local_runner import LocalRunner
+from loop.flow.measuring import Compiled, evaluated
 from loop.flow.resume import Claim, Heartbeat, claim
+from loop.flow.runner import Runner, RunTask, StageTimeouts
 from loop.judge import fingerprint as fp
 from loop.measure import hostlock
 from loop.spec.author import Authored, author, reference_of, with_reference
-from loop.spec.sweepfile import SweepSpec
+from loop.spec.sweepfile import MeasureSpec, SweepSpec
 from loop.store.artifacts import load_artifact, spill
 from loop.store.cache import Cache
 from loop.store.files import StoreWarning, check_runs, remove_stale_temps, runs_artifact
-from loop.store.ledger import Ledger, LedgerFault, run_json
+from loop.store.ledger import Ledger, LedgerFault
 
 Scorer = Callable[..., dict[str, Any]]
 
@@ -55,6 +58,8 @@ class SweepOptions:
     fresh: bool = False
     cluster: str | None = None
     generation: int | None = None
+    device_cluster: str | None = None  # a Dask scheduler whose workers hold the devices as resources
+    timeouts: StageTimeouts = field(default_factory=StageTimeouts)
 
 
 @dataclass
@@ -122,6 +127,9 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
     check_runs(runs)
     if options.cluster:
         check_cluster(options.cluster)
+    if options.device_cluster:
+        with _runner(spec, options):  # reachable, and a worker holds the device: before anything is written
+            pass
     with scratch("author") as staging:
         # user errors surface here, before anything is written under runs/
         authored = [author(spec, v, v is ref, Path(staging), threads) for v in variants]
@@ -158,20 +166,17 @@ def _run(
     _, state, ids = claim(ledger, want)
     result = SweepResult(spec, skipped=sorted(state.live))
     todo = [a for a in ordered if a.variant.name in ids]
-    devices = [make_device(name) for name in spec.devices]
+    for name in spec.devices:
+        make_device(name)  # a device that cannot be made is the user's error, before anything runs
     ref = next((a for a in authored if a.reference), None)
-    against = _resumed_reference(runs, ref, state.finished, devices[0])
-    with Heartbeat(str(ledger.path), list(ids.values())):
-        compiled = _progress(_compiled(spec, todo, jobs, options, runs), len(todo), options)
-        for a, c, contended in reference_first(compiled, ref if any(a is ref for a in todo) else None):
-            if a.reference:
-                outcome, made = _evaluate(spec, a, c, devices, runs, Against(None), options, contended)
-                against = Against(made, "" if made else f"the reference '{a.variant.name}' {_why_failed(outcome)}")
-            else:
-                outcome, _ = _evaluate(spec, a, c, devices, runs, against, options, contended)
-            outcome.run_id = ids[a.variant.name]
-            _record(ledger, outcome.run_id, spec, a, c, outcome)
-            result.outcomes.append(outcome)
+    with _runner(spec, options) as runner, Heartbeat(str(ledger.path), list(ids.values())):
+        against = _resumed_reference(runs, ref, state.finished, _inputs_of(spec, runner, options))
+        compiled = _progress(_compiled(spec, todo, jobs, options, runs, runner), len(todo), options)
+        ref_here = ref if any(a is ref for a in todo) else None
+        for done in evaluated(spec, runs, compiled, runner, against, ref_here, options.scorer, options.timeouts):
+            done.outcome.run_id = ids[done.authored.variant.name]
+            _record(ledger, done.outcome.run_id, spec, done.authored, done.compiled, done.outcome)
+            result.outcomes.append(done.outcome)
     result.outcomes += [_finished_outcome(row) for row in state.finished.values()]
     order = [a.variant.name for a in authored]
     result.outcomes.sort(key=lambda o: order.index(o.variant))
@@ -191,12 +196,20 @@ def _progress(items: Iterator[Any], total: int, options: SweepOptions) -> Iterat
 
 
 def _compiled(
-    spec: SweepSpec, todo: list[Authored], jobs: int, options: SweepOptions, runs: Path
-) -> Iterator[tuple[Authored, CompileResult, bool]]:
-    """Triples of (variant, compile result, measured while compiles ran). Compiling holds the
-    host lock shared, so no other sweep measures meanwhile; with ``overlap`` this sweep measures
-    anyway, and flags what it measured while compiles were still running."""
+    spec: SweepSpec, todo: list[Authored], jobs: int, options: SweepOptions, runs: Path, runner: Runner
+) -> Iterator[Compiled]:
+    """Triples of (variant, compile result, measured while compiles ran), each as soon as it is
+    compiled when no compile runs on a host that measures. Otherwise compiling holds this host's
+    lock shared, so no sweep measures meanwhile, and the triples come once every compile is
+    done; with ``overlap`` they come at once all the same, flagged when compiles still ran."""
     stream = _compile_stream(spec, todo, jobs, runs, options)
+    compiling_on = compile_hosts(options.cluster)
+    if not compiling_on & runner.hosts():
+        with ExitStack() as lock:
+            if socket.gethostname() in compiling_on:
+                lock.enter_context(hostlock.compiling())
+            yield from ((todo[i], compiled, False) for i, compiled, _ in stream)
+        return
     with ExitStack() as lock:
         lock.enter_context(hostlock.compiling())
         if not options.overlap:
@@ -210,141 +223,128 @@ def _compiled(
     yield from ((a, results[i], False) for i, a in enumerate(todo))
 
 
-Compiled = tuple[Authored, CompileResult, bool]
+@contextmanager
+def _runner(spec: SweepSpec, options: SweepOptions) -> Iterator[Runner]:
+    """Devices here, each in a child process, or on the workers of ``options.device_cluster``."""
+    runner: Runner
+    if options.device_cluster:
+        from loop.flow.remote import DaskRunner
+
+        runner = DaskRunner(options.device_cluster, tuple(spec.devices), overlap=options.overlap)
+    else:
+        runner = LocalRunner(overlap=options.overlap)
+    with runner:
+        yield runner
 
 
-def reference_first(stream: Iterable[Compiled], ref: Authored | None) -> Iterator[Compiled]:
-    """The stream with ``ref`` (when it is to be evaluated in this sweep) moved ahead of every
-    variant that arrives before it, so no variant is ever judged before its reference exists,
-    whatever order the variants were written or compiled in."""
-    waiting: list[Compiled] = []
-    for item in stream:
-        if ref is None or item[0] is ref:
-            yield item
-            yield from waiting
-            waiting, ref = [], None
-        else:
-            waiting.append(item)
-    yield from waiting  # the reference never came (a stream cut short): the rest still runs
+OutputsOf = Callable[[Artifact, Frames], "list[list[np.ndarray]] | None"]
 
 
-def _why_failed(outcome: RunOutcome) -> str:
-    if outcome.status == "ok":
-        return "ran but set no reference"
-    return f"failed at stage {outcome.stage}: {outcome.error}"
+def _inputs_of(spec: SweepSpec, runner: Runner, options: SweepOptions) -> OutputsOf:
+    """How a resumed sweep gets its reference's outputs again: the inputs alone through the
+    first device (its figures are recorded already); None, with a warning, if that fails."""
+
+    def outputs(artifact: Artifact, inputs: Frames) -> list[list[np.ndarray]] | None:
+        device = spec.devices[0]
+        task = RunTask(artifact.sha, artifact, inputs, MeasureSpec(), (device,), measure=False)
+        task = replace(task, timeouts=options.timeouts)
+        ran = runner.run(task)
+        if not ran.ok:
+            warnings.warn(f"the reference's outputs: {ran.error}; they are not compared", StoreWarning, stacklevel=2)
+            return None
+        return ran.devices[device].raw
+
+    return outputs
 
 
-def _resumed_reference(runs: Path, ref: Authored | None, finished: dict[str, Any], device: Device) -> Against:
+def _resumed_reference(
+    runs: Path, ref: Authored | None, finished: dict[str, RunRecord], outputs_of: OutputsOf
+) -> Against:
     """The reference as an earlier run of this sweep left it, or why there is none yet. Its
     artifact is read back only if it still matches its hash; otherwise the audit goes on from
     the recorded fingerprint, and no outputs are compared with files that are not its."""
     if ref is None:
         return Against(None, "the sweep has no unperturbed variant to be its reference")
-    row = finished.get(ref.variant.name)
-    if row is None:
+    run = finished.get(ref.variant.name)
+    if run is None:
         return Against(None, f"the reference '{ref.variant.name}' has not run")
-    if row["status"] != "ok":
-        return Against(None, f"the reference '{ref.variant.name}' failed at stage {row['stage']}: {row['error']}")
-    record = json.loads(row["record"])
-    layers = tuple(fp.from_record(lp) for lp in record.get("layers", []))
-    snr = (record.get("scores") or {}).get("snr_db")
-    name = Path(row["artifact"]).name  # in this runs folder, wherever it was when recorded
+    if run.status != Status.OK:
+        return Against(None, f"the reference '{ref.variant.name}' failed at stage {run.stage}: {run.error}")
+    layers, snr = run.layers, run.scores.snr_db
+    name = Path(run.artifact or "").name  # in this runs folder, wherever it was when recorded
     try:
-        artifact = load_artifact(runs_artifact(runs, name), record.get("artifact_sha") or Path(name).stem)
+        artifact = load_artifact(runs_artifact(runs, name), run.artifact_sha or Path(name).stem)
     except LoopError as exc:
         warnings.warn(f"the reference's artifact: {exc}; its outputs are not compared", StoreWarning, stacklevel=2)
         return Against(Reference(layers, None, snr))
-    raw = run_inputs(device, artifact, ref.inputs()).raw
-    return Against(Reference(layers, tuple(tuple(outs) for outs in raw), snr))
+    raw = outputs_of(artifact, ref.inputs())
+    return Against(Reference(layers, None if raw is None else tuple(tuple(outs) for outs in raw), snr))
 
 
-def _finished_outcome(row: Any) -> RunOutcome:
-    data = run_json(row)
+def _finished_outcome(run: RunRecord) -> RunOutcome:
     return RunOutcome(
-        data["variant"],
-        data["status"],
-        stage=data["stage"],
-        error=data["error"],
-        verdict=data["verdict"],
-        run_id=data["id"],
+        run.variant,
+        run.status,
+        stage=run.stage,
+        error=run.error,
+        verdict=run.verdict,
+        run_id=run.id,
         info={"resumed": True},
     )
 
 
-def _evaluate(
-    spec: SweepSpec,
-    a: Authored,
-    compiled: CompileResult,
-    devices: list[Device],
-    runs: Path,
-    against: Against,
-    options: SweepOptions,
-    contended: bool,
-) -> tuple[RunOutcome, Reference | None]:
-    try:
-        with hostlock.measuring(devices[0].timed_on, overlap=options.overlap):
-            outcome, made = evaluate_variant(spec, a, compiled, devices, runs, against, options.scorer)
-    except Exception as exc:
-        return RunOutcome(
-            a.variant.name,
-            "failed",
-            stage="measure",
-            error=f"{type(exc).__name__}: {exc}",
-            info={"traceback": traceback.format_exc(limit=8)},
-        ), None
-    if contended and outcome.status == "ok":
-        outcome.flags.append("host-contended")
-    return outcome, made
-
-
 def _record(ledger: Ledger, run_id: int, spec: SweepSpec, a: Authored, c: CompileResult, o: RunOutcome) -> None:
-    record = {
-        "options": asdict(a.options),
-        "versions": c.info.get("versions", {}),
-        "host": socket.gethostname(),
-        "compiled_on": c.compiled_on,
-        "cache_hit": c.cache_hit,
-        "stages": {"author_s": a.author_s, **c.stages, **o.stages},
-        "layers": [fp.to_record(lp) for lp in c.layers],
-        "measure": o.measure,
-        "scores": o.scores,
-        "changes": o.changes,
-        "perturb": [{"op": op.label, **asdict(op)} for op in a.variant.ops],
-        "stderr_tail": "" if c.ok else c.stderr_tail,
-        "artifact_sha": c.artifact.sha if c.ok and c.artifact is not None else None,
-        "info": {
-            **{k: v for k, v in c.info.items() if k != "versions"},
-            **o.info,
-            **({"notes": list(a.notes)} if a.notes else {}),
-        },
-    }
+    """Write the finished run into the ledger (which reads it back with ``from_row``)."""
     try:
-        _finish(ledger, run_id, spec, a, c, o, record)
+        run = _finished_run(run_id, spec, a, c, o)
+    except (KeyError, TypeError, ValueError) as exc:  # a figure the record cannot type (a scorer's, say)
+        error = f"cannot record the run: {type(exc).__name__}: {exc}"
+        run = RunRecord(run_id, spec.name, a.variant.name, Status.FAILED, error, Stage.LEDGER)
+    try:
+        ledger.finish(run_id, run)
     except LedgerFault as exc:
         if not exc.full:
             raise
         # The disk filled: try a short row, so the variant is redone on resume; if even that
         # cannot be written, the sweep stops here with one line and the resume redoes the rest.
-        ledger.finish(run_id, "failed", [], {}, error=f"out of space recording the run: {exc}", stage="store")
+        error = f"out of space recording the run: {exc}"
+        ledger.finish(run_id, RunRecord(run_id, spec.name, a.variant.name, Status.FAILED, error, Stage.STORE))
 
 
-def _finish(
-    ledger: Ledger, run_id: int, spec: SweepSpec, a: Authored, c: CompileResult, o: RunOutcome, record: dict[str, Any]
-) -> None:
-    ledger.finish(
-        run_id,
-        o.status,
-        o.flags,
-        record,
+def _finished_run(run_id: int, spec: SweepSpec, a: Authored, c: CompileResult, o: RunOutcome) -> RunRecord:
+    """The run as the ledger keeps it: the outcome, and what reproduces it."""
+    return RunRecord(
+        id=run_id,
+        sweep=spec.name,
+        variant=a.variant.name,
+        status=Status(o.status),
         error=o.error,
-        stage=o.stage,
+        stage=None if o.stage is None else Stage(o.stage),
         onnx_sha=a.onnx_sha,
-        calib_sha=a.calib_sha,
         kernel_sha=fp.kernel_sha(c.layers) if c.layers else None,
         bias_sha=fp.bias_sha(c.layers) if c.layers else None,
-        device=spec.devices[0],
         artifact=o.artifact,
-        verdict=o.verdict,
+        backend=spec.backend,
+        device=spec.devices[0],
+        stages={"author_s": a.author_s, **c.stages, **o.stages},
+        layers=tuple(c.layers),
+        measure=Figures.from_json(o.measure),
+        scores=Scores.from_json(o.scores),
+        verdict=None if o.verdict is None else Verdict(o.verdict),
+        flags=tuple(Flag(f) for f in o.flags),
+        changes=tuple(Change.from_json(change) for change in o.changes),
         compiled_on=c.compiled_on,
-        cache_hit=int(c.cache_hit),
+        cache_hit=c.cache_hit,
+        perturb=tuple({"op": op.label, **asdict(op)} for op in a.variant.ops),
+        calib_sha=a.calib_sha,
+        options=asdict(a.options),
+        versions=c.info.get("versions", {}),
+        host=socket.gethostname(),
+        stderr_tail="" if c.ok else c.stderr_tail,
+        artifact_sha=c.artifact.sha if c.ok and c.artifact is not None else None,
+        info={
+            **{k: v for k, v in c.info.items() if k != "versions"},
+            **o.info,
+            **({"notes": list(a.notes)} if a.notes else {}),
+        },
     )

@@ -2,5 +2,5 @@
 
 Owns the layer structure of a model (``structure``), fingerprints, the audit against the
 reference (footprints, verdicts) and scoring. Pure functions of models, prints and outputs:
-imports nothing from ``store``, ``measure`` or ``flow``.
+imports ``core`` only (footprints are ``core.footprint``, so ``spec`` may import ``judge``).
 """

@@ -9,33 +9,23 @@ Verdicts: ``reference`` (the base itself), ``clean`` (every change inside the fo
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
+from loop.core.footprint import Allow, Expect
+from loop.core.kinds import Verdict
+from loop.core.record import Change
 from loop.core.vocab import LayerPrint
-from loop.spec.perturb import Allow, Expect
 
-REFERENCE, CLEAN, CONFOUNDED, NO_EFFECT, NA = "reference", "clean", "confounded", "no-effect", "n/a"
-NO_REFERENCE = "no-reference"
-NOT_COMPARABLE = (CONFOUNDED, NO_REFERENCE)  # kept in the ledger, left out of comparisons
-
-
-@dataclass(frozen=True)
-class Change:
-    layer: str
-    what: str
-    detail: str
-    allowed: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+# the verdicts by the names flow/evaluate.py uses
+REFERENCE, CLEAN, CONFOUNDED, NO_EFFECT = Verdict.REFERENCE, Verdict.CLEAN, Verdict.CONFOUNDED, Verdict.NO_EFFECT
+NA, NO_REFERENCE = Verdict.NA, Verdict.NO_REFERENCE
 
 
 @dataclass(frozen=True)
 class Audit:
-    verdict: str
+    verdict: Verdict
     changes: tuple[Change, ...] = ()
 
     @property
@@ -164,5 +154,5 @@ def audit(
     observed = observe(base, variant) + function_changes(base, variant, bounds or {})
     judged = tuple(Change(c.layer, c.what, c.detail, _allowed(c, footprint, expect)) for c in observed)
     if not judged:
-        return Audit(NO_EFFECT)
-    return Audit(CONFOUNDED if any(not c.allowed for c in judged) else CLEAN, judged)
+        return Audit(Verdict.NO_EFFECT)
+    return Audit(Verdict.CONFOUNDED if any(not c.allowed for c in judged) else Verdict.CLEAN, judged)

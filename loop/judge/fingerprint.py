@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import asdict
-from typing import Any
 
 from loop.core.vocab import LayerPrint
 
@@ -28,15 +26,3 @@ def kernel_sha(layers: list[LayerPrint]) -> str:
 
 def bias_sha(layers: list[LayerPrint]) -> str:
     return model_sha(lp.bias_sha for lp in layers)
-
-
-def to_record(layer: LayerPrint) -> dict[str, Any]:
-    return asdict(layer)
-
-
-def from_record(record: dict[str, Any]) -> LayerPrint:
-    values = dict(record)
-    for key in ("weight_scale", "weight_zero_point", "bias", "bias_step"):
-        if values.get(key) is not None:
-            values[key] = tuple(values[key])
-    return LayerPrint(**values)

@@ -2,5 +2,7 @@
 
 Owns the measurement protocol (time to first output, steady-state rate, bytes per inference),
 host load and the host/device locks, ladders, the controlled-input check, interleaved compare
-and its statistics. Measures through the ``devices`` interface; imports no compiler.
+and its statistics, and the links fitted and kept under ``runs/links``. Measures through the
+``devices`` interface; may import ``core``, ``devices``, ``judge``, ``spec`` and ``store``, never a
+compiler.
 """

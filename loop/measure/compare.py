@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from loop.core.kinds import NOT_COMPARABLE, Flag
 from loop.core.record import Rate, RunRecord
-from loop.measure.hostload import HOST_BUSY
 from loop.measure.interleave import Interleaved, interleave
 from loop.measure.stats import ratio_ci95
 from loop.spec.sweepfile import MeasureSpec
@@ -65,7 +65,7 @@ def compare(a: RunRecord, b: RunRecord) -> dict[str, Any]:
             "reason": f"{which}; the ledger basis needs {MIN_REPEATS} or more "
             f"with a 95% interval on each side (re-measure: loop compare without --from-ledger)",
         }
-    busy = [r for r in (a, b) if HOST_BUSY in {*r.flags, *r.measure.flags}]
+    busy = [r for r in (a, b) if Flag.HOST_BUSY in {*r.flags, *r.measure.flags}]
     if busy:
         return {**out, "verdict": UNDECIDED, "reason": "; ".join(_busy_reason(r) for r in busy)}
     (alo, ahi), (blo, bhi) = ia, ib
@@ -161,7 +161,7 @@ def a_a(run: RunRecord, pairs: int = 10, spec: MeasureSpec | None = None, rounds
         "ratios": [r["ratio"] for r in results],
         "ci95": [r["ci95"] for r in results],
         "wall_s": sum(r["wall_s"] for r in results),
-        "host_busy": sum("host-busy" in r["flags"] for r in results),
+        "host_busy": sum(Flag.HOST_BUSY in r["flags"] for r in results),
     }
 
 
@@ -193,7 +193,6 @@ def _depth(run: RunRecord) -> int:
 
 def _rate(run: RunRecord) -> Rate:
     from loop.core.errors import LoopError
-    from loop.judge.audit import NOT_COMPARABLE
 
     if run.verdict in NOT_COMPARABLE:
         raise LoopError(f"run {run.id} ({run.variant}) is {run.verdict}: kept in the ledger, left out of comparisons")

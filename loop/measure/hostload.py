@@ -7,6 +7,8 @@ import os
 import time
 from dataclasses import dataclass
 
+from loop.core.kinds import Flag
+
 
 def _proc_stat() -> tuple[float, float] | None:
     try:
@@ -61,11 +63,8 @@ class LoadProbe:
         }
 
 
-HOST_BUSY = "host-busy"
-
-
-def busy_flags(host: dict[str, float | None], limit_core_pct: float) -> list[str]:
+def busy_flags(host: dict[str, float | None], limit_core_pct: float) -> list[Flag]:
     """``host-busy`` when other processes used more than ``limit_core_pct`` % of one core;
     nothing where the OS does not say (no /proc/stat), since unknown is not busy."""
     others = host.get("others_core_pct")
-    return [HOST_BUSY] if others is not None and others > limit_core_pct else []
+    return [Flag.HOST_BUSY] if others is not None and others > limit_core_pct else []

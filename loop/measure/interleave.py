@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from loop.core.kinds import Flag
 from loop.core.vocab import Artifact
 from loop.devices.base import Device, RuntimeOptions, Session
 from loop.measure.hostload import LoadProbe, busy_flags
@@ -53,7 +54,7 @@ class Interleaved:
     chunks: int = 0
     wall_s: float = 0.0
     host: dict[str, Any] = field(default_factory=dict)
-    flags: list[str] = field(default_factory=list)
+    flags: list[Flag] = field(default_factory=list)
 
     def side(self, i: int) -> list[float]:
         return [r[i] for r in self.rounds]

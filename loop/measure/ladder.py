@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loop.core.kinds import Status, Verdict
 from loop.core.record import DepthRate, RunRecord
 
 NOISE_FLOOR_PCT = 2.0
@@ -56,7 +57,7 @@ def frame_ladder(runs: Sequence[RunRecord]) -> list[RunRecord]:
     are no ladder: their rates are compute, not the link; nor is one network through two links."""
     groups: dict[tuple[str, str | None, tuple[str, ...]], list[RunRecord]] = {}
     for r in runs:
-        if r.verdict in ("n/a", "reference") and r.status == "ok" and r.measure.median_fps:
+        if r.verdict in (Verdict.NA, Verdict.REFERENCE) and r.status == Status.OK and r.measure.median_fps:
             groups.setdefault((r.sweep, r.device, network_of(r)), []).append(r)
     ladders = [g for g in groups.values() if len({r.measure.bytes_in for r in g}) >= 2]
     return max(ladders, key=len, default=[])

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 
 from loop.core.capture import captured_stderr
+from loop.core.kinds import Flag
+from loop.core.record import DepthRate, Rate
 from loop.core.vocab import Artifact
 from loop.devices.base import Device, RuntimeOptions, Session
 from loop.measure.hostload import LoadProbe, busy_flags
@@ -29,14 +31,6 @@ from loop.spec.sweepfile import MeasureSpec
 
 POWER_WARNING = "USB-C source electrical current advertised"
 DRIFT_MIN_S = 60.0
-
-
-@dataclass
-class DepthRate:
-    depth: int
-    rate_fps: dict[str, Any]
-    spread_pct: float
-    chunks: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -58,7 +52,7 @@ class Measurement:
     health_before: dict[str, Any]
     health_after: dict[str, Any]
     warnings: list[str]
-    flags: list[str]
+    flags: list[Flag]
     host: dict[str, Any] = field(default_factory=dict)
     drift: dict[str, float] | None = None
     notes: list[str] = field(default_factory=list)  # what the device did other than asked, and why
@@ -118,7 +112,9 @@ def steady_rate(session: Session, frames: Sequence[np.ndarray], spec: MeasureSpe
         rates, counted = _repeats(session, frames, spec, depth)
     else:
         rates, counted = _rates_for_duration(session, frames, spec.duration_s, depth)
-    return DepthRate(depth, {**summary(rates), "frames": counted}, spread(rates), rates)
+    rate = Rate.from_json({**summary(rates), "frames": counted})
+    assert rate is not None  # a summary always has its median
+    return DepthRate(depth, rate, spread(rates), tuple(rates))
 
 
 def one_repeat(
@@ -257,23 +253,23 @@ def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], sp
         t = _timed(device, artifact, frames, spec, options)
     host = probe.stop()
     after = device.health()
-    best = max(t.by_depth, key=lambda r: r.rate_fps["median"])
+    best = max(t.by_depth, key=lambda r: r.rate.median)
     printed = [line for line in err.getvalue().splitlines() if "warn" in line.lower()]
     warnings = list(before.warnings) + printed + list(after.warnings)
     drifted = drift(best, t.elapsed_s)
-    flags = flags_for(warnings) + (["thermal-drift"] if drifted and drifted["drifted"] else [])
+    flags = flags_for(warnings) + ([Flag.THERMAL_DRIFT] if drifted and drifted["drifted"] else [])
     flags += busy_flags(host, spec.host_busy_pct)
-    rate = best.rate_fps["median"]
+    rate = best.rate.median
     if t.split_ms:
         parts["transfer_ms"] = t.split_ms["copy_in_ms"] + t.split_ms["copy_out_ms"]
     return Measurement(
         ttfo_ms=ttfo,
         ttfo_parts=parts,
         first_infer_ms=t.first_ms,
-        rate_fps=best.rate_fps,
+        rate_fps=best.rate.to_json(),
         spread_pct=best.spread_pct,
         depth=best.depth,
-        by_depth=[{"depth": r.depth, "rate_fps": r.rate_fps, "spread_pct": r.spread_pct} for r in t.by_depth],
+        by_depth=[r.to_json() for r in t.by_depth],
         basis="duration" if spec.duration_s else "frames",
         duration_s=t.elapsed_s,
         bytes_in=t.bytes_in,
@@ -302,5 +298,5 @@ def measuring_stick(
     return device.vendor_benchmark(artifact_path, m["rate_fps"]["median"], options)
 
 
-def flags_for(warnings: Sequence[str]) -> list[str]:
-    return ["power-limited"] if any(POWER_WARNING in w for w in warnings) else []
+def flags_for(warnings: Sequence[str]) -> list[Flag]:
+    return [Flag.POWER_LIMITED] if any(POWER_WARNING in w for w in warnings) else []

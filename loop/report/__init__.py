@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from loop.core.kinds import NOT_COMPARABLE, Flag, Status, Verdict
 from loop.core.record import RunRecord
 
 
@@ -65,7 +66,7 @@ def summary_row(run: RunRecord, layer: str | None) -> list[str]:
     shown = run.layer(layer)
     return [
         run.variant,
-        run.status if run.status != "ok" else _fmt(run.verdict),
+        run.status if run.status != Status.OK else _fmt(run.verdict),
         _fmt(run.kernel_sha)[:12],
         _fmt(shown.out_scale if shown else None, ".4g"),
         _fmt(run.stages.get("optimize_s"), ".2f"),
@@ -97,10 +98,8 @@ def sweep_summary(runs: Sequence[RunRecord]) -> str:
         "bytes differ",
         "SNR dB",
     ]
-    from loop.judge.audit import NOT_COMPARABLE
-
-    used = [r for r in runs if r.status == "ok" and r.verdict not in NOT_COMPARABLE]
-    apart = [r for r in runs if r.status != "ok" or r.verdict in NOT_COMPARABLE]
+    used = [r for r in runs if r.status == Status.OK and r.verdict not in NOT_COMPARABLE]
+    apart = [r for r in runs if r.status != Status.OK or r.verdict in NOT_COMPARABLE]
     if layer is None:
         headers[3] = "out scale"
     text = table(headers, [summary_row(r, layer) for r in used])
@@ -110,13 +109,13 @@ def sweep_summary(runs: Sequence[RunRecord]) -> str:
             text += "\n" + _why(r)
     notes = [f"  {r.variant}: {w}" for r in runs for w in r.warnings]
     notes += [f"  {r.variant}: {f}: {NOTED_FLAGS[f]}" for r in runs for f in r.flags if f in NOTED_FLAGS]
-    notes += [host_busy_line(r) for r in runs if "host-busy" in r.flags]
+    notes += [host_busy_line(r) for r in runs if Flag.HOST_BUSY in r.flags]
     if notes:
         text += "\n\nWarnings:\n" + "\n".join(notes)
     return text
 
 
-NOTED_FLAGS = {"calibration-worse": "scored far below the sweep's own calibration method"}
+NOTED_FLAGS = {Flag.CALIBRATION_WORSE: "scored far below the sweep's own calibration method"}
 
 
 def host_busy_line(run: RunRecord) -> str:
@@ -128,9 +127,9 @@ def host_busy_line(run: RunRecord) -> str:
 
 
 def _why(run: RunRecord) -> str:
-    if run.status != "ok":
+    if run.status != Status.OK:
         return f"  {run.variant}: {run.why_apart}"
-    if run.verdict != "confounded":
+    if run.verdict != Verdict.CONFOUNDED:
         return f"  {run.variant}: {run.verdict}: {run.why_apart}"
     lines = [f"  {run.variant}: confounded; outside the footprint:"]
     lines += [f"    {c.layer} {c.what}: {c.detail}" for c in run.changes if not c.allowed]
@@ -179,7 +178,7 @@ def link_table(runs: Sequence[RunRecord]) -> str:
     """The seed's frame-ladder table: in/out MB, ms/frame, frames/s, MB/s; and the plateau."""
     from loop.measure.ladder import link_plateau, link_rate
 
-    ok = [r for r in runs if r.status == "ok" and r.measure.median_fps]
+    ok = [r for r in runs if r.status == Status.OK and r.measure.median_fps]
     text = table(
         ["frame", "bytes in", "bytes out", "ms/frame", "frames/s", "MB/s", "spread"],
         [_rung_row(r, r.measure.median_fps or math.nan, link_rate(r)) for r in ok],
@@ -252,6 +251,6 @@ def ladders(runs: Sequence[RunRecord]) -> str:
     rungs = frame_ladder(runs)  # one network at several frame sizes, not networks side by side
     if rungs:
         parts.append(link_table(rungs))
-    parts += [depth_table(r) for r in runs if r.status == "ok" and len(r.measure.by_depth) > 1]
+    parts += [depth_table(r) for r in runs if r.status == Status.OK and len(r.measure.by_depth) > 1]
     parts.append(device_disagreement(runs))
     return "\n\n".join(p for p in parts if p)

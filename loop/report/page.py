@@ -13,7 +13,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from loop.core.errors import LoopError
+from loop.core.kinds import NOT_COMPARABLE, Status, Verdict
 from loop.core.record import RunRecord
+from loop.core.registry import DEFAULT_LINK
 from loop.report import perturbed_layer
 
 INSTALL = "loop report needs matplotlib: pip install 'loop[report]'"
@@ -53,7 +55,7 @@ def _glance_row(r: RunRecord, runs: Sequence[RunRecord]) -> list[str]:
     split = " / ".join(_num(parts.get(k), ".2f") for k in ("open_ms", "transfer_ms", "first_ms"))
     return [
         _esc(label(r, runs)),
-        _esc(r.verdict if r.status == "ok" else f"{r.status} at {r.stage}"),
+        _esc(r.verdict if r.status == Status.OK else f"{r.status} at {r.stage}"),
         f"{_num(m.ttfo_ms, '.2f')} <span class='note'>({split})</span>",
         _num(m.median_fps, ".1f") + (f" <span class='note'>[{ci[0]:.1f}, {ci[1]:.1f}]</span>" if ci else ""),
         _num(m.data.get("rate_fps", {}).get("frames") if m.data else None, ","),
@@ -76,9 +78,7 @@ GLANCE = [
 
 
 def glance(runs: Sequence[RunRecord]) -> str:
-    from loop.judge.audit import NOT_COMPARABLE
-
-    used = [r for r in runs if r.status == "ok" and r.verdict not in NOT_COMPARABLE]
+    used = [r for r in runs if r.status == Status.OK and r.verdict not in NOT_COMPARABLE]
     apart = [r for r in runs if r not in used]
     text = _table(GLANCE, [_glance_row(r, runs) for r in used])
     if apart:
@@ -86,7 +86,7 @@ def glance(runs: Sequence[RunRecord]) -> str:
         text += _table(
             GLANCE,
             [_glance_row(r, runs) for r in apart],
-            ["confounded" if r.verdict == "confounded" else "apart" for r in apart],
+            ["confounded" if r.verdict == Verdict.CONFOUNDED else "apart" for r in apart],
         )
         why = [
             "; ".join(f"{c.layer} {c.what}: {c.detail}" for c in r.changes if not c.allowed) or r.why_apart or r.verdict
@@ -134,7 +134,7 @@ class Page:
         from loop.measure.link import fit, rungs_of
         from loop.report.plots import depth_ladder, link_ladder
 
-        ok = [r for r in self.runs if r.status == "ok" and r.measure.median_fps]
+        ok = [r for r in self.runs if r.status == Status.OK and r.measure.median_fps]
         rungs = frame_ladder(ok)  # one network at several frame sizes, not networks side by side
         figs = []
         if rungs:
@@ -150,7 +150,7 @@ class Page:
         from loop.measure.link import load
         from loop.report.plots import roofline
 
-        measured = [r for r in self.runs if r.status == "ok" and r.measure.median_fps and r.measure.bytes_in]
+        measured = [r for r in self.runs if r.status == Status.OK and r.measure.median_fps and r.measure.bytes_in]
         if not measured:
             return ""
         model = load(self.runs_dir, self.link)
@@ -167,10 +167,9 @@ class Page:
         return self.plots([ttfo_bars(timed)]) if timed else ""
 
     def generations(self) -> str:
-        from loop.judge.audit import REFERENCE
         from loop.report.plots import generations
 
-        gens = [r for r in self.runs if r.generation is not None and r.verdict != REFERENCE]
+        gens = [r for r in self.runs if r.generation is not None and r.verdict != Verdict.REFERENCE]
         if not gens:
             return ""
         score = "snr_db" if any(r.scores.snr_db is not None for r in gens) else "output_mean"
@@ -201,7 +200,7 @@ def render(runs: Sequence[RunRecord], title: str, link: str, runs_dir: Path) -> 
     )
 
 
-def write_report(runs_dir: Path, sweep: str | None, out: Path | None, link: str = "hailo10h-usb-1.5a") -> Path:
+def write_report(runs_dir: Path, sweep: str | None, out: Path | None, link: str = DEFAULT_LINK) -> Path:
     """Render the ledger's runs (one sweep's with its ``loop.evaluate`` generations ``NAME-gN``,
     or all) to ``out`` (default RUNS/report.html)."""
     try:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from loop.core.kinds import Verdict
 from loop.core.record import RunRecord
 
 if TYPE_CHECKING:
@@ -213,12 +214,15 @@ def generations(runs: Sequence[RunRecord], score: str) -> Figure:
     """Each candidate's score by generation, the best so far as a step line, confounded ones as x."""
     fig = figure()
     ax = fig.add_subplot()
-    _scatter(ax, [r for r in runs if r.verdict != "confounded"], score, "o", "candidates")
-    _scatter(ax, [r for r in runs if r.verdict == "confounded"], score, "x", "confounded")
+    _scatter(ax, [r for r in runs if r.verdict != Verdict.CONFOUNDED], score, "o", "candidates")
+    _scatter(ax, [r for r in runs if r.verdict == Verdict.CONFOUNDED], score, "x", "confounded")
     best: list[tuple[int, float]] = []
     for g in sorted({r.generation for r in runs if r.generation is not None}):
         here = [
-            s for r in runs if r.generation == g and r.verdict != "confounded" if (s := _score(r, score)) is not None
+            s
+            for r in runs
+            if r.generation == g and r.verdict != Verdict.CONFOUNDED
+            if (s := _score(r, score)) is not None
         ]
         here += [best[-1][1]] if best else []
         if here:

@@ -1,18 +1,14 @@
 """Perturbation ops. Each says what it does to the model or the compile, and its footprint:
 what it is allowed to change (DESIGN.md, "Fingerprint and audit").
 
-A footprint is a set of :class:`Allow` rules over observed changes. ``what`` is one of
-``kernel``, ``bias`` (a real bias change), ``bias-rounding`` (a dequantized bias that moved
-no more than half an old step plus half a new one), ``in_scale`` and ``out_scale`` (scale or
-zero point of the tensor a layer reads or writes).
+A footprint is a set of :class:`~loop.core.footprint.Allow` rules over observed changes
+(:mod:`loop.core.footprint` says what each kind of change is).
 """
 
 from __future__ import annotations
 
 import difflib
-import fnmatch
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -20,24 +16,11 @@ import onnx
 from onnx import numpy_helper
 
 from loop.core.errors import LoopError
+from loop.core.footprint import WHATS, Allow, Expect, parse_expect  # noqa: F401 - re-exported beside the ops
 from loop.core.vocab import CompileOptions, RangeOverride
 from loop.judge.structure import Structure
 
-WHATS = ("kernel", "bias", "bias-rounding", "in_scale", "out_scale", "function")
 SCALES = ("in_scale", "out_scale")
-
-
-@dataclass(frozen=True)
-class Allow:
-    """Changes of kind ``what`` at layers matching ``layer`` (a glob) are inside the footprint."""
-
-    layer: str
-    what: str
-
-    def covers(self, layer: str, what: str) -> bool:
-        if what == "bias-rounding" and self.what == "bias":
-            return fnmatch.fnmatchcase(layer, self.layer)
-        return fnmatch.fnmatchcase(layer, self.layer) and fnmatch.fnmatchcase(what, self.what)
 
 
 @dataclass(frozen=True)
@@ -229,29 +212,3 @@ def _range(value: list[float]) -> tuple[float, float]:
     if not lo < hi:
         raise LoopError(f"inverted range [{lo}, {hi}]: lo must be below hi", field="range")
     return lo, hi
-
-
-@dataclass(frozen=True)
-class Expect:
-    """A variant's own widening (``allow``) or narrowing (``deny``) of its footprint."""
-
-    allow: tuple[Allow, ...] = ()
-    deny: tuple[Allow, ...] = field(default_factory=tuple)
-
-
-def parse_expect(raw: Any) -> Expect:
-    if raw is None:
-        return Expect()
-    if not isinstance(raw, Mapping) or set(raw) - {"allow", "deny"}:
-        raise LoopError("expect is {allow: [LAYER:WHAT, ...], deny: [LAYER:WHAT, ...]}", field="expect")
-    return Expect(_rules(raw.get("allow")), _rules(raw.get("deny")))
-
-
-def _rules(items: Any) -> tuple[Allow, ...]:
-    rules = []
-    for item in items or ():
-        layer, sep, what = str(item).partition(":")
-        if not sep or not any(fnmatch.fnmatchcase(w, what) for w in WHATS):
-            raise LoopError(f"'{item}' is not LAYER:WHAT with WHAT one of {', '.join(WHATS)}", field="expect")
-        rules.append(Allow(layer, what))
-    return tuple(rules)

@@ -13,10 +13,12 @@ coerces by accident (``'5'`` for 5, ``true`` for 1); ``allow_inf_nan=False`` ref
 from __future__ import annotations
 
 import re
+from copy import copy
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic.fields import FieldInfo
 
 from loop.core.errors import LoopError
 from loop.spec.yamlio import LineDict, LineList
@@ -76,14 +78,14 @@ class Measure(Strict):
     ttfo_repeats: int = Field(3, ge=1, le=1000, description="fresh sessions timed to first output")
     latency_frames: int = Field(50, ge=0, le=MAX_FRAMES, description="single frames for latency percentiles")
     threads: Threads = Field(0, description="device threads (0: the runtime's choice)")
-    power_mode: Annotated[str, Field(max_length=64)] | None = Field(None, description="HailoRT power mode")
-    dma_map: bool = Field(False, description="HailoRT: map buffers for DMA once")
-    batch_size: int = Field(
-        0, ge=0, le=4096, description="frames per transfer (0: the device's default, as hailortcli)"
+    power_mode: Annotated[str, Field(max_length=64)] | None = Field(
+        None, description="the device's power mode, on devices that have one"
     )
-    hw_latency: bool = Field(False, description="HailoRT: the device's own latency figure (off, as hailortcli)")
+    dma_map: bool = Field(False, description="map buffers for DMA once, on devices that copy by DMA")
+    batch_size: int = Field(0, ge=0, le=4096, description="frames per transfer (0: the device's own default batch)")
+    hw_latency: bool = Field(False, description="read the device's own latency figure, on devices that report one")
     group_id: Annotated[str, Field(pattern=r"^[^;]{1,64}$")] | None = Field(
-        None, description="HailoRT: processes with the same group share a Hailo-10H"
+        None, description="on devices shared by group: processes with the same group share one accelerator"
     )
     min_duration_s: float = Field(1.0, ge=0, le=3600, description="each repeat lasts at least this long")
     target_ci_pct: float | None = Field(
@@ -98,7 +100,10 @@ class Measure(Strict):
 
 
 class Compile(Strict):
-    """``compile:``: everything that changes what a compile produces (and its cache key)."""
+    """``compile:``: everything that changes what a compile produces (and its cache key).
+
+    These are the keys every backend reads; each backend's own are its compiler's
+    ``options_model``, added by :func:`compile_model`."""
 
     bias_correction: bool = Field(True, description="re-derive biases layer by layer from calibration")
     io: Literal["uint8", "float32"] = Field("uint8", description="the artifact's input/output type")
@@ -113,34 +118,6 @@ class Compile(Strict):
     )
     threads: Threads = Field(0, description="compile threads (0: the tool's choice)")
     timeout_s: float | None = Field(None, gt=0, le=7 * 86_400, description="kill a compile running longer")
-    hw_arch: Literal["hailo8", "hailo8l", "hailo8r", "hailo10h", "hailo15h", "hailo15m"] | None = Field(
-        None, description="hailo: target chip (hailo10h)"
-    )
-    optimization_level: int | None = Field(None, ge=0, le=4, description="hailo: DFC optimization level")
-    compression_level: int | None = Field(None, ge=0, le=5, description="hailo: DFC compression level")
-    model_script: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(max_length=1000)] | None = Field(
-        None, description="hailo: model script lines, verbatim"
-    )
-    net_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,64}$")] | None = Field(
-        None, description="hailo: network name"
-    )
-    calibration_batch_size: int | None = Field(None, ge=1, le=4096, description="hailo: calibration batch")
-
-
-HAILO_ONLY = (
-    "hw_arch",
-    "optimization_level",
-    "compression_level",
-    "model_script",
-    "net_name",
-    "calibration_batch_size",
-)
-# Keys the hailo backend would silently ignore: refused instead, with why (write model_script lines).
-HAILO_REFUSED = {
-    "io": "a HEF's frames are what the Dataflow Compiler made them; HailoRT picks float32 per stream at run time",
-    "calibration_method": "the Dataflow Compiler has no verified model-script equivalent",
-    "per_channel": "the Dataflow Compiler has no verified model-script equivalent",
-}
 
 
 class ScaleWeightsOp(Strict):
@@ -204,12 +181,13 @@ class Sweep(Strict):
 
     sweep: Name | Annotated[int, Field(ge=0)] = Field(description="the sweep's name")
     base: Path_ = Field(description="a recipe (.yaml) or an .onnx model, relative to the sweep file")
-    backend: Name = Field("onnxruntime", description="the compiler: `onnxruntime` or `hailo` (`loop backends`)")
+    backend: Name = Field("onnxruntime", description="the compiler: a registered backend (`loop backends`)")
     devices: Name | Annotated[list[Name], Field(min_length=1, max_length=8)] | None = Field(
         None,
         description=(
-            "where to run: `onnxruntime[:PROVIDER]`, `hailort`, `hailo-emulator`, `link-sim:LINK` (default: the "
-            "backend's own); the first is measured and scored, the rest score the same inputs against it"
+            "where to run: registered devices (`loop backends`), `KIND` or `KIND:ARGUMENT` such as "
+            "`onnxruntime:PROVIDER` or `link-sim:LINK` (default: the backend's own); the first is measured "
+            "and scored, the rest score the same inputs against it"
         ),
     )
     seed: Seed = Field(0, description="seeds generated frames")
@@ -224,14 +202,76 @@ class Sweep(Strict):
     variants: Annotated[list[Variant], Field(min_length=1, max_length=10_000)] = Field(description="the variants")
 
 
+def backend_options() -> dict[str, type[BaseModel]]:
+    """Each registered compiler's own options model, by backend name. Loaded when called, not
+    when this module is imported: the registry names compilers by string, so ``loop --help``
+    loads none, and a backend registered at run time is seen at the next sweep file."""
+    from loop.core import registry
+
+    out: dict[str, type[BaseModel]] = {}
+    for name in registry.COMPILERS:
+        try:
+            model = registry.compiler_class(name).options_model
+        except (ImportError, AttributeError, ValueError):  # one that cannot load declares nothing
+            continue
+        if model is not None:
+            out[name] = model
+    return out
+
+
+def backend_keys() -> dict[str, tuple[str, ...]]:
+    """Each backend's own ``compile:`` keys, by backend name."""
+    return {name: tuple(model.model_fields) for name, model in backend_options().items()}
+
+
+def compile_model() -> type[Compile]:
+    """``compile:`` as a sweep file may write it: the common keys, then each backend's own."""
+    return _built(tuple(backend_options().items()))[0]
+
+
+def sweep_model() -> type[Sweep]:
+    """:class:`Sweep` whose ``compile:`` mappings (its own and each variant's) are :func:`compile_model`."""
+    return _built(tuple(backend_options().items()))[1]
+
+
+@lru_cache(maxsize=8)
+def _built(owned: tuple[tuple[str, type[BaseModel]], ...]) -> tuple[type[Compile], type[Sweep]]:
+    """The models of one set of registered backends (built once: building costs milliseconds)."""
+    fields: dict[str, tuple[Any, FieldInfo]] = {}
+    owners: dict[str, list[str]] = {}
+    for backend, model in owned:
+        for key, info in model.model_fields.items():
+            # two backends may share a key (a value means the same to both), never a common key
+            if key in Compile.model_fields or (key in fields and fields[key][0] != info.annotation):
+                raise TypeError(f"backend '{backend}' declares compile key '{key}' unlike another declaration")
+            owners.setdefault(key, []).append(backend)
+            fields.setdefault(key, (info.annotation, copy(info)))
+    for key, (_, info) in fields.items():  # "BACKEND: what it does", as the README shows whose key it is
+        who = " or ".join(owners[key])
+        info.description = f"{who}: {info.description}" if info.description else who
+    full = create_model("Compile", __base__=Compile, __doc__=Compile.__doc__, **fields)  # type: ignore[call-overload]
+    section = (full | None, copy(Variant.model_fields["compile"]))
+    variant = create_model("Variant", __base__=Variant, __doc__=Variant.__doc__, compile=section)
+    variants = (list[variant], copy(Sweep.model_fields["variants"]))  # type: ignore[valid-type]
+    sweep = create_model(
+        "Sweep",
+        __base__=Sweep,
+        __doc__=Sweep.__doc__,
+        compile=(full | None, copy(Sweep.model_fields["compile"])),
+        variants=variants,
+    )
+    return full, sweep
+
+
 def validate(raw: Any) -> Sweep:
     """``raw`` (from :func:`loop.spec.yamlio.load_yaml`) as a :class:`Sweep`, or a LoopError at its line."""
     if not isinstance(raw, dict):
         raise LoopError("a sweep file is a mapping with 'sweep', 'base' and 'variants'", line=line_of_doc(raw))
+    root = sweep_model()
     try:
-        return Sweep.model_validate(raw)
+        return root.model_validate(raw)
     except ValidationError as exc:
-        raise locate(exc, raw) from None
+        raise locate(exc, raw, root) from None
 
 
 def line_of_doc(raw: Any) -> int:

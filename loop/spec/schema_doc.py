@@ -1,4 +1,5 @@
-"""The README's sweep-file reference, rendered from :mod:`loop.spec.schema`'s declarations.
+"""The README's sweep-file reference, rendered from :mod:`loop.spec.schema`'s declarations
+(``compile:`` with each registered compiler's ``options_model``).
 
 The tables are generated so that a bound or default changed in the schema cannot drift from
 the documentation: ``python tools/readme_schema.py`` rewrites the README between
@@ -19,7 +20,7 @@ SECTIONS: tuple[tuple[str, type[schema.Strict]], ...] = (
     ("top level", schema.Sweep),
     ("each of `variants:`", schema.Variant),
     ("`calibration:` and `inputs:`", schema.Data),
-    ("`compile:` (`hailo:` keys only with `backend: hailo`)", schema.Compile),
+    ("`compile:`", schema.Compile),  # with each registered backend's own keys: see sections()
     ("`measure:`", schema.Measure),
     ("`perturb:` op `scale_weights`", schema.ScaleWeightsOp),
     ("`perturb:` op `add_weight_noise`", schema.AddWeightNoiseOp),
@@ -89,9 +90,21 @@ def table(model: type[schema.Strict]) -> str:
     return "\n".join(rows)
 
 
+def sections() -> list[tuple[str, type[schema.Strict]]]:
+    """:data:`SECTIONS`, ``compile:`` with the keys of the backends registered now (their
+    compilers are loaded for it, so only here and not when this module is imported)."""
+    owned = [name for name, keys in schema.backend_keys().items() if keys]
+    marks = ", ".join(f"`{name}:` keys only with `backend: {name}`" for name in owned)
+    compile_title = f"`compile:` ({marks})" if marks else "`compile:`"
+    swap: dict[type[schema.Strict], tuple[str, type[schema.Strict]]] = {
+        schema.Compile: (compile_title, schema.compile_model())
+    }
+    return [swap.get(model, (title, model)) for title, model in SECTIONS]
+
+
 def reference() -> str:
     """Every section's table, between the README markers."""
-    blocks = [f"{title}:\n\n{table(model)}" for title, model in SECTIONS]
+    blocks = [f"{title}:\n\n{table(model)}" for title, model in sections()]
     return "\n".join([BEGIN, "", "\n\n".join(blocks), "", END])
 
 

@@ -22,9 +22,10 @@ from loop.spec.perturb import Expect, Op, op_from, parse_expect
 from loop.spec.yamlio import LineDict, LineList, line_of, load_yaml, regular_file
 
 MAX_FRAME_BYTES = 2 << 30  # generated frames held at once: past this, refuse before allocating
-# A backend's own compile keys. hailo's are typed in loop.spec.schema; a backend registered at run
-# time (a plugin, a test's fake) names its keys here and they pass to it as they are.
-BACKEND_COMPILE_KEYS: dict[str, set[str]] = {"hailo": set(schema.HAILO_ONLY)}
+# A backend's own compile keys are typed by its compiler's options_model (loop.spec.schema adds
+# them); a backend registered at run time without one (a plugin, a test's fake) names its keys
+# here, and they pass to it as they are.
+BACKEND_COMPILE_KEYS: dict[str, set[str]] = {}
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,9 @@ class MeasureSpec:
     threads: int = 0
     power_mode: str | None = None
     dma_map: bool = False
-    batch_size: int = 0  # 0: the device's own default (HailoRT's HAILO_DEFAULT_BATCH_SIZE, as hailortcli)
-    hw_latency: bool = False  # the device's own latency figure (off, as hailortcli measures rates)
-    group_id: str | None = None  # HailoRT VDevice group: processes with the same one share a Hailo-10H
+    batch_size: int = 0  # 0: the device's own default batch
+    hw_latency: bool = False  # read the device's own latency figure, on devices that report one
+    group_id: str | None = None  # on devices shared by group: processes with the same group share one
     min_duration_s: float = 1.0  # each repeat lasts at least this long, and at least `frames` frames
     target_ci_pct: float | None = None  # repeat until the median's 95% CI is within +-this %
     max_duration_s: float = 60.0  # ...or until this much steady-state time has passed
@@ -160,7 +161,7 @@ def _foreign_keys(raw: Any) -> set[str]:
     """Compile keys of a registered backend that the schema does not declare."""
     backend = raw.get("backend") if isinstance(raw, dict) else None
     return (
-        BACKEND_COMPILE_KEYS.get(backend, set()) - set(schema.Compile.model_fields)
+        BACKEND_COMPILE_KEYS.get(backend, set()) - set(schema.compile_model().model_fields)
         if isinstance(backend, str)
         else set()
     )
@@ -248,7 +249,8 @@ def _backend_keys(model: schema.Sweep, raw: LineDict) -> None:
     from loop.core.registry import compiler_class
 
     refused = compiler_class(model.backend).refused_compile_keys
-    own = BACKEND_COMPILE_KEYS.get(model.backend, set())
+    owned = schema.backend_keys()
+    own = set(owned.get(model.backend, ()))
     places = [("compile", model.compile, raw)] + [
         (f"variants[{i}].compile", v.compile, raw["variants"][i]) for i, v in enumerate(model.variants)
     ]
@@ -263,7 +265,7 @@ def _backend_keys(model: schema.Sweep, raw: LineDict) -> None:
                     field=f"{where}.{key}",
                 )
         for key in [k for k in type(options).model_fields if k in options.model_fields_set - own]:
-            owners = [b for b, keys in BACKEND_COMPILE_KEYS.items() if key in keys]
+            owners = [b for b, keys in owned.items() if key in keys]
             if owners:
                 raise LoopError(
                     f"'{key}' applies to backend {' or '.join(owners)} only",
@@ -313,7 +315,7 @@ def _compile(
     merged.update((k, tuple(v) if isinstance(v, list) else v) for k, v in (extra or {}).items())
     for key in model.model_fields_set:
         value = getattr(model, key)
-        if key in schema.HAILO_ONLY:
+        if key not in schema.Compile.model_fields:  # a backend's own: it reads them itself
             merged[key] = tuple(value) if isinstance(value, list) else value
         elif key in ("timeout_s", "calibration_percentile") and value is not None:
             values[key] = float(value)

@@ -1,5 +1,6 @@
 """Artifacts on disk: an ONNX artifact carries its I/O layout in its own metadata, so
-``loop check runs/artifacts/x.onnx`` needs nothing else; a HEF's layout comes from HailoRT.
+``loop check runs/artifacts/x.onnx`` needs nothing else; another format's layout comes from the
+device that runs it.
 
 An artifact is named by the hash of its bytes, stored only once they match it, and checked
 against it whenever it is read back: a file swapped for another variant's, or flipped on
@@ -9,7 +10,7 @@ disk, is never measured as the variant.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import onnx
@@ -28,7 +29,7 @@ def with_layout(data: bytes, inputs: tuple[TensorLayout, ...], outputs: tuple[Te
     model = onnx.load_from_string(data)
     entry = model.metadata_props.add()
     entry.key = LAYOUT_KEY
-    entry.value = json.dumps({"inputs": [asdict(t) for t in inputs], "outputs": [asdict(t) for t in outputs]})
+    entry.value = json.dumps({"inputs": [t.to_json() for t in inputs], "outputs": [t.to_json() for t in outputs]})
     return model.SerializeToString()
 
 
@@ -85,10 +86,6 @@ def materialize(artifact: Artifact) -> Artifact:
     return replace(artifact, data=read_checked(path, artifact.sha), extras=extras)
 
 
-def _layouts(items: list[dict]) -> tuple[TensorLayout, ...]:
-    return tuple(TensorLayout(**{**t, "shape": tuple(t["shape"])}) for t in items)
-
-
 def load_artifact(path: Path, sha: str | None = None) -> Artifact:
     """Read an artifact file; a file loop cannot read is a one-line user error. With ``sha``
     (a run's artifact, read back from the runs folder) the file must match it and must not be a
@@ -112,4 +109,8 @@ def load_artifact(path: Path, sha: str | None = None) -> Artifact:
     if LAYOUT_KEY not in meta:
         raise LoopError(f"{path}: no {LAYOUT_KEY} metadata; is it an artifact compiled by loop?")
     layout = json.loads(meta[LAYOUT_KEY])
-    return Artifact(backend, data, ".onnx", _layouts(layout["inputs"]), _layouts(layout["outputs"]))
+    inputs, outputs = (
+        tuple(map(TensorLayout.from_json, layout["inputs"])),
+        tuple(map(TensorLayout.from_json, layout["outputs"])),
+    )
+    return Artifact(backend, data, ".onnx", inputs, outputs)

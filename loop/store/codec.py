@@ -40,16 +40,6 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def _layout(t: dict[str, Any]) -> TensorLayout:
-    return TensorLayout(**{**t, "shape": tuple(t["shape"])})
-
-
-def _layer(d: dict[str, Any]) -> LayerPrint:
-    names = {f.name for f in dataclasses.fields(LayerPrint)}
-    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in names}
-    return LayerPrint(**values)
-
-
 def _artifact_json(artifact: Artifact) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
     if not artifact.data:
         raise ValueError("an artifact spilled to disk has no bytes to encode")
@@ -57,8 +47,8 @@ def _artifact_json(artifact: Artifact) -> tuple[dict[str, Any], list[tuple[str, 
     head = {
         "backend": artifact.backend,
         "suffix": artifact.suffix,
-        "inputs": [dataclasses.asdict(t) for t in artifact.inputs],
-        "outputs": [dataclasses.asdict(t) for t in artifact.outputs],
+        "inputs": [t.to_json() for t in artifact.inputs],
+        "outputs": [t.to_json() for t in artifact.outputs],
     }
     return head, parts
 
@@ -75,7 +65,7 @@ def encode(result: CompileResult, extra: dict[str, Any] | None = None) -> tuple[
         "stderr_tail": result.stderr_tail,
         "stages": result.stages,
         "compiled_on": result.compiled_on,
-        "layers": [dataclasses.asdict(lp) for lp in result.layers],
+        "layers": [lp.to_json() for lp in result.layers],
         "info": result.info,
         "artifact": head,
         "parts": [{"name": n, "size": len(d), "sha256": _sha(d)} for n, d in parts],
@@ -135,8 +125,8 @@ def _result(data: dict[str, Any], parts: dict[str, bytes]) -> CompileResult:
             str(a["backend"]),
             parts["artifact"],
             str(a["suffix"]),
-            tuple(_layout(t) for t in a["inputs"]),
-            tuple(_layout(t) for t in a["outputs"]),
+            tuple(TensorLayout.from_json(t) for t in a["inputs"]),
+            tuple(TensorLayout.from_json(t) for t in a["outputs"]),
             extras=extras,
         )
     return CompileResult(
@@ -146,7 +136,7 @@ def _result(data: dict[str, Any], parts: dict[str, bytes]) -> CompileResult:
         stderr_tail=str(data["stderr_tail"]),
         stages=dict(data["stages"]),
         artifact=artifact,
-        layers=[_layer(lp) for lp in data["layers"]],
+        layers=[LayerPrint.from_json(lp) for lp in data["layers"]],
         info=dict(data["info"]),
         compiled_on=str(data["compiled_on"]),
     )

@@ -11,7 +11,6 @@ it never removes an ok run's artifact (a wrong file in its place is moved to
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sqlite3
@@ -22,10 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loop.core.errors import LoopError
+from loop.core.kinds import Stage, Status
 from loop.store.cache import BLOB, LEGACY, META, Cache, verified
 from loop.store.codec import Damaged
 from loop.store.files import RUNS_FOLDERS, atomic_write, read_regular, read_verified, stale_temps
-from loop.store.ledger import Garbled, Ledger, corrupt_reason, is_live
+from loop.store.ledger import Garbled, Ledger, LedgerEntry, is_live
 
 LEDGER = "ledger.sqlite"
 
@@ -95,8 +95,8 @@ def _remover(path: Path) -> Callable[[], None]:
     return lambda: path.unlink(missing_ok=True)
 
 
-def _ledger(runs: Path, exam: Examination) -> list[sqlite3.Row] | None:
-    """The ledger's rows, or None when they cannot be read; its problems into ``exam``."""
+def _ledger(runs: Path, exam: Examination) -> list[LedgerEntry] | None:
+    """The ledger's runs, or None when they cannot be read; its problems into ``exam``."""
     path = runs / LEDGER
     if not path.exists():  # then no file can be called an orphan: nothing says what runs there were
         if any((runs / "artifacts").glob("*")):
@@ -145,39 +145,39 @@ def _integrity(ledger: Ledger) -> list[str]:
         return [_short(exc)]
 
 
-def _rows(ledger: Ledger) -> list[sqlite3.Row] | str:
+def _rows(ledger: Ledger) -> list[LedgerEntry] | str:
     try:
-        return ledger.rows()
+        return ledger.entries()
     except LoopError as exc:
         return _short(exc)
 
 
-def _row(runs: Path, row: sqlite3.Row, exam: Examination) -> None:
-    reason = corrupt_reason(row)
-    if reason is not None:
+def _row(runs: Path, row: LedgerEntry, exam: Examination) -> None:
+    run_id = row.run.id
+    if row.corrupt is not None:
         exam.problems.append(
             Problem(
-                f"run {row['id']}",
-                f"corrupt: {reason}",
-                f"mark it failed (stage ledger: a resume redoes it), its text kept in quarantine/run-{row['id']}.txt",
-                lambda: _quarantine_row(runs, row["id"]),
+                f"run {run_id}",
+                f"corrupt: {row.corrupt}",
+                f"mark it failed (stage ledger: a resume redoes it), its text kept in quarantine/run-{run_id}.txt",
+                lambda: _quarantine_row(runs, run_id),
             )
         )
-    elif row["status"] == "running":
+    elif row.status == Status.RUNNING:
         if is_live(row):
-            exam.live.append(f"pid {row['pid']}, run {row['id']}")
+            exam.live.append(f"pid {row.pid}, run {run_id}")
             return
         exam.problems.append(
             Problem(
-                f"run {row['id']}",
-                f"running, but its sweep (pid {row['pid']} on {row['host']}) is gone",
+                f"run {run_id}",
+                f"running, but its sweep (pid {row.pid} on {row.host}) is gone",
                 "mark it interrupted (a resume redoes it)",
-                lambda: _mark(runs, row["id"], "interrupted", None, None),
+                lambda: _mark(runs, run_id, Status.INTERRUPTED, None, None),
             )
         )
 
 
-def _mark(runs: Path, run_id: int, status: str, stage: str | None, error: str | None) -> None:
+def _mark(runs: Path, run_id: int, status: Status, stage: Stage | None, error: str | None) -> None:
     with Ledger(runs / LEDGER) as ledger, ledger.write() as db:
         db.execute(
             "UPDATE runs SET status=?, stage=?, error=?, finished=? WHERE id=?",
@@ -191,8 +191,8 @@ def _quarantine_row(runs: Path, run_id: int) -> None:
         raw = db.execute("SELECT CAST(record AS BLOB), CAST(flags AS BLOB) FROM runs WHERE id=?", (run_id,)).fetchone()
         atomic_write(runs / "quarantine" / f"run-{run_id}.txt", b"record: " + raw[0] + b"\nflags: " + raw[1] + b"\n")
         db.execute(
-            "UPDATE runs SET status='failed', stage='ledger', error=?, record='{}', flags='[]' WHERE id=?",
-            (f"record was corrupt; its text is in quarantine/run-{run_id}.txt", run_id),
+            "UPDATE runs SET status=?, stage=?, error=?, record='{}', flags='[]' WHERE id=?",
+            (Status.FAILED, Stage.LEDGER, f"record was corrupt; its text is in quarantine/run-{run_id}.txt", run_id),
         )
 
 
@@ -285,14 +285,13 @@ def _uncacher(cache: Cache, key: str) -> Callable[[], None]:
     return lambda: cache.remove(key)
 
 
-def _artifacts(runs: Path, rows: list[sqlite3.Row], restores: dict[str, str], problems: list[Problem]) -> None:
+def _artifacts(runs: Path, rows: list[LedgerEntry], restores: dict[str, str], problems: list[Problem]) -> None:
     recorded: set[str] = set()
-    for row in rows:
-        if row["artifact"] and not isinstance(row["artifact"], Garbled):  # even a corrupt row's
-            name = Path(row["artifact"]).name
+    for run in (row.run for row in rows):
+        if run.artifact and not isinstance(run.artifact, Garbled):  # even a corrupt row's
+            name = Path(run.artifact).name
             recorded.add(name.split(".")[0])
-            record = json.loads(row["record"]) if corrupt_reason(row) is None else {}
-            _recorded(runs, row["id"], name, record.get("artifact_sha") or name.split(".")[0], restores, problems)
+            _recorded(runs, run.id, name, run.artifact_sha or name.split(".")[0], restores, problems)
     folder = runs / "artifacts"
     names = sorted(os.listdir(folder)) if folder.is_dir() and not folder.is_symlink() else []
     for name in names:

@@ -4,6 +4,10 @@ WAL mode, ``synchronous=FULL``, a busy timeout, and every write in ``BEGIN IMMED
 The schema version lives in ``PRAGMA user_version``; a newer one than this code knows is
 refused. A run row is inserted ``running`` (pid, host, heartbeat) before work starts and
 finished ``ok`` or ``failed``. Only the sweep's parent process writes.
+
+A run goes in and comes out as one :class:`loop.core.record.RunRecord`, through the matching
+pair :func:`to_row` and :func:`from_row`; no database row leaves the store. The resume and the
+doctor, which also need to know whose a ``running`` row is, read :class:`LedgerEntry` values.
 """
 
 from __future__ import annotations
@@ -16,17 +20,19 @@ import socket
 import sqlite3
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from loop.core.errors import LoopError
+from loop.core.kinds import Flag, Kind, Stage, Status, Verdict
 from loop.core.leftovers import process_alive
-from loop.core.record import Figures, RecordedChange, RecordedLayer, RunRecord, Scores
+from loop.core.record import Change, Figures, RunRecord, Scores
+from loop.core.vocab import LayerPrint
 from loop.store.files import NETWORK_FILESYSTEMS, StoreFault, filesystem_type, nearly_full
 
 SCHEMA_VERSION = 2
@@ -50,19 +56,6 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE runs ADD COLUMN cache_hit INTEGER NOT NULL DEFAULT 0",
     ],
 }
-COLUMNS = (
-    "error",
-    "stage",
-    "onnx_sha",
-    "calib_sha",
-    "kernel_sha",
-    "bias_sha",
-    "device",
-    "artifact",
-    "verdict",
-    "compiled_on",
-    "cache_hit",
-)
 
 
 class LedgerWarning(UserWarning):
@@ -78,7 +71,7 @@ def _finite(value: Any) -> Any:
         value = value.tolist()
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {k: _finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
@@ -249,14 +242,14 @@ class Ledger:
         except sqlite3.Error:  # the error being raised says more than this one
             pass
 
-    def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         """Rows of a read; SQLite's failures as :class:`LedgerFault`."""
         with self._faults():
             return list(self._db.execute(sql, args))
 
     def integrity(self) -> list[str]:
         """``PRAGMA integrity_check``: ``["ok"]``, or what is wrong."""
-        return [str(r[0]) for r in self.query("PRAGMA integrity_check")]
+        return [str(r[0]) for r in self._query("PRAGMA integrity_check")]
 
     def _migrate(self) -> None:
         if self._version() == SCHEMA_VERSION:  # nothing to write (so a full disk still opens)
@@ -280,73 +273,72 @@ class Ledger:
         with self.write() as db:
             cur = db.execute(
                 "INSERT INTO runs (sweep, sweep_key, variant, generation, status, pid, host, heartbeat, started,"
-                " spec_sha, backend) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
-                (sweep, sweep_key, variant, generation, os.getpid(), socket.gethostname(), now, now, spec_sha, backend),
+                " spec_sha, backend) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    sweep,
+                    sweep_key,
+                    variant,
+                    generation,
+                    Status.RUNNING,
+                    os.getpid(),
+                    socket.gethostname(),
+                    now,
+                    now,
+                    spec_sha,
+                    backend,
+                ),
             )
             return int(cur.lastrowid or 0)
 
     def heartbeat(self, run_ids: list[int]) -> None:
         with self.write() as db:
             db.executemany(
-                "UPDATE runs SET heartbeat=? WHERE id=? AND status='running'", [(time.time(), i) for i in run_ids]
+                "UPDATE runs SET heartbeat=? WHERE id=? AND status=?",
+                [(time.time(), i, Status.RUNNING) for i in run_ids],
             )
 
-    def finish(self, run_id: int, status: str, flags: list[str], record: dict[str, Any], **columns: Any) -> None:
-        unknown = set(columns) - set(COLUMNS)
-        if unknown:
-            raise ValueError(f"unknown ledger columns {sorted(unknown)}")
-        sets = ", ".join(f"{c}=?" for c in columns)
+    def finish(self, run_id: int, run: RunRecord) -> None:
+        """Write ``run``, finished, into row ``run_id`` (see :func:`to_row` for what it writes)."""
+        row = to_row(run)
         with self.write() as db:
             db.execute(
-                f"UPDATE runs SET status=?, finished=?, flags=?, record=?{', ' + sets if sets else ''} WHERE id=?",
-                (
-                    status,
-                    time.time(),
-                    json.dumps(flags),
-                    json.dumps(_finite(record), default=repr),
-                    *columns.values(),
-                    run_id,
-                ),
+                f"UPDATE runs SET finished=?, {', '.join(f'{c}=?' for c in row)} WHERE id=?",
+                (time.time(), *row.values(), run_id),
             )
 
     def latest_key(self, spec_sha: str) -> str | None:
-        rows = self.query(
+        rows = self._query(
             "SELECT sweep_key FROM runs WHERE sweep_key=? OR sweep_key LIKE ? ORDER BY id DESC LIMIT 1",
             (spec_sha, spec_sha + "/%"),
         )
         return rows[0][0] if rows else None
-
-    def rows_for_key(self, key: str) -> list[sqlite3.Row]:
-        return self.query("SELECT * FROM runs WHERE sweep_key=? ORDER BY id", (key,))
 
     def mark_interrupted(self, run_ids: list[int]) -> None:
         if not run_ids:
             return
         with self.write() as db:
             db.executemany(
-                "UPDATE runs SET status='interrupted', finished=? WHERE id=? AND status='running'",
-                [(time.time(), i) for i in run_ids],
+                "UPDATE runs SET status=?, finished=? WHERE id=? AND status=?",
+                [(Status.INTERRUPTED, time.time(), i, Status.RUNNING) for i in run_ids],
             )
 
-    def rows(self, sweep: str | None = None) -> list[sqlite3.Row]:
-        query, args = "SELECT * FROM runs", tuple[str, ...]()
-        if sweep:
-            query, args = query + " WHERE sweep=?", (sweep,)
-        return self.query(query + " ORDER BY id", args)
-
-    def get(self, run_id: int) -> sqlite3.Row:
-        rows = self.query("SELECT * FROM runs WHERE id=?", (run_id,))
-        if not rows:
-            raise LoopError(f"no run {run_id} in {self.path}")
-        return rows[0]
+    def _rows(self, where: str = "", args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        return self._query(f"SELECT * FROM runs{' WHERE ' + where if where else ''} ORDER BY id", args)
 
     def record(self, run_id: int) -> RunRecord:
-        """Run ``run_id``, typed (a row that cannot be read: status ``corrupt``)."""
-        return read_record(self.get(run_id))
+        """Run ``run_id`` (a row that cannot be read: status ``corrupt``)."""
+        rows = self._rows("id=?", (run_id,))
+        if not rows:
+            raise LoopError(f"no run {run_id} in {self.path}")
+        return from_row(rows[0])
 
     def records(self, sweep: str | None = None) -> list[RunRecord]:
-        """Every run (of ``sweep``), in id order, typed."""
-        return [read_record(r) for r in self.rows(sweep)]
+        """Every run (of ``sweep``), in id order."""
+        return [from_row(r) for r in (self._rows("sweep=?", (sweep,)) if sweep else self._rows())]
+
+    def entries(self, sweep_key: str | None = None) -> list[LedgerEntry]:
+        """Every run (of the sweep keyed ``sweep_key``), in id order, with whose it is."""
+        return [_entry(r) for r in (self._rows("sweep_key=?", (sweep_key,)) if sweep_key else self._rows())]
 
     def close(self) -> None:
         self._db.close()
@@ -358,7 +350,42 @@ class Ledger:
         self.close()
 
 
-CORRUPT = "corrupt"
+def to_row(run: RunRecord) -> dict[str, Any]:
+    """The columns a finished ``run`` sets: its outcome, and the JSON ``record`` of the rest (its
+    keys in the order readers have always found them). Its identity (sweep, variant, generation,
+    backend) is the row's from :meth:`Ledger.begin`; :func:`from_row` reads both back."""
+    record = {
+        "options": run.options,
+        "versions": run.versions,
+        "host": run.host,
+        "compiled_on": run.compiled_on,
+        "cache_hit": run.cache_hit,
+        "stages": run.stages,
+        "layers": [lp.to_json() for lp in run.layers],
+        "measure": run.measure.to_json(),
+        "scores": run.scores.to_json(),
+        "changes": [c.to_json() for c in run.changes],
+        "perturb": list(run.perturb),
+        "stderr_tail": run.stderr_tail,
+        "artifact_sha": run.artifact_sha,
+        "info": run.info,
+    }
+    return {
+        "status": run.status,
+        "error": run.error,
+        "stage": run.stage,
+        "onnx_sha": run.onnx_sha,
+        "calib_sha": run.calib_sha,
+        "kernel_sha": run.kernel_sha,
+        "bias_sha": run.bias_sha,
+        "device": run.device,
+        "artifact": run.artifact,
+        "verdict": run.verdict,
+        "compiled_on": run.compiled_on,
+        "cache_hit": int(run.cache_hit),
+        "flags": json.dumps(list(run.flags)),
+        "record": json.dumps(_finite(record), default=repr),
+    }
 
 
 def corrupt_reason(row: sqlite3.Row) -> str | None:
@@ -380,31 +407,41 @@ def _column(row: sqlite3.Row, name: str) -> Any:
     return row[name] if name in row.keys() else None  # noqa: SIM118 - a column an older schema lacks; `in row` tests values
 
 
-def run_json(row: sqlite3.Row) -> dict[str, Any]:
-    """The pinned JSON shape of one run (``loop runs --json``)."""
-    return read_record(row).to_json()
-
-
-def read_record(row: sqlite3.Row) -> RunRecord:
-    """One run as a :class:`RunRecord`; a row that cannot be read comes back with status
-    ``corrupt``, its id and why, so one bad row never hides the rest."""
+def from_row(row: sqlite3.Row) -> RunRecord:
+    """The run :func:`to_row` wrote (and :meth:`Ledger.begin` began); a row that cannot be read
+    comes back with status ``corrupt``, its id and why, so one bad row never hides the rest."""
     reason = corrupt_reason(row)
     if reason is None:
         try:
-            return _record(row, json.loads(row["record"]), json.loads(row["flags"]))
+            return _run(row, json.loads(row["record"]), json.loads(row["flags"]))
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             reason = f"its record has an unexpected shape ({type(exc).__name__}: {exc})"
-    return replace(_record(row, {}, []), status=CORRUPT, error=reason, verdict=None)
+    return replace(_run(row, {}, []), status=Status.CORRUPT, error=reason, verdict=None)
 
 
-def _record(row: sqlite3.Row, record: dict[str, Any], flags: list[str]) -> RunRecord:
+K = TypeVar("K", bound=Kind)
+
+
+def _word(kind: type[K], value: Any) -> K | None:
+    """A column's word as its kind (a damaged page's bytes as their text)."""
+    return None if value is None else kind(str(value))
+
+
+def _info(record: dict[str, Any]) -> Mapping[str, Any]:
+    info = record.get("info") or {}
+    if not isinstance(info, Mapping) or not isinstance(info.get("warnings", []), list):
+        raise TypeError("its info is not a mapping with a list of warnings")
+    return info
+
+
+def _run(row: sqlite3.Row, record: dict[str, Any], flags: list[str]) -> RunRecord:
     return RunRecord(
         id=row["id"],
         sweep=row["sweep"],
         variant=row["variant"],
-        status=row["status"],
+        status=Status(str(row["status"])),
         error=row["error"],
-        stage=row["stage"],
+        stage=_word(Stage, row["stage"]),
         generation=row["generation"],
         onnx_sha=row["onnx_sha"],
         kernel_sha=row["kernel_sha"],
@@ -413,28 +450,54 @@ def _record(row: sqlite3.Row, record: dict[str, Any], flags: list[str]) -> RunRe
         backend=row["backend"],
         device=row["device"],
         stages=record.get("stages") or {},
-        layers=tuple(RecordedLayer.from_json(lp) for lp in record.get("layers", [])),
+        layers=tuple(LayerPrint.from_json(lp) for lp in record.get("layers", [])),
         measure=Figures.from_json(record.get("measure")),
         scores=Scores.from_json(record.get("scores")),
-        verdict=row["verdict"],
-        flags=tuple(flags),
-        changes=tuple(RecordedChange.from_json(c) for c in record.get("changes", [])),
+        verdict=_word(Verdict, row["verdict"]),
+        flags=tuple(Flag(f) for f in flags),
+        changes=tuple(Change.from_json(c) for c in record.get("changes", [])),
         compiled_on=_column(row, "compiled_on"),
         cache_hit=bool(_column(row, "cache_hit")),
         perturb=tuple(record.get("perturb", [])),
-        warnings=tuple((record.get("info") or {}).get("warnings", [])),
-        no_reference=(record.get("info") or {}).get("no_reference"),
+        calib_sha=row["calib_sha"],
+        options=record.get("options") or {},
+        versions=record.get("versions") or {},
+        host=record.get("host"),
+        stderr_tail=record.get("stderr_tail") or "",
+        artifact_sha=record.get("artifact_sha"),
+        info=_info(record),
     )
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """A run as the ledger's own bookkeeping holds it: the run, and the sweep process that
+    holds it while it is ``running`` (so a resume and the doctor tell a live sweep from a dead one)."""
+
+    run: RunRecord
+    status: Status  # as written, also where ``run`` is corrupt (its own status then says so)
+    pid: int | None
+    host: str | None
+    heartbeat: float | None
+
+    @property
+    def corrupt(self) -> str | None:
+        """Why the row cannot be read as a run, or None."""
+        return self.run.error if self.run.status == Status.CORRUPT else None
+
+
+def _entry(row: sqlite3.Row) -> LedgerEntry:
+    return LedgerEntry(from_row(row), Status(str(row["status"])), row["pid"], row["host"], row["heartbeat"])
 
 
 STALE_HEARTBEAT_S = 300.0  # a running row whose heartbeat is older belongs to a dead sweep
 
 
-def is_live(row: sqlite3.Row, now: float | None = None) -> bool:
+def is_live(entry: LedgerEntry, now: float | None = None) -> bool:
     """A ``running`` row belongs to a live sweep: its heartbeat is recent and, on this host,
     its pid still exists (a heartbeat alone covers other hosts; the pid alone could have been
     reused by another process)."""
-    fresh = (now or time.time()) - float(row["heartbeat"] or 0) < STALE_HEARTBEAT_S
-    if row["host"] == socket.gethostname():
-        return fresh and row["pid"] != os.getpid() and process_alive(int(row["pid"]))
+    fresh = (now or time.time()) - float(entry.heartbeat or 0) < STALE_HEARTBEAT_S
+    if entry.host == socket.gethostname():
+        return fresh and entry.pid != os.getpid() and entry.pid is not None and process_alive(int(entry.pid))
     return fresh

@@ -256,14 +256,14 @@ def test_emulator_scores_the_har(fake_hailo_sdk_client: Any, tmp_path: Path) -> 
 
 def test_emulator_gets_the_float_frames_not_a_uint8_grid(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
     """Item 5: [0, 1) inputs reached the emulator as zeros when wrapped in the artifact's uint8 grid."""
-    from loop.flow.evaluate import run_inputs
+    from loop.flow.device_child import answer
 
     compiled = run_compile(
         HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32), CompileOptions()
     )
     assert compiled.artifact is not None and compiled.artifact.inputs[0].scale is None  # nothing to grid with
     inputs = np.random.default_rng(1).random((2, 3, 4, 4), dtype=np.float32)
-    run_inputs(HailoEmulatorDevice(), compiled.artifact, inputs)
+    answer(HailoEmulatorDevice(), compiled.artifact, inputs, lambda stage: None)
     seen = [x for name, x in fake_hailo_sdk_client.calls if name == "infer"]
     assert seen[0].dtype == np.float32
     assert np.array_equal(seen[0], inputs[:1].transpose(0, 2, 3, 1))  # float NHWC, exactly

@@ -5,7 +5,6 @@ flow and the ledger are the same as on ONNX Runtime; it shows nothing about sili
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import textwrap
@@ -18,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.spec.sweepfile import parse
-from loop.store.ledger import Ledger, run_json
+from loop.store.ledger import Ledger
 
 FAKE_SDK = Path(__file__).resolve().parents[1] / "fake_sdk"
 LOOPBACK_HEF = "LOOPBACK 4 4 3 4 4 2\n"  # the loopback's "HEF": input 4x4x3, output 4x4x2, as the fake HN says
@@ -74,7 +73,7 @@ def test_hailo_sweep_through_fake_compiler_and_loopback(tmp_path, monkeypatch, l
     )
     result = run_sweep(parse(sweep), tmp_path / "runs", SweepOptions(jobs=1, progress=False))
     ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
-    runs = {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
+    runs = {o.variant: ledger.record(o.run_id).to_json() for o in result.outcomes}
     base, scale = runs["base"], runs["scale"]
     assert base["status"] == "ok", base["error"]
     assert set(base["stages"]) >= {"parse_s", "optimize_s", "compile_s"}
@@ -85,13 +84,13 @@ def test_hailo_sweep_through_fake_compiler_and_loopback(tmp_path, monkeypatch, l
     assert base["verdict"] == "reference" and base["layers"]
     # The fake's parameters never move, so an honest audit calls the perturbation a miss.
     assert scale["verdict"] == "no-effect"
-    record = json.loads(ledger.get(scale["id"])["record"])
-    script = record["info"]["model_script"]
+    info = ledger.record(scale["id"]).info
+    script = info["model_script"]
     assert "force_range_out=[0.0, 4.0]" in script and "performance_param(compiler_optimization_level=max)" in script
     hef = Path(base["artifact"])
     assert hef.suffix == ".hef" and len(list(hef.parent.glob(f"{hef.stem}.*.har"))) == 2  # one HEF, two HARs
     assert Path(base["artifact"]).read_text() == LOOPBACK_HEF
-    assert record["info"]["layout_source"] == "shim"  # the loopback read its "HEF" (loop_hrt_hef_layout)
+    assert info["layout_source"] == "shim"  # the loopback read its "HEF" (loop_hrt_hef_layout)
 
 
 def test_hailo_sweep_on_a_multi_input_model_opens_without_latency(tmp_path, monkeypatch, shim_over_fake_hailort):
@@ -121,11 +120,10 @@ def test_hailo_sweep_on_a_multi_input_model_opens_without_latency(tmp_path, monk
     )
     result = run_sweep(parse(sweep), tmp_path / "runs", SweepOptions(jobs=1, progress=False))
     ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
-    runs = {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
+    runs = {o.variant: ledger.record(o.run_id).to_json() for o in result.outcomes}
     base, asked = runs["base"], runs["asked"]
     assert base["status"] == "ok" and asked["status"] == "ok", (base["error"], asked["error"])
     assert base["measure"]["hw_latency_ms"] is None and asked["measure"]["hw_latency_ms"] is None
     assert any("off unless measure.hw_latency is true" in n for n in base["measure"]["notes"])
     assert any("configure refused it (status 6" in n for n in asked["measure"]["notes"])
-    record = json.loads(ledger.get(base["id"])["record"])
-    assert record["info"]["layout_source"] == "shim"  # read from the HEF, not guessed from the HN
+    assert ledger.record(base["id"]).info["layout_source"] == "shim"  # read from the HEF, not guessed from the HN

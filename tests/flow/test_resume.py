@@ -127,10 +127,11 @@ def test_live_rows_are_left_alone_dead_ones_interrupted(tmp_path: Path):
         with ledger.write() as db:
             db.execute("UPDATE runs SET pid=? WHERE id=?", (sleeper.pid, live))
             db.execute("UPDATE runs SET pid=? WHERE id=?", (2**22 + 12345, dead))
-        assert is_live(ledger.get(live)) and not is_live(ledger.get(dead))
+        entry = {e.run.id: e for e in ledger.entries("k")}
+        assert is_live(entry[live]) and not is_live(entry[dead])
         state = scan(ledger, "k")
         assert state.live == {"live"} and sorted(state.interrupted) == sorted([dead, mine])
-        assert ledger.get(dead)["status"] == "interrupted" and ledger.get(live)["status"] == "running"
+        assert ledger.record(dead).status == "interrupted" and ledger.record(live).status == "running"
     finally:
         sleeper.kill()
         ledger.close()
@@ -142,12 +143,12 @@ from pathlib import Path
 from loop.flow import resume
 from loop.store.ledger import Ledger
 path, me, other, delay = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), float(sys.argv[4])
-read = Ledger.rows_for_key
+read = Ledger.entries
 def slow(self, key):  # a slow disk between reading what is done and claiming the rest
-    rows = read(self, key)
+    entries = read(self, key)
     time.sleep(delay)
-    return rows
-Ledger.rows_for_key = slow
+    return entries
+Ledger.entries = slow
 ledger = Ledger(Path(path))
 me.with_suffix(".ready").touch()
 while not other.with_suffix(".ready").exists():
@@ -176,4 +177,4 @@ def test_two_sweeps_never_claim_one_variant(tmp_path: Path):
     first, second = json.loads(a.read_text()), json.loads(b.read_text())
     assert sorted(first + second) == [f"v{i}" for i in range(4)] and not set(first) & set(second)
     with Ledger(path, readonly=True) as ledger:
-        assert len(ledger.rows()) == 4
+        assert len(ledger.records()) == 4

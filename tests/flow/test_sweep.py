@@ -1,6 +1,5 @@
 """The whole flow on the embedded backend: every verdict, the ledger, and a failed variant."""
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,7 +9,7 @@ from sweeps import _sweep_runs, runs_of
 
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.spec.sweepfile import parse
-from loop.store.ledger import Ledger, run_json
+from loop.store.ledger import Ledger
 
 SWEEP = f"""\
 sweep: study
@@ -137,7 +136,7 @@ def test_hanging_compile_times_out_and_the_sweep_goes_on(write_sweep, tmp_path, 
     ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
     assert runs["hangs"]["status"] == "failed" and "timeout after 5" in runs["hangs"]["error"]
     assert runs["crashes"]["status"] == "failed" and "SIGSEGV" in runs["crashes"]["error"]
-    assert json.loads(ledger.get(runs["crashes"]["id"])["record"])["stderr_tail"]
+    assert ledger.record(runs["crashes"]["id"]).stderr_tail
     assert all(runs[v]["status"] == "ok" for v in ("base", "weights", "scale", "calib"))
 
 
@@ -146,10 +145,10 @@ def test_fresh_identical_sweep_compiles_nothing(write_sweep, tmp_path):
     first = run_sweep(parse(path), tmp_path / "runs", SweepOptions(jobs=2, progress=False))
     again = run_sweep(parse(path), tmp_path / "runs", SweepOptions(jobs=2, progress=False, fresh=True))
     ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
-    rows = [run_json(ledger.get(o.run_id)) for o in again.outcomes]
+    rows = [ledger.record(o.run_id).to_json() for o in again.outcomes]
     assert len(rows) == len(first.outcomes) and all(r["cache_hit"] for r in rows)
     assert {r["variant"]: r["kernel_sha"] for r in rows} == {
-        o.variant: run_json(ledger.get(o.run_id))["kernel_sha"] for o in first.outcomes
+        o.variant: ledger.record(o.run_id).to_json()["kernel_sha"] for o in first.outcomes
     }
 
 
@@ -163,7 +162,7 @@ def test_compiles_on_a_dask_local_cluster(write_sweep, tmp_path):
         info = cluster.scheduler_info
         workers = set((info() if callable(info) else info)["workers"])
     ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
-    rows = {o.variant: run_json(ledger.get(o.run_id)) for o in result.outcomes}
+    rows = {o.variant: ledger.record(o.run_id).to_json() for o in result.outcomes}
     assert {r["compiled_on"] for r in rows.values()} <= workers and not result.failed
     assert rows["scale"]["verdict"] == "confounded" and rows["weights"]["verdict"] == "clean"
 
@@ -180,7 +179,7 @@ def test_measurement_knob_ab_shares_one_compile(tmp_path):
     )
     result = run_sweep(fast, tmp_path / "runs", SweepOptions(jobs=1, progress=False))
     ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
-    runs = [run_json(ledger.get(o.run_id)) for o in result.outcomes]
+    runs = [ledger.record(o.run_id).to_json() for o in result.outcomes]
     assert [r["verdict"] for r in runs] == ["reference", "reference"]
     assert [r["cache_hit"] for r in runs] == [False, True] and runs[0]["kernel_sha"] == runs[1]["kernel_sha"]
 
@@ -337,7 +336,7 @@ def test_no_reference_says_why(write_sweep, tmp_path):
     runs_dir = tmp_path / "runs"
     runs = _sweep_runs(write_sweep(failing), runs_dir)
     with Ledger(runs_dir / "ledger.sqlite") as ledger:
-        info = json.loads(ledger.get(runs["weights"]["id"])["record"])["info"]
+        info = ledger.record(runs["weights"]["id"]).info
     assert info["no_reference"].startswith("the reference 'base' failed at stage") and "timeout" in info["no_reference"]
     with Ledger(runs_dir / "ledger.sqlite") as ledger:
         weights = next(r for r in ledger.records() if r.variant == "weights")

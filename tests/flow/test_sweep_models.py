@@ -123,12 +123,10 @@ def test_old_style_export_sweeps_and_says_what_was_changed(tmp_path):
     (tmp_path / "s.yaml").write_text(text)
     runs = _sweep_runs(tmp_path / "s.yaml", tmp_path / "runs")
     assert runs["base"]["status"] == "ok" and runs["w"]["verdict"] == "clean"
-    import json
-
     from loop.store.ledger import Ledger
 
     with Ledger(tmp_path / "runs" / "ledger.sqlite") as ledger:
-        info = json.loads(ledger.get(runs["base"]["id"])["record"])["info"]
+        info = ledger.record(runs["base"]["id"]).info
     assert "1 Constant nodes made initializers" in info["notes"]
 
 

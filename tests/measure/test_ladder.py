@@ -1,7 +1,8 @@
 import dataclasses
 from pathlib import Path
 
-from loop.core.record import DepthRate, Figures, Rate, RecordedLayer, RunRecord
+from loop.core.record import DepthRate, Figures, Rate, RunRecord
+from loop.core.vocab import LayerPrint
 from loop.measure.ladder import depth_knee, frame_ladder, link_plateau, network_of
 from loop.spec.author import author
 from loop.spec.sweepfile import parse
@@ -49,7 +50,7 @@ def test_shipped_ladders_have_exact_bytes(tmp_path):
 
 def _net(name: str, bytes_in: int, fps: float, layers: tuple[str, ...]) -> RunRecord:
     r = rung(name, bytes_in, fps)
-    return dataclasses.replace(r, verdict="n/a", layers=tuple(RecordedLayer(n) for n in layers))
+    return dataclasses.replace(r, verdict="n/a", layers=tuple(LayerPrint(n) for n in layers))
 
 
 def test_a_frame_ladder_is_one_network_at_several_sizes_not_networks_side_by_side():

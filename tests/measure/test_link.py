@@ -6,6 +6,7 @@ import pytest
 
 from loop.core.errors import LoopError
 from loop.core.record import Figures, RunRecord
+from loop.devices.links import seed_link
 from loop.measure.link import (
     COMPUTE,
     LINK,
@@ -17,7 +18,6 @@ from loop.measure.link import (
     predict,
     rungs_of,
     save,
-    seed_link,
 )
 
 

@@ -2,9 +2,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from loop.core.record import DepthRate, Rate
 from loop.devices.base import Health
 from loop.devices.onnxruntime import OnnxRuntimeDevice
-from loop.measure.protocol import DepthRate, drift, flags_for, measure, spread
+from loop.measure.protocol import drift, flags_for, measure, spread
 from loop.spec.sweepfile import MeasureSpec
 
 # host_busy_pct: this test host is shared; host-busy has tests of its own
@@ -46,14 +47,14 @@ def test_spread_is_range_over_median():
 
 def test_thermal_drift_only_on_long_runs():
     chunks = [100.0, 99.0] * 5 + [95.0] * 80 + [80.0, 79.0] * 5
-    falling = DepthRate(1, {"median": 95.0, "min": 79.0, "max": 100.0}, spread(chunks), chunks=chunks)
+    falling = DepthRate(1, Rate(95.0, 79.0, 100.0), spread(chunks), chunks=tuple(chunks))
     assert drift(falling, elapsed_s=30.0) is None
     d = drift(falling, elapsed_s=600.0)
     assert d["first_fps"] == 99.5 and d["last_fps"] == 79.5 and d["drifted"] is True
     assert round(d["threshold_pct"], 2) == 2.0  # the first tenth's spread (1%) is below the 2% floor
-    noisy = replace(falling, chunks=[100.0, 90.0] * 50)
+    noisy = replace(falling, chunks=(100.0, 90.0) * 50)
     assert drift(noisy, elapsed_s=600.0)["drifted"] is False
-    slight = replace(falling, chunks=[100.0] * 90 + [98.5] * 10)
+    slight = replace(falling, chunks=(100.0,) * 90 + (98.5,) * 10)
     assert drift(slight, elapsed_s=600.0)["drifted"] is False
 
 
@@ -78,13 +79,13 @@ def test_each_repeat_lasts_min_duration_and_frames():
 
     session = VirtualDevice(0.0).open(virtual(2.0), None)
     r = steady_rate(session, [], MeasureSpec(warmup=0, frames=10, repeats=5, min_duration_s=0.5), 1)
-    assert r.rate_fps["repeats"] == 5 and r.rate_fps["frames"] >= 5 * 250  # 0.5 s / 2 ms a repeat
+    assert r.rate.data["repeats"] == 5 and r.rate.data["frames"] >= 5 * 250  # 0.5 s / 2 ms a repeat
     assert session.seconds >= 5 * 0.5
     long_frames = steady_rate(session, [], MeasureSpec(warmup=0, frames=400, repeats=3, min_duration_s=0.1), 1)
-    assert long_frames.rate_fps["frames"] == 3 * 400  # frames the longer of the two
-    assert set(r.rate_fps) >= {"median", "min", "max", "ci95", "ci95_pct", "frames", "repeats"}
-    lo, hi = r.rate_fps["ci95"]
-    assert lo <= r.rate_fps["median"] <= hi
+    assert long_frames.rate.data["frames"] == 3 * 400  # frames the longer of the two
+    assert set(r.rate.data) >= {"median", "min", "max", "ci95", "ci95_pct", "frames", "repeats"}
+    lo, hi = r.rate.data["ci95"]
+    assert lo <= r.rate.data["median"] <= hi
 
 
 def test_target_ci_repeats_until_reached():
@@ -95,9 +96,9 @@ def test_target_ci_repeats_until_reached():
     session = VirtualDevice(0.05, seed=3).open(virtual(1.0), None)
     spec = MeasureSpec(warmup=0, frames=10, repeats=5, min_duration_s=0.0, target_ci_pct=2.0)
     r = steady_rate(session, [], spec, 1)
-    assert r.rate_fps["repeats"] > 5 and r.rate_fps["ci95_pct"] <= 2.0
+    assert r.rate.data["repeats"] > 5 and r.rate.data["ci95_pct"] <= 2.0
     fixed = steady_rate(session, [], replace(spec, target_ci_pct=None), 1)
-    assert fixed.rate_fps["repeats"] == 5
+    assert fixed.rate.data["repeats"] == 5
 
 
 def test_busy_neighbour_flags_host_busy(artifact):

@@ -2,7 +2,8 @@
 
 from dataclasses import replace
 
-from loop.core.record import Figures, RecordedChange, RecordedLayer, RunRecord, Scores
+from loop.core.record import Change, Figures, RunRecord, Scores
+from loop.core.vocab import LayerPrint
 from loop.report import audit_table, host_busy_line, ladders, runs_table, sweep_summary
 
 
@@ -13,7 +14,10 @@ def figures(fps: float, bytes_in: int = 3072, spread: float = 1.0, **more: objec
     )
 
 
-LAYERS = (RecordedLayer("conv1", "k1", "b1", 0.0039, 0.0039), RecordedLayer("conv2", "k2", "b2", 0.0039, 0.0056))
+LAYERS = (
+    LayerPrint("conv1", kernel_sha="k1", bias_sha="b1", in_scale=0.0039, out_scale=0.0039),
+    LayerPrint("conv2", kernel_sha="k2", bias_sha="b2", in_scale=0.0039, out_scale=0.0056),
+)
 BASE = RunRecord(
     id=1,
     sweep="s",
@@ -41,8 +45,8 @@ CONFOUNDED = replace(
     variant="w",
     verdict="confounded",
     changes=(
-        RecordedChange("conv1", "out_scale", "x8.0"),
-        RecordedChange("conv1", "bias", "moved 3 steps", allowed=False),
+        Change("conv1", "out_scale", "x8.0"),
+        Change("conv1", "bias", "moved 3 steps", allowed=False),
     ),
 )
 FAILED = RunRecord(id=4, sweep="s", variant="slow", status="failed", stage="compile", error="timed out after 1 s")
@@ -80,7 +84,7 @@ def test_sweep_summary_warns_once_per_flagged_run():
     busy = replace(
         SCALE, flags=("host-busy", "calibration-worse"), measure=figures(1.0, host={"others_core_pct": 48.0})
     )
-    noted = replace(BASE, warnings=("USB power limit reached",))
+    noted = replace(BASE, info={"warnings": ["USB power limit reached"]})
     text = sweep_summary([noted, busy])
     warned = text.split("\n\nWarnings:\n")[1].splitlines()
     assert warned[0] == "  base: USB power limit reached"
@@ -107,10 +111,10 @@ def test_runs_table_one_row_a_run():
 
 def test_runs_table_says_why_a_run_has_no_reference_and_clips_to_a_line():
     why = "the reference 'base' failed at stage compile: " + "timed out " * 20
-    lone = RunRecord(id=5, sweep="s", variant="w", status="ok", verdict="no-reference", no_reference=why)
+    lone = RunRecord(id=5, sweep="s", variant="w", status="ok", verdict="no-reference", info={"no_reference": why})
     row = runs_table([lone]).splitlines()[2]
     assert "the reference 'base' failed at stage compile: timed out" in row and row.endswith("...")
-    assert runs_table([replace(lone, no_reference=None)]).endswith("the base it is audited against did not finish")
+    assert runs_table([replace(lone, info={})]).endswith("the base it is audited against did not finish")
 
 
 def test_audit_table_marks_changes_outside_the_footprint():

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
+import types
 from pathlib import Path
 
 import pytest
+from pydantic import Field
 
+from loop.compilers.hailo_options import HailoOptions
+from loop.compilers.onnxruntime import OnnxRuntimeCompiler
+from loop.core import registry
 from loop.core.errors import LoopError
+from loop.core.options import BackendOptions
 from loop.core.vocab import CompileOptions
 from loop.spec import schema
 from loop.spec.schema_doc import reference, splice
-from loop.spec.sweepfile import DataSpec, MeasureSpec
+from loop.spec.sweepfile import DataSpec, MeasureSpec, parse
 from loop.spec.yamlio import _load
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -89,3 +97,41 @@ def test_an_unknown_key_lists_the_known_ones() -> None:
 def test_a_long_value_is_shortened_in_the_message() -> None:
     err = _error(f"sweep: s\nbase: b\nseed: '{'9' * 500}'\nvariants: [{{name: a}}]\n")
     assert len(str(err)) < 200
+
+
+class ToyOptions(BackendOptions):
+    focus: int | None = Field(None, ge=1, le=9, description="how deep it looks")
+
+
+class ToyCompiler(OnnxRuntimeCompiler):
+    name = "toy"
+    options_model = ToyOptions
+
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend registered at run time, by string as the registry names every backend."""
+    module = types.ModuleType("toy_backend")
+    module.ToyCompiler = ToyCompiler  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "toy_backend", module)
+    monkeypatch.setitem(registry.COMPILERS, "toy", "toy_backend:ToyCompiler")
+
+
+def test_a_backends_own_keys_are_its_compilers(toy: None, tmp_path: Path) -> None:
+    assert set(HailoOptions.model_fields) < set(schema.compile_model().model_fields)
+    assert "| `focus` | int (>= 1, <= 9) | - | toy: how deep it looks |" in reference()
+    model = schema.validate(_load("sweep: s\nbase: b\nbackend: toy\ncompile: {focus: 3}\nvariants: [{name: a}]\n"))
+    assert model.compile is not None and model.compile.focus == 3  # type: ignore[attr-defined]
+    err = _error("sweep: s\nbase: b\nbackend: toy\nvariants:\n  - name: a\n    compile: {focus: 10}\n")
+    assert (err.line, err.field) == (6, "variants[0].compile.focus") and "less than or equal to 9" in err.message
+    path = tmp_path / "s.yaml"
+    path.write_text("sweep: s\nbase: b.yaml\ncompile: {focus: 3}\nvariants: [{name: a}]\n")
+    with pytest.raises(LoopError) as info:
+        parse(path)
+    assert str(info.value) == f"{path}:3: compile.focus: 'focus' applies to backend toy only"
+
+
+def test_the_schema_loads_no_compiler_until_a_sweep_file_is_read() -> None:
+    code = "import sys, loop.spec.sweepfile; print(sorted(m for m in sys.modules if 'compilers' in m))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

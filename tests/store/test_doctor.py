@@ -61,7 +61,7 @@ def lines(runs: Path) -> list[str]:
 
 def artifact_of(runs: Path, run_id: int) -> Path:
     with Ledger(runs / "ledger.sqlite", readonly=True) as ledger:
-        return runs / "artifacts" / Path(ledger.get(run_id)["artifact"]).name
+        return runs / "artifacts" / Path(ledger.record(run_id).artifact or "").name
 
 
 def test_a_clean_folder_has_no_problem(runs: Path) -> None:
@@ -122,7 +122,7 @@ def test_runs_lost_with_a_truncated_wal_leave_artifacts_it_names(tmp_path: Path)
     wal.write_bytes(wal.read_bytes()[: 32 + 3 * (24 + 4096)])  # the header and the first frames only
     (copy / "ledger.sqlite-shm").unlink()
     with Ledger(copy / "ledger.sqlite", readonly=True) as ledger:
-        assert ledger.integrity() == ["ok"] and [r["status"] for r in ledger.rows()] != ["ok"] * 3
+        assert ledger.integrity() == ["ok"] and [r.status for r in ledger.records()] != ["ok"] * 3
     found = [line for line in lines(copy) if "no run records it" in line]
     assert found and all("truncated WAL" in line for line in found)
 
@@ -146,7 +146,7 @@ def test_a_page_that_fails_integrity_check_is_salvaged(runs: Path) -> None:
     ), found
     repair_all(runs, examine(runs))
     with Ledger(path, readonly=True) as ledger:
-        ids = [r["id"] for r in ledger.rows()]
+        ids = [r.id for r in ledger.records()]
         assert ledger.integrity() == ["ok"] and ids[:3] == [1, 2, 3] and 100 < len(ids) < 303
     assert list(runs.glob("ledger.sqlite.damaged-*"))
 

@@ -5,7 +5,10 @@ from pathlib import Path
 import pytest
 
 from loop.core.errors import LoopError
-from loop.store.ledger import SCHEMA_VERSION, Ledger, LedgerWarning, run_json
+from loop.core.kinds import Flag, Stage, Status, Verdict
+from loop.core.record import Change, RunRecord, Scores
+from loop.core.vocab import LayerPrint
+from loop.store.ledger import SCHEMA_VERSION, Ledger, LedgerWarning, to_row
 
 
 def test_pragmas_and_schema(tmp_path: Path):
@@ -19,23 +22,69 @@ def test_pragmas_and_schema(tmp_path: Path):
 def test_run_lifecycle(tmp_path: Path):
     ledger = Ledger(tmp_path / "l.sqlite")
     run = ledger.begin("s", "key", "v", "spec", "onnxruntime")
-    row = ledger.get(run)
-    assert row["status"] == "running" and row["pid"] and row["host"] and row["heartbeat"]
-    ledger.finish(
+    [entry] = ledger.entries("key")
+    assert entry.status == Status.RUNNING and entry.pid and entry.host and entry.heartbeat
+    assert entry.run.status == "running" and entry.run.backend == "onnxruntime" and entry.corrupt is None
+    finished = RunRecord(
         run,
-        "ok",
-        ["power-limited"],
-        {"scores": {"snr_db": float("inf")}, "stages": {"optimize_s": 1.0}},
-        verdict="clean",
+        "s",
+        "v",
+        Status.OK,
+        flags=(Flag.POWER_LIMITED,),
+        scores=Scores.from_json({"snr_db": float("inf")}),
+        stages={"optimize_s": 1.0},
+        verdict=Verdict.CLEAN,
         kernel_sha="abc",
     )
-    out = run_json(ledger.get(run))
+    ledger.finish(run, finished)
+    record = ledger.record(run)
+    out = record.to_json()
     assert out["status"] == "ok" and out["verdict"] == "clean" and out["flags"] == ["power-limited"]
     assert out["scores"]["snr_db"] == "inf" and out["stages"]["optimize_s"] == 1.0
-    json.dumps(out)
-    record = ledger.record(run)
+    assert json.loads(json.dumps(out)) == out  # plain JSON values, enums as their strings
     assert record.scores.snr_db == float("inf") and record.flags == ("power-limited",) and record.measure.rate is None
-    assert record.to_json() == out and ledger.records() == [record]
+    assert record.host is None and record.generation is None and ledger.records() == [record]
+
+
+def test_a_run_comes_back_as_it_went_in(tmp_path: Path):
+    """``to_row`` and ``from_row`` are a pair: every field the sweep sets survives the ledger."""
+    layer = LayerPrint("conv1", "Conv", "k", "b", (0.5,), (0,), "x", 0.1, 0, "y", 0.2, 3, (1.0, 2.0), (0.01, 0.01))
+    sent = RunRecord(
+        1,
+        "s",
+        "v",
+        Status.FAILED,
+        error="timed out",
+        stage=Stage.MEASURE,
+        onnx_sha="o",
+        kernel_sha="k",
+        bias_sha="b",
+        artifact="runs/artifacts/abc.onnx",
+        backend="onnxruntime",
+        device="onnxruntime",
+        stages={"author_s": 0.5},
+        layers=(layer,),
+        verdict=Verdict.CONFOUNDED,
+        flags=(Flag.HOST_BUSY, Flag("a-backend-own")),
+        changes=(Change("conv1", "kernel", "kernel k -> l", allowed=False),),
+        compiled_on="local",
+        cache_hit=True,
+        perturb=({"op": "scale_weights", "layer": "conv1", "factor": 1.05},),
+        calib_sha="c",
+        options={"io": "uint8"},
+        versions={"onnxruntime": "1"},
+        host="here",
+        stderr_tail="",
+        artifact_sha="abc123",
+        info={"warnings": ["w"], "no_reference": None},
+    )
+    with Ledger(tmp_path / "l.sqlite") as ledger:
+        run_id = ledger.begin("s", "key", "v", "spec", "onnxruntime")
+        ledger.finish(run_id, sent)
+        back = ledger.record(run_id)
+    assert back == sent and back.warnings == ("w",) and back.layers[0].bias == (1.0, 2.0)
+    assert isinstance(back.status, Status) and isinstance(back.stage, Stage) and back.flags[1] == "a-backend-own"
+    assert not set(to_row(sent)) & {"id", "sweep", "variant", "generation", "backend"}  # begin's, not rewritten
 
 
 def test_newer_schema_is_refused(tmp_path: Path):
@@ -116,7 +165,8 @@ def ledger_with_runs(path: Path, count: int = 3) -> list[int]:
     with Ledger(path) as ledger:
         ids = [ledger.begin("s", "k", f"v{i}", "spec", "onnxruntime") for i in range(count)]
         for i in ids:
-            ledger.finish(i, "ok", [], {"scores": {"snr_db": 30.0}, "marker": f"MARK{i:04d}"})
+            scores = Scores.from_json({"snr_db": 30.0})
+            ledger.finish(i, RunRecord(i, "s", f"v{i}", Status.OK, scores=scores, info={"marker": f"MARK{i:04d}"}))
     return ids
 
 
@@ -134,7 +184,7 @@ def test_a_row_that_does_not_parse_is_corrupt_and_the_rest_are_listed(tmp_path: 
     flip(path, b'MARK0002"', new)
     with Ledger(path, readonly=True) as ledger:
         assert ledger.integrity() == ["ok"]
-        runs = [run_json(r) for r in ledger.rows()]
+        runs = [r.to_json() for r in ledger.records()]
     assert [(r["id"], r["status"]) for r in runs] == [(1, "ok"), (2, "corrupt"), (3, "ok")]
     assert "does not parse" in runs[1]["error"] or "UTF-8" in runs[1]["error"]
     assert runs[1]["variant"] == "v1" and set(runs[1]) == set(runs[0])
@@ -151,7 +201,7 @@ def test_readers_open_read_only_and_never_migrate(tmp_path: Path):
     db.close()
     before = path.read_bytes()
     with pytest.warns(LedgerWarning, match="older than this loop's"), Ledger.open_existing(path) as ledger:
-        [run] = [run_json(r) for r in ledger.rows()]
+        [run] = [r.to_json() for r in ledger.records()]
         with pytest.raises(LoopError, match="readonly"):
             ledger.heartbeat([1])
     assert run["status"] == "ok" and run["cache_hit"] is False and run["compiled_on"] is None
@@ -176,7 +226,7 @@ def test_a_read_only_runs_folder_can_be_read(tmp_path: Path):
     ledger_with_runs(folder / "ledger.sqlite")
     assert sorted(p.name for p in folder.iterdir()) == ["ledger.sqlite"]  # no -wal/-shm once closed
     with read_only(folder), Ledger.open_existing(folder / "ledger.sqlite") as ledger:
-        assert [r["status"] for r in ledger.rows()] == ["ok"] * 3
+        assert [r.status for r in ledger.records()] == ["ok"] * 3
         with pytest.raises(LoopError):
             Ledger(folder / "ledger.sqlite")  # a writer cannot, and says so in one line
 
@@ -197,7 +247,7 @@ def test_a_damaged_file_is_one_ledger_fault(tmp_path: Path, damage: str, words: 
         data[page : 2 * page] = b"\xa5" * page  # the runs table's page
     path.write_bytes(bytes(data))
     with pytest.raises(LedgerFault, match=words), Ledger.open_existing(path) as ledger:
-        ledger.rows()
+        ledger.records()
 
 
 @pytest.mark.parametrize("suffix", ["", "-wal"])

@@ -1,0 +1,36 @@
+"""The hailo backend's own ``compile:`` keys, and the common keys it refuses.
+
+A module of its own so that the sweep file's schema can read them without the Dataflow
+Compiler (nothing here imports it) and without the compile code around it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from loop.core.options import BackendOptions
+
+
+class HailoOptions(BackendOptions):
+    """Keys passed to the Dataflow Compiler; None leaves each to the compiler's default."""
+
+    hw_arch: Literal["hailo8", "hailo8l", "hailo8r", "hailo10h", "hailo15h", "hailo15m"] | None = Field(
+        None, description="target chip (hailo10h)"
+    )
+    optimization_level: int | None = Field(None, ge=0, le=4, description="DFC optimization level")
+    compression_level: int | None = Field(None, ge=0, le=5, description="DFC compression level")
+    model_script: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(max_length=1000)] | None = Field(
+        None, description="model script lines, verbatim"
+    )
+    net_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,64}$")] | None = Field(None, description="network name")
+    calibration_batch_size: int | None = Field(None, ge=1, le=4096, description="calibration batch")
+
+
+# Common keys the hailo backend would silently ignore: refused instead, with why (write model_script lines).
+REFUSED = {
+    "io": "a HEF's frames are what the Dataflow Compiler made them; HailoRT picks float32 per stream at run time",
+    "calibration_method": "the Dataflow Compiler has no verified model-script equivalent",
+    "per_channel": "the Dataflow Compiler has no verified model-script equivalent",
+}

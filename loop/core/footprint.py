@@ -1,0 +1,61 @@
+"""A footprint: what a perturbation is allowed to change (DESIGN.md, "Fingerprint and audit").
+
+Here, below both rooms, because ``spec`` writes footprints (each op declares its own, a
+variant's ``expect:`` widens or narrows it) and ``judge`` reads them (the audit), and neither
+may import the other's side of that exchange.
+
+A footprint is a set of :class:`Allow` rules over observed changes. ``what`` is one of
+``kernel``, ``bias`` (a real bias change), ``bias-rounding`` (a dequantized bias that moved
+no more than half an old step plus half a new one), ``in_scale`` and ``out_scale`` (scale or
+zero point of the tensor a layer reads or writes), and ``function`` (what a layer computes).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from loop.core.errors import LoopError
+
+WHATS = ("kernel", "bias", "bias-rounding", "in_scale", "out_scale", "function")
+
+
+@dataclass(frozen=True)
+class Allow:
+    """Changes of kind ``what`` at layers matching ``layer`` (a glob) are inside the footprint."""
+
+    layer: str
+    what: str
+
+    def covers(self, layer: str, what: str) -> bool:
+        if what == "bias-rounding" and self.what == "bias":
+            return fnmatch.fnmatchcase(layer, self.layer)
+        return fnmatch.fnmatchcase(layer, self.layer) and fnmatch.fnmatchcase(what, self.what)
+
+
+@dataclass(frozen=True)
+class Expect:
+    """A variant's own widening (``allow``) or narrowing (``deny``) of its footprint."""
+
+    allow: tuple[Allow, ...] = ()
+    deny: tuple[Allow, ...] = field(default_factory=tuple)
+
+
+def parse_expect(raw: Any) -> Expect:
+    if raw is None:
+        return Expect()
+    if not isinstance(raw, Mapping) or set(raw) - {"allow", "deny"}:
+        raise LoopError("expect is {allow: [LAYER:WHAT, ...], deny: [LAYER:WHAT, ...]}", field="expect")
+    return Expect(_rules(raw.get("allow")), _rules(raw.get("deny")))
+
+
+def _rules(items: Any) -> tuple[Allow, ...]:
+    rules = []
+    for item in items or ():
+        layer, sep, what = str(item).partition(":")
+        if not sep or not any(fnmatch.fnmatchcase(w, what) for w in WHATS):
+            raise LoopError(f"'{item}' is not LAYER:WHAT with WHAT one of {', '.join(WHATS)}", field="expect")
+        rules.append(Allow(layer, what))
+    return tuple(rules)

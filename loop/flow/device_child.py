@@ -1,0 +1,170 @@
+"""The local runner: each device in a child process of its own, reused across variants.
+
+A segfault in a driver, a shim or an execution provider, or a native call that never returns,
+then costs one run: the supervisor sees the child die (``device process died (signal 11,
+SIGSEGV)``) or a stage outlive its timeout (``device process timed out after 30 s``), kills
+the child's whole process group, and the next task starts a new child. A child that lives
+keeps its device open across variants, so what a session's open costs stays what it is.
+
+The child runs ``python -m loop.flow.device_child FD PARENT`` in a session of its own, talks
+over a socket pair (never its stdout, where native libraries print), dies with its parent,
+and writes its stderr to a file whose tail a failure carries (faulthandler's stacks too).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import numpy as np
+
+from loop.core import registry
+from loop.core.errors import BufferSizeError
+from loop.core.hashing import bytes_sha
+from loop.core.leftovers import scratch
+from loop.core.vocab import Artifact, Frames, TensorLayout
+from loop.devices.base import Device, RuntimeOptions
+from loop.flow.compile_child import _die_with_parent
+from loop.flow.runner import DeviceRun, RunResult
+from loop.measure.protocol import measure, measuring_stick
+from loop.spec import frames as frames_mod
+from loop.spec.sweepfile import MeasureSpec
+
+POLL_S = 0.2
+
+
+@dataclass(frozen=True)
+class DeviceJob:
+    """One device's part of a task: the first device is measured, the others answer the inputs."""
+
+    device: str
+    artifact: Artifact
+    inputs: Frames
+    protocol: MeasureSpec
+    measure: bool
+    device_refs: tuple[tuple[str, str], ...] = ()
+
+
+# ---- in the child -------------------------------------------------------------------------
+
+
+def device_frame(inputs: Frames, index: int, layouts: tuple[TensorLayout, ...]) -> list[np.ndarray]:
+    """Frame ``index`` of every input, each as its device layout takes it."""
+    by_name = frames_mod.feed(inputs, index, [t.name for t in layouts])
+    return [frames_mod.quantize(by_name[t.name], t) for t in layouts]
+
+
+def _checked(outputs: list[np.ndarray], layouts: tuple[TensorLayout, ...]) -> list[np.ndarray]:
+    """The outputs, copied, each exactly its layout's size: a device that returns too few or
+    too many bytes is caught here, before a score is made of what it returned."""
+    if len(outputs) != len(layouts):
+        raise BufferSizeError(f"the device returned {len(outputs)} outputs, its layout has {len(layouts)}")
+    for out, layout in zip(outputs, layouts, strict=True):
+        if out.nbytes != layout.frame_bytes:
+            raise BufferSizeError(
+                f"output '{layout.name}': the device returned {out.nbytes} bytes, its layout says {layout.frame_bytes}"
+            )
+    return [o.copy() for o in outputs]
+
+
+def answer(device: Device, artifact: Artifact, inputs: Frames, stage: Callable[[str], None]) -> DeviceRun:
+    """Each controlled input through the device, and whether a repeat of the first matched."""
+    stage("open")
+    with device.open(artifact, RuntimeOptions()) as session:
+        stage("inputs")
+        layouts, outs = tuple(session.inputs), tuple(session.outputs)
+        run = lambda j: _checked(session.infer(device_frame(inputs, j, layouts)), outs)  # noqa: E731
+        raw = [run(j) for j in range(frames_mod.count(inputs))]
+        again = run(0)
+        same = all(np.array_equal(a, b) for a, b in zip(raw[0], again, strict=True))
+        return DeviceRun(raw, same, layouts, outs)
+
+
+def _artifact_file(artifact: Artifact, folder: Path) -> Path:
+    """The artifact's file on this host: where it was stored if that file still holds these
+    bytes, else a copy here (a worker on another host has no such file)."""
+    if artifact.path and Path(artifact.path).is_file():
+        try:
+            if bytes_sha(Path(artifact.path).read_bytes()) == artifact.sha:
+                return Path(artifact.path)
+        except OSError:
+            pass
+    path = folder / f"{artifact.sha}{artifact.suffix}"
+    if not path.exists():
+        path.write_bytes(artifact.data)
+    return path
+
+
+class _Stages:
+    """The stage now running, told to the supervisor as it starts, and each one's seconds."""
+
+    def __init__(self, tell: Callable[[str], None]) -> None:
+        self.now, self.seconds, self._tell, self._t = "open", dict[str, float](), tell, time.perf_counter()
+
+    def __call__(self, stage: str) -> None:
+        self.finish()
+        self.now = stage
+        self._tell(stage)
+
+    def finish(self) -> None:
+        t = time.perf_counter()
+        key = f"{self.now.replace('-', '_')}_s"
+        self.seconds[key] = self.seconds.get(key, 0.0) + t - self._t
+        self._t = t
+
+
+def execute(job: DeviceJob, devices: dict[str, Device], folder: Path, tell: Callable[[str], None]) -> RunResult:
+    """One device's stages in this process; every failure is a value naming its stage."""
+    stages = _Stages(tell)
+    result = RunResult(True, host=socket.gethostname())
+    try:
+        for kind, ref in job.device_refs:  # runners registered in the parent, seen here too
+            registry.DEVICES.setdefault(kind, ref)
+        device = devices.get(job.device) or devices.setdefault(job.device, registry.make_device(job.device))
+        result.devices[job.device] = answer(device, job.artifact, job.inputs, stages)
+        if job.measure:
+            stages("measure")
+            frame = device_frame(job.inputs, 0, result.devices[job.device].inputs)
+            result.measure = measure(device, job.artifact, frame, job.protocol).to_dict()
+            stages("vendor-benchmark")
+            path = _artifact_file(job.artifact, folder)
+            result.vendor = measuring_stick(device, path, result.measure, job.protocol)
+        stages("health")
+        result.health = asdict(device.health())
+    except Exception as exc:
+        result = RunResult.failed(stages.now, f"{type(exc).__name__}: {exc}", detail=traceback.format_exc(8))
+    stages.finish()
+    result.stages = stages.seconds
+    return result
+
+
+def main(fd: int, parent: int) -> None:
+    _die_with_parent(parent)
+    # A copy of fd 2 taken now: the protocol points fd 2 at its own capture while it measures,
+    # which is lost if the process dies, while this copy goes straight to the supervisor's file.
+    stacks = os.fdopen(os.dup(2), "w")
+    faulthandler.enable(file=stacks, all_threads=True)
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    conn = Connection(fd)
+    devices: dict[str, Device] = {}
+    with scratch("device") as folder:
+        while True:
+            try:
+                job = conn.recv()
+            except (EOFError, OSError):
+                return
+            conn.send(("done", execute(job, devices, Path(folder), lambda s: conn.send(("stage", s)))))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]))

@@ -1,0 +1,162 @@
+"""The local runner's parent side: a supervisor per device child, and the runner over them.
+
+See :mod:`loop.flow.device_child` for what runs in the child and why it is a child.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from multiprocessing.connection import Connection
+from typing import IO
+
+from loop.core import registry
+from loop.core.capture import STDERR_TAIL
+from loop.flow.compile_child import _child_env, _kill_group
+from loop.flow.device_child import DeviceJob
+from loop.flow.runner import Runner, RunResult, RunTask, StageTimeouts
+from loop.measure import hostlock
+
+POLL_S = 0.2
+
+
+def _how(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {-code}, {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+class DeviceProcess:
+    """One device's child process: started on first use, replaced after it dies or hangs."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def _start(self) -> None:
+        mine, theirs = socket.socketpair()
+        self._log = tempfile.TemporaryFile(prefix=f"loop-device-{os.getpid()}-")  # noqa: SIM115  # lives as the child does
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "loop.flow.device_child", str(theirs.fileno()), str(os.getpid())],
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=self._log,
+                pass_fds=(theirs.fileno(),),
+                env=_child_env(),
+                start_new_session=True,  # its own group: a kill takes whatever it started too
+            )
+        finally:
+            theirs.close()
+        self._conn = Connection(mine.detach())
+
+    def call(self, job: DeviceJob, timeouts: StageTimeouts) -> RunResult:
+        """The job's result, or a failure naming the stage where the child died or hung."""
+        if self.pid is None:
+            self.stop()
+            self._start()
+        assert self._conn is not None and self._proc is not None
+        self._conn.send(job)
+        stage, started = "open", time.monotonic()
+        while True:
+            limit = timeouts.of(stage, job.protocol)
+            if time.monotonic() - started > limit:
+                return self._failed(stage, f"device process timed out after {limit:g} s in stage {stage}")
+            try:
+                ready = self._conn.poll(POLL_S)
+                message = self._conn.recv() if ready else None
+            except (EOFError, OSError):
+                message = None
+            if message is None:
+                if self._proc.poll() is not None or ready:
+                    code = self._proc.wait()
+                    return self._failed(stage, f"device process died ({_how(code)}) in stage {stage}")
+                continue
+            kind, value = message
+            if kind == "done":
+                return value
+            stage, started = value, time.monotonic()
+
+    def _failed(self, stage: str, error: str) -> RunResult:
+        tail = self._tail()
+        self.stop()
+        return RunResult.failed(stage, error, host=socket.gethostname(), detail=tail)
+
+    def _tail(self) -> str:
+        if self._proc is not None and self._proc.poll() is None and hasattr(signal, "SIGUSR1"):
+            try:  # a hung child: ask where it is stuck (faulthandler prints its stacks)
+                os.kill(self._proc.pid, signal.SIGUSR1)
+                time.sleep(0.5)
+            except ProcessLookupError:
+                pass
+        if self._log is None:
+            return ""
+        self._log.seek(0, os.SEEK_END)
+        self._log.seek(max(0, self._log.tell() - STDERR_TAIL))
+        return self._log.read().decode("utf-8", "replace")
+
+    def stop(self) -> None:
+        """Kill the child and its group; a no-op when there is none."""
+        if self._conn is not None:
+            self._conn.close()
+        if self._proc is not None:
+            _kill_group(self._proc.pid)
+            self._proc.wait()
+        if self._log is not None:
+            self._log.close()
+        self._proc = self._conn = self._log = None
+
+
+class LocalRunner(Runner):
+    """Devices of this host, each in a child process of its own; one task at a time, under
+    this host's measuring lock (``overlap``: the sweep measures while it compiles, flagged)."""
+
+    def __init__(self, overlap: bool = False) -> None:
+        self.overlap = overlap
+        self._children: dict[str, DeviceProcess] = {}
+
+    def hosts(self) -> set[str]:
+        return {socket.gethostname()}
+
+    def run(self, task: RunTask) -> RunResult:
+        timed_on = registry.make_device(task.devices[0]).timed_on
+        with hostlock.measuring(timed_on, overlap=self.overlap):
+            return self._run(task)
+
+    def _run(self, task: RunTask) -> RunResult:
+        merged: RunResult | None = None
+        for i, name in enumerate(task.devices):
+            job = DeviceJob(name, task.artifact, task.inputs, task.protocol, task.measure and i == 0, task.device_refs)
+            result = self._children.setdefault(name, DeviceProcess(name)).call(job, task.timeouts)
+            if not result.ok:
+                return result if i == 0 else replace(result, error=f"{name}: {result.error}")
+            if merged is None:
+                merged = result
+            else:
+                merged.devices.update(result.devices)
+                merged.stages.update({f"{name}.{k}": v for k, v in result.stages.items()})
+        assert merged is not None
+        return merged
+
+    def pids(self) -> list[int]:
+        return [p for c in self._children.values() if (p := c.pid) is not None]
+
+    def close(self) -> None:
+        super().close()
+        for child in self._children.values():
+            child.stop()

@@ -1,0 +1,143 @@
+"""The Runner: the device side's twin of the compile pool (as TVM pairs Builder and Runner).
+
+``Runner.run(task) -> RunResult`` takes a compiled artifact, the controlled inputs and a
+measure protocol, and returns a value: the devices' raw outputs, the protocol's figures, the
+vendor benchmark beside them and the device's health, or the stage where it failed and why.
+Nothing a device does raises into the sweep. The stages, each under a timeout of its own:
+
+* ``open``: the device made and a session opened on the artifact;
+* ``inputs``: every controlled input through it, and the first again (is it deterministic?);
+* ``measure``: the measure protocol (time to first output, steady rate, bytes);
+* ``vendor-benchmark``: the vendor's own benchmark of the same file, where there is one;
+* ``health``: the device's identity and warnings after the run.
+
+Audit and scoring are pure steps on what a runner returns (:mod:`loop.flow.evaluate`).
+Runners: :class:`loop.flow.device_child.LocalRunner` (each device in a child process of its
+own) and :class:`loop.flow.remote.DaskRunner` (the same on Dask workers holding the device).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from loop.core.vocab import Artifact, Frames, TensorLayout
+from loop.spec.sweepfile import MeasureSpec
+
+STAGES = ("open", "inputs", "measure", "vendor-benchmark", "health")
+
+
+@dataclass(frozen=True)
+class StageTimeouts:
+    """Seconds each stage may take before its device process is killed; generous, since a
+    run that is slow is not a run that hangs (a measure of ``duration_s`` repeats adds its own)."""
+
+    open: float = 120.0
+    inputs: float = 600.0
+    measure: float = 1800.0
+    vendor_benchmark: float = 600.0
+    health: float = 60.0
+
+    def of(self, stage: str, protocol: MeasureSpec | None = None) -> float:
+        base = float(getattr(self, stage.replace("-", "_")))
+        if stage == "measure" and protocol is not None and protocol.duration_s:
+            base += protocol.duration_s * protocol.repeats * len(protocol.depth)
+        return base
+
+    @classmethod
+    def parse(cls, items: tuple[str, ...]) -> StageTimeouts:
+        """``("measure=30", "open=5")`` as the CLI's ``--stage-timeout`` gives them."""
+        given: dict[str, float] = {}
+        for item in items:
+            stage, sep, seconds = item.partition("=")
+            if not sep or stage not in STAGES:
+                raise ValueError(f"--stage-timeout {item!r}: expected STAGE=SECONDS, STAGE one of {', '.join(STAGES)}")
+            try:
+                given[stage.replace("-", "_")] = float(seconds)
+            except ValueError:
+                raise ValueError(f"--stage-timeout {item!r}: {seconds!r} is not a number of seconds") from None
+            if not given[stage.replace("-", "_")] > 0:
+                raise ValueError(f"--stage-timeout {item!r}: must be above 0")
+        return cls(**given)
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """One thing to run: the artifact (with its bytes, so it can travel to another host), the
+    controlled inputs, the protocol, and the devices by name; the first is measured, the
+    others only answer the inputs. ``measure=False`` runs the inputs alone (a resumed
+    reference, whose outputs are compared and whose figures are already recorded)."""
+
+    key: str
+    artifact: Artifact
+    inputs: Frames
+    protocol: MeasureSpec
+    devices: tuple[str, ...]
+    device_refs: tuple[tuple[str, str], ...] = ()  # kind -> "module:Class", as the parent registered them
+    measure: bool = True
+    timeouts: StageTimeouts = field(default_factory=StageTimeouts)
+
+
+@dataclass
+class DeviceRun:
+    """One device's answers to the controlled inputs, as its session laid them out."""
+
+    raw: list[list[np.ndarray]]
+    deterministic: bool
+    inputs: tuple[TensorLayout, ...]
+    outputs: tuple[TensorLayout, ...]
+
+
+@dataclass
+class RunResult:
+    """What a runner returns for a task: ok, or the stage it failed at and why."""
+
+    ok: bool
+    stage: str | None = None
+    error: str | None = None
+    devices: dict[str, DeviceRun] = field(default_factory=dict)
+    measure: dict[str, Any] | None = None
+    vendor: dict[str, Any] | None = None
+    health: dict[str, Any] | None = None
+    stages: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    host: str | None = None  # where the device ran
+    worker: str | None = None  # the Dask worker, for a remote runner
+    detail: str = ""  # the traceback, or the tail of a dead device process's stderr
+
+    @classmethod
+    def failed(cls, stage: str, error: str, **more: Any) -> RunResult:
+        return cls(False, stage=stage, error=error, **more)
+
+
+class Runner(ABC):
+    """Runs tasks on devices. ``slots``: how many it runs at once; ``hosts``: where it
+    measures (a compile on one of them would contend with a measurement)."""
+
+    slots: int = 1
+
+    @abstractmethod
+    def run(self, task: RunTask) -> RunResult: ...
+
+    @abstractmethod
+    def hosts(self) -> set[str]: ...
+
+    def submit(self, task: RunTask) -> Future[RunResult]:
+        """The task running in the background; a local runner runs one at a time."""
+        if not hasattr(self, "_pool"):
+            self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="loop-runner")
+        return self._pool.submit(self.run, task)
+
+    def close(self) -> None:
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "judge": {"core"},
     "spec": {"core", "judge"},
     "store": {"core", "spec"},
-    "devices": {"core", "hailort", "spec"},
+    "devices": {"core", "hailort"},
     "compilers": {"core", "hailort", "judge", "spec", "store"},
     "measure": {"core", "devices", "judge", "spec", "store"},
     "flow": set(ROLES) - {"flow"},

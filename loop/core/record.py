@@ -188,8 +188,6 @@ class Change:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
-    to_dict = to_json  # the name flow/evaluate.py writes it by
-
 
 # The keys of ``loop runs --json``, in their pinned order. The other fields are the ledger's
 # alone (what reproduces a run: its options, tool versions, host, the compile's stderr...).
@@ -287,6 +285,17 @@ class RunRecord:
             outside = [f"{c.layer} {c.what}" for c in self.changes if not c.allowed]
             return "outside the footprint: " + ", ".join(outside) if outside else "confounded"
         return None
+
+    @property
+    def measured_on(self) -> str:
+        """The device that measured the run, as far as the record says: its name, its host, the
+        Dask worker that held it and the device's own id. Rates are compared within one; a
+        comparison across two is flagged as such."""
+        runner, ident = self.info.get("runner") or {}, self.info.get("device_identity") or {}
+        parts = [self.device or "an unnamed device", f"on {runner.get('host') or self.host or 'an unnamed host'}"]
+        parts += [f"worker {runner['worker']}"] if runner.get("worker") is not None else []
+        parts += [str(ident["device_id"])] if ident.get("device_id") else []
+        return " ".join(parts)
 
     @property
     def perturbed_layers(self) -> list[str]:

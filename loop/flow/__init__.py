@@ -1,7 +1,9 @@
-"""The sweep as a whole: order, parallel compiles, resume.
+"""The sweep as a whole: order, parallel compiles, runners, resume.
 
 Owns ``sweep`` (the reference first, then every variant through its stages), the compile pool
-and its child processes (loky or Dask, one windowed loop), resume and claims, and ``evaluate``
-(one variant: compile result, fingerprint, audit, device run, score, record). The only role that
-puts the others together; the face calls it.
+and its child processes (loky or Dask, one windowed loop), the runners (``runner``: the
+interface; ``local_runner`` and ``device_child``: each device in a child process of its own;
+``remote``: the same on Dask workers holding devices), ``measuring`` (each variant run as it is
+compiled), ``evaluate`` (audit and score what a runner returned), resume and claims. The only
+role that puts the others together; the face calls it.
 """

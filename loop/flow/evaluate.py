@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 
 from loop.core.errors import LoopError
+from loop.core.kinds import Flag, Stage, Status, Verdict
+from loop.core.record import Change
 from loop.core.registry import DEVICES, split_device
 from loop.core.sessions import session as onnx_session
 from loop.core.vocab import CompileResult, LayerPrint, TensorLayout
@@ -33,14 +35,14 @@ Raw = list[list[np.ndarray]]
 @dataclass
 class RunOutcome:
     variant: str
-    status: str
-    stage: str | None = None
+    status: Status
+    stage: Stage | None = None
     error: str | None = None
-    verdict: str | None = None
-    changes: list[dict[str, Any]] = field(default_factory=list)
+    verdict: Verdict | None = None
+    changes: list[Change] = field(default_factory=list)
     measure: dict[str, Any] = field(default_factory=dict)
     scores: dict[str, Any] = field(default_factory=dict)
-    flags: list[str] = field(default_factory=list)
+    flags: list[Flag] = field(default_factory=list)
     artifact: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
     run_id: int | None = None
@@ -76,11 +78,11 @@ class DeviceOutputs:
 
 def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult, against: Against) -> audit_mod.Audit:
     if authored.variant.own_base or spec.own_compile(authored.variant):
-        return audit_mod.Audit(audit_mod.NA)
+        return audit_mod.Audit(Verdict.NA)
     if authored.reference or not authored.variant.ops:  # the base itself (say, measured another way)
-        return audit_mod.Audit(audit_mod.REFERENCE)
+        return audit_mod.Audit(Verdict.REFERENCE)
     if against.reference is None:
-        return audit_mod.Audit(audit_mod.NO_REFERENCE)
+        return audit_mod.Audit(Verdict.NO_REFERENCE)
     v = authored.variant
     return audit_mod.audit(
         against.reference.layers, compiled.layers, authored.footprint, v.expect, _clamps(authored, compiled)
@@ -159,11 +161,11 @@ def prepare(
     on disk since it was stored: never measured as this variant)."""
     name = authored.variant.name
     if not compiled.ok or compiled.artifact is None:
-        return RunOutcome(name, "failed", stage=compiled.stage, error=compiled.error)
+        return RunOutcome(name, Status.FAILED, stage=Stage(compiled.stage), error=compiled.error)
     try:
         artifact = materialize(compiled.artifact)
     except LoopError as exc:
-        return RunOutcome(name, "failed", stage="store", error=str(exc))
+        return RunOutcome(name, Status.FAILED, stage=Stage.STORE, error=str(exc))
     path = Path(artifact.path) if artifact.path else store_artifact(runs, artifact.sha, artifact.suffix, artifact.data)
     refs = tuple((k, DEVICES[k]) for k in {split_device(d)[0] for d in devices} if k in DEVICES)
     task = RunTask(
@@ -186,7 +188,7 @@ def evaluate_variant(
     name = authored.variant.name
     if not ran.ok:
         info = {"runner": _where(ran), **({"detail": ran.detail} if ran.detail else {})}
-        return RunOutcome(name, "failed", stage=ran.stage, error=ran.error, info=info, stages=dict(ran.stages)), None
+        return RunOutcome(name, Status.FAILED, ran.stage, ran.error, info=info, stages=dict(ran.stages)), None
     clock = _Clock()
     verdict = verdict_for(spec, authored, compiled, against)
     clock.lap("audit_s")
@@ -197,13 +199,14 @@ def evaluate_variant(
     flags = _calibration_flags(spec, authored, scores, against.reference)
     clock.lap("score_s")
     m, stick = ran.measure or {}, ran.vendor
-    flags += m.get("flags", []) + ([VENDOR_DISAGREES] if stick and stick["comparable"] and not stick["agree"] else [])
-    info = {"no_reference": against.missing} if verdict.verdict == audit_mod.NO_REFERENCE and against.missing else {}
+    flags += [Flag(f) for f in m.get("flags", [])]  # the protocol's, as its dict holds them
+    flags += [Flag(VENDOR_DISAGREES)] if stick and stick["comparable"] and not stick["agree"] else []
+    info = {"no_reference": against.missing} if verdict.verdict == Verdict.NO_REFERENCE and against.missing else {}
     outcome = RunOutcome(
         name,
-        "ok",
+        Status.OK,
         verdict=verdict.verdict,
-        changes=[c.to_dict() for c in verdict.changes],
+        changes=list(verdict.changes),
         measure={**m, VENDOR_BENCHMARK: stick},
         scores=scores,
         flags=flags,
@@ -249,7 +252,7 @@ CALIBRATION_WORSE_DB = 3.0  # below the reference's SNR by more than this: the m
 
 def _calibration_flags(
     spec: SweepSpec, authored: Authored, scores: dict[str, Any], reference: Reference | None
-) -> list[str]:
+) -> list[Flag]:
     """A calibration method other than the sweep's that scores far below it is flagged:
     ONNX Runtime's ``distribution`` gave -15.5 dB on mobilenet_v3_small without a word."""
     method, ref = authored.options.calibration_method, None if reference is None else reference.snr_db
@@ -258,4 +261,4 @@ def _calibration_flags(
     snr = scores.get("snr_db")
     if ref is None or snr is None or not snr < ref - CALIBRATION_WORSE_DB:
         return []
-    return ["calibration-worse"]
+    return [Flag.CALIBRATION_WORSE]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loop.core.kinds import Flag, Stage, Status
 from loop.core.vocab import CompileResult
 from loop.flow.evaluate import Against, Prepared, Reference, RunOutcome, evaluate_variant, prepare
 from loop.flow.runner import Runner, RunResult, StageTimeouts
@@ -64,8 +65,8 @@ class _Measuring:
             self.held.append((item, prepared, ran))
             return
         outcome, made = evaluate_variant(self.spec, a, c, ran, prepared.path, self.against, self.scorer)
-        if contended and outcome.status == "ok":
-            outcome.flags.append("host-contended")
+        if contended and outcome.status == Status.OK:
+            outcome.flags.append(Flag.HOST_CONTENDED)
         if a.reference:
             self.reference_settled(made, f"the reference '{a.variant.name}' {_why_failed(outcome)}")
         yield Evaluated(a, c, outcome)
@@ -93,7 +94,7 @@ def _result(future: Future[RunResult]) -> RunResult:
     try:
         return future.result()
     except Exception as exc:
-        return RunResult.failed("measure", f"{type(exc).__name__}: {exc}", detail=traceback.format_exc(limit=8))
+        return RunResult.failed(Stage.MEASURE, f"{type(exc).__name__}: {exc}", detail=traceback.format_exc(limit=8))
 
 
 def evaluated(
@@ -128,6 +129,6 @@ def evaluated(
 
 
 def _why_failed(outcome: RunOutcome) -> str:
-    if outcome.status == "ok":
+    if outcome.status == Status.OK:
         return "ran but set no reference"
     return f"failed at stage {outcome.stage}: {outcome.error}"

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from loop.core.kinds import Stage
 from loop.core.vocab import Artifact, Frames, TensorLayout
 from loop.spec.sweepfile import MeasureSpec
 
@@ -97,7 +98,7 @@ class RunResult:
     """What a runner returns for a task: ok, or the stage it failed at and why."""
 
     ok: bool
-    stage: str | None = None
+    stage: Stage | None = None
     error: str | None = None
     devices: dict[str, DeviceRun] = field(default_factory=dict)
     measure: dict[str, Any] | None = None
@@ -110,7 +111,7 @@ class RunResult:
 
     @classmethod
     def failed(cls, stage: str, error: str, **more: Any) -> RunResult:
-        return cls(False, stage=stage, error=error, **more)
+        return cls(False, stage=Stage(stage), error=error, **more)
 
 
 class Runner(ABC):

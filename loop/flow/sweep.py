@@ -26,9 +26,9 @@ import numpy as np
 from tqdm import tqdm
 
 from loop.core.errors import LoopError
-from loop.core.kinds import Flag, Stage, Status, Verdict
+from loop.core.kinds import Flag, Stage, Status
 from loop.core.leftovers import remove_stale_scratch, scratch
-from loop.core.record import Change, Figures, RunRecord, Scores
+from loop.core.record import Figures, RunRecord, Scores
 from loop.core.registry import make_device
 from loop.core.vocab import Artifact, CompileResult, Frames
 from loop.flow.compile_pool import Job, check_cluster, compile_hosts, iter_compiled
@@ -70,7 +70,7 @@ class SweepResult:
 
     @property
     def failed(self) -> list[RunOutcome]:
-        return [o for o in self.outcomes if o.status != "ok"]
+        return [o for o in self.outcomes if o.status != Status.OK]
 
 
 def _job(a: Authored) -> Job:
@@ -317,9 +317,9 @@ def _finished_run(run_id: int, spec: SweepSpec, a: Authored, c: CompileResult, o
         id=run_id,
         sweep=spec.name,
         variant=a.variant.name,
-        status=Status(o.status),
+        status=o.status,
         error=o.error,
-        stage=None if o.stage is None else Stage(o.stage),
+        stage=o.stage,
         onnx_sha=a.onnx_sha,
         kernel_sha=fp.kernel_sha(c.layers) if c.layers else None,
         bias_sha=fp.bias_sha(c.layers) if c.layers else None,
@@ -330,16 +330,16 @@ def _finished_run(run_id: int, spec: SweepSpec, a: Authored, c: CompileResult, o
         layers=tuple(c.layers),
         measure=Figures.from_json(o.measure),
         scores=Scores.from_json(o.scores),
-        verdict=None if o.verdict is None else Verdict(o.verdict),
-        flags=tuple(Flag(f) for f in o.flags),
-        changes=tuple(Change.from_json(change) for change in o.changes),
+        verdict=o.verdict,
+        flags=tuple(Flag(f) for f in o.flags),  # a device's own flags come as strings
+        changes=tuple(o.changes),
         compiled_on=c.compiled_on,
         cache_hit=c.cache_hit,
         perturb=tuple({"op": op.label, **asdict(op)} for op in a.variant.ops),
         calib_sha=a.calib_sha,
         options=asdict(a.options),
         versions=c.info.get("versions", {}),
-        host=socket.gethostname(),
+        host=(o.info.get("runner") or {}).get("host") or socket.gethostname(),  # where it was measured
         stderr_tail="" if c.ok else c.stderr_tail,
         artifact_sha=c.artifact.sha if c.ok and c.artifact is not None else None,
         info={

@@ -18,10 +18,6 @@ from loop.core.kinds import Verdict
 from loop.core.record import Change
 from loop.core.vocab import LayerPrint
 
-# the verdicts by the names flow/evaluate.py uses
-REFERENCE, CLEAN, CONFOUNDED, NO_EFFECT = Verdict.REFERENCE, Verdict.CLEAN, Verdict.CONFOUNDED, Verdict.NO_EFFECT
-NA, NO_REFERENCE = Verdict.NA, Verdict.NO_REFERENCE
-
 
 @dataclass(frozen=True)
 class Audit:

@@ -45,7 +45,7 @@ APART = "95% intervals apart (each of its own session; sessions can differ more:
 def compare(a: RunRecord, b: RunRecord) -> dict[str, Any]:
     """From ledger figures; the verdict is about b relative to a."""
     ra, rb = _rate(a), _rate(b)
-    out = {
+    out: dict[str, Any] = {
         "basis": LEDGER,
         "ratio": rb.median / ra.median,
         "ci95": None,
@@ -54,6 +54,7 @@ def compare(a: RunRecord, b: RunRecord) -> dict[str, Any]:
         "diff_pct": 100.0 * (rb.median / ra.median - 1),
         "a": _side(a),
         "b": _side(b),
+        **_across(a, b),
     }
     ia, ib = _interval(ra), _interval(rb)
     if ia is None or ib is None:
@@ -75,6 +76,14 @@ def compare(a: RunRecord, b: RunRecord) -> dict[str, Any]:
     if bhi < alo:
         return {**out, "verdict": SLOWER, "reason": APART}
     return {**out, "verdict": NOISE, "reason": "95% intervals overlap"}
+
+
+def _across(a: RunRecord, b: RunRecord) -> dict[str, str]:
+    """``across_devices`` when the two runs were measured on different devices (another host,
+    another worker, another stick): their ratio then holds the devices' difference too."""
+    if a.measured_on == b.measured_on:
+        return {}
+    return {"across_devices": f"run {a.id} measured by {a.measured_on}; run {b.id} by {b.measured_on}"}
 
 
 def _interval(rate: Rate) -> tuple[float, float] | None:
@@ -234,7 +243,8 @@ def describe(result: dict[str, Any]) -> str:
     else:
         head += f"; from ledger figures: {result.get('reason')}"
         head += f" ({result['fallback']})" if result.get("fallback") else ""
-    return "\n".join([line(result["a"]), line(result["b"]), head])
+    across = [f"across devices: {result['across_devices']}"] if result.get("across_devices") else []
+    return "\n".join([line(result["a"]), line(result["b"]), head, *across])
 
 
 def describe_a_a(result: dict[str, Any]) -> str:

@@ -2,9 +2,12 @@
 
 from dataclasses import replace
 
+from loop.core.kinds import Verdict
 from loop.core.vocab import LayerPrint
-from loop.judge.audit import CLEAN, CONFOUNDED, NO_EFFECT, audit, observe
+from loop.judge.audit import audit, observe
 from loop.spec.perturb import Allow, Expect
+
+CLEAN, CONFOUNDED, NO_EFFECT = Verdict.CLEAN, Verdict.CONFOUNDED, Verdict.NO_EFFECT
 
 
 def layer(name: str, **kw) -> LayerPrint:

@@ -14,6 +14,7 @@ from loop.measure.compare import (
     compare,
     compare_runs,
     decide,
+    describe,
     interleaved_result,
 )
 from loop.measure.interleave import interleave
@@ -117,3 +118,16 @@ def test_every_side_is_timed_alike():
     m = interleave(device, [virtual(1.0), virtual(2.0), virtual(1.0)], SPEC, 3)
     timed = [s.seconds for s in device.opened]
     assert max(timed) / min(timed) < 1.2 and m.chunks == 5 and len(m.rounds) == 3
+
+
+def test_runs_measured_by_two_devices_are_compared_only_flagged_as_such():
+    here = {"runner": {"host": "lab-1", "worker": "0"}, "device_identity": {"device_id": "0000:01:00.0"}}
+    there = {"runner": {"host": "lab-2", "worker": "1"}, "device_identity": {"device_id": "0000:01:00.0"}}
+    a = replace(BASELINE, device="hailort", info=here)
+    same = compare(a, replace(run(2, list(SEED_RATES)), device="hailort", info=here))
+    assert "across_devices" not in same and "across devices" not in describe(same)
+    out = compare(a, replace(run(3, list(SEED_RATES)), device="hailort", info=there))
+    assert out["across_devices"] == (
+        "run 1 measured by hailort on lab-1 worker 0 0000:01:00.0; run 3 by hailort on lab-2 worker 1 0000:01:00.0"
+    )
+    assert describe(out).splitlines()[-1].startswith("across devices: run 1 measured by hailort on lab-1")

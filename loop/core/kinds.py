@@ -59,6 +59,7 @@ class Stage(Kind):
     MEASURE = "measure"
     VENDOR_BENCHMARK = "vendor-benchmark"
     HEALTH = "health"
+    SCORE = "score"  # auditing or scoring what the device returned (a user scorer that raised, say)
 
 
 class Verdict(Kind):

@@ -293,8 +293,10 @@ class RunRecord:
         comparison across two is flagged as such."""
         runner, ident = self.info.get("runner") or {}, self.info.get("device_identity") or {}
         parts = [self.device or "an unnamed device", f"on {runner.get('host') or self.host or 'an unnamed host'}"]
-        parts += [f"worker {runner['worker']}"] if runner.get("worker") is not None else []
-        parts += [str(ident["device_id"])] if ident.get("device_id") else []
+        if ident.get("device_id"):  # the device's own id: the same stick whichever worker held it
+            parts.append(str(ident["device_id"]))
+        elif runner.get("worker") is not None:
+            parts.append(f"worker {runner['worker']}")
         return " ".join(parts)
 
     @property

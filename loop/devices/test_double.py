@@ -2,7 +2,8 @@
 ONNX Runtime and misbehaves when told to, as a faulty driver would, to prove that a runner
 survives it: ``test-double:segv@3,hang@7,short@5`` segfaults (a real SIGSEGV, by reading
 address 0) while measuring the 3rd artifact it sees, hangs for ever measuring the 7th, and
-returns a short output buffer for every input of the 5th.
+returns a short output buffer for every input of the 5th; ``spawn@N`` starts a helper process
+(as a driver starts a vendor tool) and then hangs, measuring the Nth.
 
 "The Nth artifact" is counted across processes (a runner replaces a dead device process),
 in the file named by ``LOOP_TEST_DOUBLE_STATE``, else one per parent process in the
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -25,7 +28,8 @@ from loop.core.vocab import Artifact
 from loop.devices.base import RuntimeOptions, Session
 from loop.devices.onnxruntime import OnnxRuntimeDevice, OnnxRuntimeSession
 
-FAULTS = ("segv", "hang", "short")
+FAULTS = ("segv", "hang", "short", "spawn")
+HELPER = "import sys, time; time.sleep(600)"  # a vendor tool that outlives nothing it should
 
 
 def _faults(arg: str) -> dict[int, str]:
@@ -40,16 +44,26 @@ def _faults(arg: str) -> dict[int, str]:
 
 def _state() -> Path:
     given = os.environ.get("LOOP_TEST_DOUBLE_STATE")
-    return Path(given) if given else Path(tempfile.gettempdir()) / f"loop-test-double-{os.getppid()}.txt"
+    if given:
+        return Path(given)
+    # a scratch folder named for the parent (the sweep), which a later sweep removes once it is gone
+    folder = Path(tempfile.gettempdir()) / f"loop-testdouble-{os.getppid()}-state"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder / "seen.txt"
 
 
 def nth_artifact(sha: str, state: Path) -> int:
     """The artifact's place (from 1) among those this double has seen, recorded if new."""
-    seen = state.read_text().split() if state.exists() else []
-    if sha not in seen:
-        with open(state, "a") as f:
+    with open(state, "a+") as f:
+        if os.name == "posix":  # one reader-writer at a time (the workers of a cluster may share it)
+            import fcntl
+
+            fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        seen = f.read().split()
+        if sha not in seen:
             f.write(sha + "\n")
-        seen.append(sha)
+            seen.append(sha)
     return seen.index(sha) + 1
 
 
@@ -67,7 +81,9 @@ class MisbehavingTestDoubleSession(OnnxRuntimeSession):
     def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
         if self.fault == "segv":
             ctypes.string_at(0)  # a real segmentation fault, as a native driver's would be
-        if self.fault == "hang":
+        if self.fault == "spawn":
+            subprocess.Popen([sys.executable, "-c", HELPER, str(_state())])
+        if self.fault in ("hang", "spawn"):
             while True:  # a native call that never returns
                 time.sleep(3600)
         return super().pipelined(frames, count, depth)

@@ -1,14 +1,14 @@
-"""The local runner: each device in a child process of its own, reused across variants.
+"""The local runner's child side: one device, in a process of its own, reused across variants.
 
 A segfault in a driver, a shim or an execution provider, or a native call that never returns,
-then costs one run: the supervisor sees the child die (``device process died (signal 11,
-SIGSEGV)``) or a stage outlive its timeout (``device process timed out after 30 s``), kills
-the child's whole process group, and the next task starts a new child. A child that lives
-keeps its device open across variants, so what a session's open costs stays what it is.
+then costs one run: the supervisor (:mod:`loop.flow.local_runner`) sees this process die or a
+stage outlive its timeout, kills its whole process group and starts another for the next task.
+A child that lives keeps its device made across variants (each task opens its own sessions).
 
-The child runs ``python -m loop.flow.device_child FD PARENT`` in a session of its own, talks
-over a socket pair (never its stdout, where native libraries print), dies with its parent,
-and writes its stderr to a file whose tail a failure carries (faulthandler's stacks too).
+Run as ``python -m loop.flow.device_child FD PARENT`` in a session of its own: it reads jobs
+from the socket ``FD`` (never its stdout, where native libraries print), tells the supervisor
+each stage as it starts, answers with a :class:`~loop.flow.runner.RunResult`, and dies with its
+parent. Its stderr goes to a file whose tail a failure carries (faulthandler's stacks too).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import numpy as np
 from loop.core import registry
 from loop.core.errors import BufferSizeError
 from loop.core.hashing import bytes_sha
+from loop.core.kinds import Stage
 from loop.core.leftovers import scratch
 from loop.core.vocab import Artifact, Frames, TensorLayout
 from loop.devices.base import Device, RuntimeOptions
@@ -38,8 +39,6 @@ from loop.flow.runner import DeviceRun, RunResult
 from loop.measure.protocol import measure, measuring_stick
 from loop.spec import frames as frames_mod
 from loop.spec.sweepfile import MeasureSpec
-
-POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -141,7 +140,8 @@ def execute(job: DeviceJob, devices: dict[str, Device], folder: Path, tell: Call
         stages("health")
         result.health = asdict(device.health())
     except Exception as exc:
-        result = RunResult.failed(stages.now, f"{type(exc).__name__}: {exc}", detail=traceback.format_exc(8))
+        error, detail = f"{type(exc).__name__}: {exc}", traceback.format_exc(8)
+        result = RunResult.failed(Stage(stages.now), error, host=result.host, detail=detail)
     stages.finish()
     result.stages = stages.seconds
     return result

@@ -161,16 +161,15 @@ def prepare(
     on disk since it was stored: never measured as this variant)."""
     name = authored.variant.name
     if not compiled.ok or compiled.artifact is None:
-        return RunOutcome(name, Status.FAILED, stage=Stage(compiled.stage), error=compiled.error)
+        stage = Stage(compiled.stage) if compiled.stage else Stage.COMPILE  # ok, yet no artifact: the compile's fault
+        return RunOutcome(name, Status.FAILED, stage=stage, error=compiled.error or "the compile returned no artifact")
     try:
         artifact = materialize(compiled.artifact)
     except LoopError as exc:
         return RunOutcome(name, Status.FAILED, stage=Stage.STORE, error=str(exc))
     path = Path(artifact.path) if artifact.path else store_artifact(runs, artifact.sha, artifact.suffix, artifact.data)
     refs = tuple((k, DEVICES[k]) for k in {split_device(d)[0] for d in devices} if k in DEVICES)
-    task = RunTask(
-        artifact.sha, artifact, authored.inputs(), authored.variant.measure, devices, refs, timeouts=timeouts
-    )
+    task = RunTask(artifact, authored.inputs(), authored.variant.measure, devices, refs, timeouts=timeouts)
     return Prepared(task, path)
 
 

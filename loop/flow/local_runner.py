@@ -18,6 +18,7 @@ from typing import IO
 
 from loop.core import registry
 from loop.core.capture import STDERR_TAIL
+from loop.core.kinds import Stage
 from loop.flow.compile_child import _child_env, _kill_group
 from loop.flow.device_child import DeviceJob
 from loop.flow.runner import Runner, RunResult, RunTask, StageTimeouts
@@ -35,12 +36,27 @@ def _how(code: int) -> str:
     return f"exit code {code}"
 
 
+# Lives beside the device child while its parent, the sweep, does; once the sweep is gone (a
+# kill -9 runs no cleanup) it kills the child's process group: whatever a driver or vendor tool
+# started there. The child itself dies at once by its parent-death signal, which leaves no
+# thread of its own to do this.
+KEEPER = """
+import os, signal, sys, time
+while os.getppid() == int(sys.argv[1]):
+    time.sleep(0.1)
+try:
+    os.killpg(int(sys.argv[2]), signal.SIGKILL)
+except OSError:
+    pass
+"""
+
+
 class DeviceProcess:
     """One device's child process: started on first use, replaced after it dies or hangs."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
+        self._keeper: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
         self._log: IO[bytes] | None = None
 
@@ -64,13 +80,22 @@ class DeviceProcess:
         finally:
             theirs.close()
         self._conn = Connection(mine.detach())
+        quiet = subprocess.DEVNULL
+        self._keeper = subprocess.Popen(
+            [sys.executable, "-S", "-c", KEEPER, str(os.getpid()), str(self._proc.pid)],
+            stdin=quiet,
+            stdout=quiet,
+            stderr=quiet,
+        )
 
     def call(self, job: DeviceJob, timeouts: StageTimeouts) -> RunResult:
         """The job's result, or a failure naming the stage where the child died or hung."""
         if self.pid is None:
             self.stop()
             self._start()
-        assert self._conn is not None and self._proc is not None
+        assert self._conn is not None and self._proc is not None and self._log is not None
+        self._log.seek(0)
+        self._log.truncate()  # a failure's tail is this job's, not an earlier variant's
         self._conn.send(job)
         stage, started = "open", time.monotonic()
         while True:
@@ -95,7 +120,7 @@ class DeviceProcess:
     def _failed(self, stage: str, error: str) -> RunResult:
         tail = self._tail()
         self.stop()
-        return RunResult.failed(stage, error, host=socket.gethostname(), detail=tail)
+        return RunResult.failed(Stage(stage), error, host=socket.gethostname(), detail=tail)
 
     def _tail(self) -> str:
         if self._proc is not None and self._proc.poll() is None and hasattr(signal, "SIGUSR1"):
@@ -117,9 +142,12 @@ class DeviceProcess:
         if self._proc is not None:
             _kill_group(self._proc.pid)
             self._proc.wait()
+        if self._keeper is not None:
+            self._keeper.kill()
+            self._keeper.wait()
         if self._log is not None:
             self._log.close()
-        self._proc = self._conn = self._log = None
+        self._proc = self._keeper = self._conn = self._log = None
 
 
 class LocalRunner(Runner):
@@ -134,7 +162,12 @@ class LocalRunner(Runner):
         return {socket.gethostname()}
 
     def run(self, task: RunTask) -> RunResult:
-        timed_on = registry.make_device(task.devices[0]).timed_on
+        try:
+            for kind, ref in task.device_refs:  # devices the sweep registered, known here too
+                registry.DEVICES.setdefault(kind, ref)
+            timed_on = registry.make_device(task.devices[0]).timed_on
+        except Exception as exc:
+            return RunResult.failed(Stage.OPEN, f"{type(exc).__name__}: {exc}", host=socket.gethostname())
         with hostlock.measuring(timed_on, overlap=self.overlap):
             return self._run(task)
 
@@ -142,7 +175,9 @@ class LocalRunner(Runner):
         merged: RunResult | None = None
         for i, name in enumerate(task.devices):
             job = DeviceJob(name, task.artifact, task.inputs, task.protocol, task.measure and i == 0, task.device_refs)
-            result = self._children.setdefault(name, DeviceProcess(name)).call(job, task.timeouts)
+            if name not in self._children:
+                self._children[name] = DeviceProcess()
+            result = self._children[name].call(job, task.timeouts)
             if not result.ok:
                 return result if i == 0 else replace(result, error=f"{name}: {result.error}")
             if merged is None:
@@ -157,6 +192,6 @@ class LocalRunner(Runner):
         return [p for c in self._children.values() if (p := c.pid) is not None]
 
     def close(self) -> None:
-        super().close()
-        for child in self._children.values():
+        for child in self._children.values():  # first: a task still running then fails at once
             child.stop()
+        super().close()

@@ -7,12 +7,14 @@ reference's wait for it; the reference is submitted first (:func:`reference_firs
 
 from __future__ import annotations
 
+import queue
+import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from loop.core.kinds import Flag, Stage, Status
 from loop.core.vocab import CompileResult
@@ -21,6 +23,8 @@ from loop.flow.runner import Runner, RunResult, StageTimeouts
 from loop.spec.author import Authored
 from loop.spec.sweepfile import SweepSpec
 
+T = TypeVar("T")
+LOST_POLL_S = 5.0  # how often a sweep waiting on its runner asks whether any device is left
 Compiled = tuple[Authored, CompileResult, bool]  # (variant, its compile, measured while compiles ran)
 Scorer = Callable[..., dict[str, Any]]
 
@@ -30,6 +34,30 @@ class Evaluated:
     authored: Authored
     compiled: CompileResult
     outcome: RunOutcome
+
+
+def ahead(items: Iterator[T]) -> Iterator[T]:
+    """``items``, pulled in a thread of their own: compiles go on being collected (and new ones
+    started) while the sweep waits on a measurement, instead of only between measurements."""
+    box: queue.Queue[tuple[bool, Any]] = queue.Queue()
+
+    def pull() -> None:
+        try:
+            for item in items:
+                box.put((False, item))
+        except BaseException as exc:  # handed to the consumer, raised there
+            box.put((True, exc))
+            return
+        box.put((True, None))
+
+    threading.Thread(target=pull, name="loop-compiles", daemon=True).start()
+    while True:
+        last, value = box.get()
+        if last:
+            if value is not None:
+                raise value
+            return
+        yield value
 
 
 def reference_first(stream: Iterable[Compiled], ref: Authored | None) -> Iterator[Compiled]:
@@ -64,7 +92,10 @@ class _Measuring:
         if not a.reference and self.reference_pending:
             self.held.append((item, prepared, ran))
             return
-        outcome, made = evaluate_variant(self.spec, a, c, ran, prepared.path, self.against, self.scorer)
+        try:
+            outcome, made = evaluate_variant(self.spec, a, c, ran, prepared.path, self.against, self.scorer)
+        except Exception as exc:  # a scorer's, say: this variant's failure, never the sweep's
+            outcome, made = _failed(a, Stage.SCORE, exc), None
         if contended and outcome.status == Status.OK:
             outcome.flags.append(Flag.HOST_CONTENDED)
         if a.reference:
@@ -81,9 +112,19 @@ class _Measuring:
         self.reference_pending = False
 
     def settle(self, block: bool) -> Iterator[Evaluated]:
-        if not self.running:
-            return
-        done, _ = wait(self.running, timeout=None if block else 0, return_when=FIRST_COMPLETED)
+        """What has come back; with ``block``, at least one (or, when the runner has lost
+        every device, every task still out, failed with why)."""
+        done: set[Future[RunResult]] = set()
+        while self.running and not done:
+            done, _ = wait(self.running, timeout=LOST_POLL_S if block else 0, return_when=FIRST_COMPLETED)
+            lost = None if done else self.runner.lost()
+            if lost:
+                for future in list(self.running):
+                    future.cancel()
+                    item, prepared = self.running.pop(future)
+                    yield from self.finished(item, prepared, RunResult.failed(Stage.OPEN, lost))
+            if not block:
+                break
         for future in done:
             item, prepared = self.running.pop(future)
             yield from self.finished(item, prepared, _result(future))
@@ -112,7 +153,10 @@ def evaluated(
     state = _Measuring(spec, runner, against, scorer, ref is not None)
     for item in reference_first(stream, ref):
         a, c, _ = item
-        prepared = prepare(a, c, tuple(spec.devices), runs, timeouts)
+        try:
+            prepared = prepare(a, c, tuple(spec.devices), runs, timeouts)
+        except OSError as exc:  # the runs folder's disk refused the artifact: redone on resume
+            prepared = _failed(a, Stage.STORE, exc)
         if isinstance(prepared, RunOutcome):
             if a.reference:
                 state.reference_settled(None, f"the reference '{a.variant.name}' {_why_failed(prepared)}")
@@ -126,6 +170,11 @@ def evaluated(
         state.reference_pending = False
         for h in state.held:
             yield from state.finished(*h)
+
+
+def _failed(a: Authored, stage: Stage, exc: Exception) -> RunOutcome:
+    info = {"traceback": traceback.format_exc(limit=8)}
+    return RunOutcome(a.variant.name, Status.FAILED, stage, f"{type(exc).__name__}: {exc}", info=info)
 
 
 def _why_failed(outcome: RunOutcome) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import time
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from typing import Any
@@ -24,20 +25,36 @@ from loop.flow.compile_pool import _cluster
 from loop.flow.local_runner import LocalRunner
 from loop.flow.runner import Runner, RunResult, RunTask
 
-_WORKER_RUNNER: dict[bool, LocalRunner] = {}  # per worker process, by overlap: its device children live on
-_LOCK = threading.Lock()
+LOST_GRACE_S = 60.0  # no worker holds the device for this long: tasks still out are failed
+_WORKER: list[LocalRunner] = []  # this worker process's runner, while a sweep uses it
+_LOCK = threading.Lock()  # one task at a time on a worker: it holds one device of the kind
 
 
 def run_on_worker(task: RunTask, overlap: bool) -> RunResult:
-    """The task on this worker's local runner, the result naming the worker."""
+    """The task on this worker's local runner (its device children live on between tasks),
+    the result naming the worker."""
     from distributed import get_worker
 
     with _LOCK:
-        runner = _WORKER_RUNNER.setdefault(overlap, LocalRunner(overlap=overlap))
-        result = runner.run(task)
+        if not _WORKER:
+            _WORKER.append(LocalRunner())
+        _WORKER[0].overlap = overlap
+        result = _WORKER[0].run(task)
     worker = get_worker()
     result.worker = str(worker.name) if worker.name is not None else str(worker.address)
     return result
+
+
+def close_on_worker() -> None:
+    """Stop this worker's device children: the sweep is over, and a device held open by an
+    idle child is a device no one else can use."""
+    if not _LOCK.acquire(timeout=5.0):  # a task still out (a lost one): its child stays for it
+        return
+    try:
+        while _WORKER:
+            _WORKER.pop().close()
+    finally:
+        _LOCK.release()
 
 
 def resource_of(device: str) -> str:
@@ -62,13 +79,26 @@ class DaskRunner(Runner):
             )
         self.slots = len(self._workers)
         self._executor = self.client.get_executor(resources={self.resource: 1}, pure=False)
+        self._hosts = set(self.client.run(_hostname, workers=list(self._workers)).values())
+        self._none_since: float | None = None
 
     def _holders(self) -> dict[str, dict[str, Any]]:
         workers = self.client.scheduler_info()["workers"]
         return {a: w for a, w in workers.items() if w.get("resources", {}).get(self.resource, 0) >= 1}
 
     def hosts(self) -> set[str]:
-        return set(self.client.run(_hostname, workers=list(self._workers)).values())
+        """The hosts of the workers that held the device when the sweep began."""
+        return set(self._hosts)
+
+    def lost(self) -> str | None:
+        if self._holders():
+            self._none_since = None
+            return None
+        now = time.monotonic()
+        self._none_since = self._none_since or now
+        if now - self._none_since < LOST_GRACE_S:  # a restarted worker comes back in seconds
+            return None
+        return f"no worker of the Dask cluster at {self.address} holds '{self.resource}' any more"
 
     def submit(self, task: RunTask) -> Future[RunResult]:
         future: Future[RunResult] = self._executor.submit(run_on_worker, task, self.overlap)
@@ -79,8 +109,13 @@ class DaskRunner(Runner):
 
     def close(self) -> None:
         context, self._context = getattr(self, "_context", None), None
-        if context is not None:
-            context.__exit__(None, None, None)
+        if context is None:
+            return
+        try:
+            self.client.run(close_on_worker, workers=list(self._holders()))
+        except OSError:  # a worker gone since: its device children went with it
+            pass
+        context.__exit__(None, None, None)
 
 
 def _hostname() -> str:

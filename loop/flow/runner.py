@@ -12,7 +12,7 @@ Nothing a device does raises into the sweep. The stages, each under a timeout of
 * ``health``: the device's identity and warnings after the run.
 
 Audit and scoring are pure steps on what a runner returns (:mod:`loop.flow.evaluate`).
-Runners: :class:`loop.flow.device_child.LocalRunner` (each device in a child process of its
+Runners: :class:`loop.flow.local_runner.LocalRunner` (each device in a child process of its
 own) and :class:`loop.flow.remote.DaskRunner` (the same on Dask workers holding the device).
 """
 
@@ -73,7 +73,6 @@ class RunTask:
     others only answer the inputs. ``measure=False`` runs the inputs alone (a resumed
     reference, whose outputs are compared and whose figures are already recorded)."""
 
-    key: str
     artifact: Artifact
     inputs: Frames
     protocol: MeasureSpec
@@ -110,8 +109,8 @@ class RunResult:
     detail: str = ""  # the traceback, or the tail of a dead device process's stderr
 
     @classmethod
-    def failed(cls, stage: str, error: str, **more: Any) -> RunResult:
-        return cls(False, stage=Stage(stage), error=error, **more)
+    def failed(cls, stage: Stage, error: str, **more: Any) -> RunResult:
+        return cls(False, stage=stage, error=error, **more)
 
 
 class Runner(ABC):
@@ -119,6 +118,7 @@ class Runner(ABC):
     measures (a compile on one of them would contend with a measurement)."""
 
     slots: int = 1
+    _pool: ThreadPoolExecutor | None = None
 
     @abstractmethod
     def run(self, task: RunTask) -> RunResult: ...
@@ -127,15 +127,18 @@ class Runner(ABC):
     def hosts(self) -> set[str]: ...
 
     def submit(self, task: RunTask) -> Future[RunResult]:
-        """The task running in the background; a local runner runs one at a time."""
-        if not hasattr(self, "_pool"):
+        """The task running in the background (the sweep submits from one thread only)."""
+        if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="loop-runner")
         return self._pool.submit(self.run, task)
 
+    def lost(self) -> str | None:
+        """Why tasks still out will never come back (every device gone), or None."""
+        return None
+
     def close(self) -> None:
-        pool = getattr(self, "_pool", None)
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
     def __enter__(self) -> Runner:
         return self

@@ -18,7 +18,7 @@ import socket
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +34,9 @@ from loop.core.vocab import Artifact, CompileResult, Frames
 from loop.flow.compile_pool import Job, check_cluster, compile_hosts, iter_compiled
 from loop.flow.evaluate import Against, Reference, RunOutcome
 from loop.flow.local_runner import LocalRunner
-from loop.flow.measuring import Compiled, evaluated
+from loop.flow.measuring import Compiled, ahead, evaluated
 from loop.flow.resume import Claim, Heartbeat, claim
-from loop.flow.runner import Runner, RunTask, StageTimeouts
+from loop.flow.runner import Runner, RunResult, RunTask, StageTimeouts
 from loop.judge import fingerprint as fp
 from loop.measure import hostlock
 from loop.spec.author import Authored, author, reference_of, with_reference
@@ -205,10 +205,7 @@ def _compiled(
     stream = _compile_stream(spec, todo, jobs, runs, options)
     compiling_on = compile_hosts(options.cluster)
     if not compiling_on & runner.hosts():
-        with ExitStack() as lock:
-            if socket.gethostname() in compiling_on:
-                lock.enter_context(hostlock.compiling())
-            yield from ((todo[i], compiled, False) for i, compiled, _ in stream)
+        yield from ahead(_as_compiled(todo, stream, socket.gethostname() in compiling_on))
         return
     with ExitStack() as lock:
         lock.enter_context(hostlock.compiling())
@@ -221,6 +218,15 @@ def _compiled(
                 yield todo[i], compiled, compiling
             return
     yield from ((a, results[i], False) for i, a in enumerate(todo))
+
+
+def _as_compiled(
+    todo: list[Authored], stream: Iterator[tuple[int, CompileResult, bool]], here: bool
+) -> Iterator[Compiled]:
+    with ExitStack() as lock:
+        if here:
+            lock.enter_context(hostlock.compiling())
+        yield from ((todo[i], compiled, False) for i, compiled, _ in stream)
 
 
 @contextmanager
@@ -246,9 +252,11 @@ def _inputs_of(spec: SweepSpec, runner: Runner, options: SweepOptions) -> Output
 
     def outputs(artifact: Artifact, inputs: Frames) -> list[list[np.ndarray]] | None:
         device = spec.devices[0]
-        task = RunTask(artifact.sha, artifact, inputs, MeasureSpec(), (device,), measure=False)
-        task = replace(task, timeouts=options.timeouts)
-        ran = runner.run(task)
+        task = RunTask(artifact, inputs, MeasureSpec(), (device,), measure=False, timeouts=options.timeouts)
+        try:
+            ran = runner.run(task)
+        except Exception as exc:  # the runner's own trouble (a cluster gone, say): a value like the rest
+            ran = RunResult.failed(Stage.OPEN, f"{type(exc).__name__}: {exc}")
         if not ran.ok:
             warnings.warn(f"the reference's outputs: {ran.error}; they are not compared", StoreWarning, stacklevel=2)
             return None

@@ -78,11 +78,11 @@ def test_a_short_output_is_caught_before_it_is_scored(artifact, tmp_path, monkey
     monkeypatch.setenv("LOOP_TEST_DOUBLE_STATE", str(tmp_path / "seen.txt"))
     inputs = _inputs(artifact)
     with LocalRunner() as runner:
-        task = RunTask(artifact.sha, artifact, inputs, FAST, ("test-double:short@1",))
+        task = RunTask(artifact, inputs, FAST, ("test-double:short@1",))
         ran = runner.run(task)
         assert not ran.ok and ran.stage == "inputs"
         assert "the device returned" in ran.error and "bytes, its layout says" in ran.error
-        again = runner.run(RunTask(task.key, artifact, inputs, task.protocol, ("onnxruntime",)))
+        again = runner.run(RunTask(artifact, inputs, task.protocol, ("onnxruntime",)))
         assert again.ok and isinstance(again.devices["onnxruntime"].raw[0][0], np.ndarray)
         assert again.measure is not None and again.measure["rate_fps"]["median"] > 0
 
@@ -91,7 +91,7 @@ def test_the_device_process_is_reused_and_replaced(artifact, tmp_path, monkeypat
     monkeypatch.setenv("LOOP_TEST_DOUBLE_STATE", str(tmp_path / "seen.txt"))
     inputs = _inputs(artifact)
     with LocalRunner() as runner:
-        task = RunTask(artifact.sha, artifact, inputs, FAST, ("test-double:hang@1",), measure=False)
+        task = RunTask(artifact, inputs, FAST, ("test-double:hang@1",), measure=False)
         ok = runner.run(task)  # inputs alone: the hang is in measuring, never reached
         first = runner.pids()
         assert ok.ok and runner.run(task).ok and runner.pids() == first  # one child, kept
@@ -99,3 +99,44 @@ def test_the_device_process_is_reused_and_replaced(artifact, tmp_path, monkeypat
         assert (hung.stage, hung.error) == ("measure", "device process timed out after 1 s in stage measure")
         assert "in pipelined" in hung.detail  # the hung child's stacks, as faulthandler printed them
         assert runner.pids() == [] and runner.run(task).ok and runner.pids() != first
+
+
+def _helpers(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc for leftover processes")
+def test_a_sweep_killed_9_takes_what_its_device_started_with_it(write_sweep, tmp_path):
+    """The device child dies with the sweep at once; what it started (a vendor tool, say) is
+    killed by the keeper beside it, since a kill -9 runs no cleanup in the sweep."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    state = tmp_path / "seen.txt"
+    path = write_sweep(
+        f"sweep: orphan\nbase: tiny.yaml\ncalibration: {{count: 8}}\ninputs: {{count: 2}}\n"
+        f"devices: ['test-double:spawn@1']\n{FAST_MEASURE}\nvariants:\n  - name: base\n"
+    )
+    env = {**os.environ, "LOOP_TEST_DOUBLE_STATE": str(state)}
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "loop.cli", "sweep", str(path), "--runs", str(tmp_path / "runs"), "--quiet"], env=env
+    )
+    deadline = time.monotonic() + 120
+    while not _helpers(str(state)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _helpers(str(state)), "the device never started its helper"
+    sweep.send_signal(signal.SIGKILL)
+    sweep.wait()
+    deadline = time.monotonic() + 10
+    while _helpers(str(state)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _helpers(str(state)) == []

@@ -61,3 +61,19 @@ def test_devices_here_wait_for_every_compile(write_sweep, tmp_path, monkeypatch)
     import socket
 
     assert _sweep(write_sweep, tmp_path, monkeypatch, socket.gethostname()) == [4, 4, 4, 4]
+
+
+def test_a_scorer_that_raises_fails_its_variant_and_the_sweep_goes_on(write_sweep, tmp_path):
+    calls = []
+
+    def scorer(**_):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("the user's scorer broke")
+        return {"mine": 1.0}
+
+    path = write_sweep(f"sweep: s\nbase: tiny.yaml\ninputs: {{count: 2}}\n{FAST_MEASURE}\nvariants:\n{FOUR}\n")
+    result = run_sweep(parse(path), tmp_path / "runs", SweepOptions(jobs=1, progress=False, scorer=scorer))
+    failed = {o.variant: (o.stage, o.error) for o in result.failed}
+    assert failed == {"v1": ("score", "RuntimeError: the user's scorer broke")}
+    assert [o.status for o in result.outcomes].count("ok") == 3

@@ -93,3 +93,34 @@ def test_a_cluster_without_the_device_is_refused_in_one_line(write_sweep, tmp_pa
         with pytest.raises(LoopError, match=r"holds the resource 'onnxruntime'.*--resources onnxruntime=1"):
             run_sweep(parse(path), tmp_path / "runs", SweepOptions(progress=False, device_cluster=c.scheduler_address))
         assert not (tmp_path / "runs" / "ledger.sqlite").exists()
+
+
+def test_a_cluster_that_loses_every_device_fails_what_is_out(write_sweep, tmp_path, monkeypatch):
+    from loop.flow import measuring, remote
+
+    monkeypatch.setattr(remote, "LOST_GRACE_S", 1.0)
+    monkeypatch.setattr(measuring, "LOST_POLL_S", 0.5)
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, resources={"link-sim": 1}, dashboard_address=None
+    ) as c:
+        path = write_sweep(
+            f"sweep: gone\nbase: tiny.yaml\ncalibration: {{count: 8}}\ninputs: {{count: 2}}\n"
+            f"devices: ['link-sim:hailo10h-usb-1.5a']\n{SLOWER}\nvariants:\n{EIGHT}\n"
+        )
+        runs = tmp_path / "runs"
+
+        def scale_down() -> None:
+            while not any(s == "ok" for _, s, _ in _rows(runs)):
+                time.sleep(0.05)
+            c.scale(0)
+
+        killer = threading.Thread(target=scale_down)
+        killer.start()
+        options = SweepOptions(jobs=1, progress=False, device_cluster=c.scheduler_address)
+        result = run_sweep(parse(path), runs, options)
+        killer.join()
+    errors = {o.error for o in result.failed}
+    assert result.failed and errors == {
+        f"no worker of the Dask cluster at {c.scheduler_address} holds 'link-sim' any more"
+    }
+    assert len(_rows(runs)) == 8 and all(s in ("ok", "failed") for _, s, _ in _rows(runs))

@@ -128,6 +128,6 @@ def test_runs_measured_by_two_devices_are_compared_only_flagged_as_such():
     assert "across_devices" not in same and "across devices" not in describe(same)
     out = compare(a, replace(run(3, list(SEED_RATES)), device="hailort", info=there))
     assert out["across_devices"] == (
-        "run 1 measured by hailort on lab-1 worker 0 0000:01:00.0; run 3 by hailort on lab-2 worker 1 0000:01:00.0"
+        "run 1 measured by hailort on lab-1 0000:01:00.0; run 3 by hailort on lab-2 0000:01:00.0"
     )
     assert describe(out).splitlines()[-1].startswith("across devices: run 1 measured by hailort on lab-1")

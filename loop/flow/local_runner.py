@@ -64,7 +64,7 @@ class DeviceProcess:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
-    def _start(self) -> None:
+    def start(self) -> None:
         mine, theirs = socket.socketpair()
         self._log = tempfile.TemporaryFile(prefix=f"loop-device-{os.getpid()}-")  # noqa: SIM115  # lives as the child does
         try:
@@ -92,7 +92,7 @@ class DeviceProcess:
         """The job's result, or a failure naming the stage where the child died or hung."""
         if self.pid is None:
             self.stop()
-            self._start()
+            self.start()
         assert self._conn is not None and self._proc is not None and self._log is not None
         self._log.seek(0)
         self._log.truncate()  # a failure's tail is this job's, not an earlier variant's
@@ -187,6 +187,15 @@ class LocalRunner(Runner):
                 merged.stages.update({f"{name}.{k}": v for k, v in result.stages.items()})
         assert merged is not None
         return merged
+
+    def warm(self, devices: tuple[str, ...]) -> None:
+        """Start the devices' children now, so their imports overlap whatever comes first
+        (the compiles); the first task then finds them ready."""
+        for name in devices:
+            child = self._children.setdefault(name, DeviceProcess())
+            if child.pid is None:
+                child.stop()
+                child.start()
 
     def pids(self) -> list[int]:
         return [p for c in self._children.values() if (p := c.pid) is not None]

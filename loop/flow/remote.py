@@ -45,6 +45,18 @@ def run_on_worker(task: RunTask, overlap: bool) -> RunResult:
     return result
 
 
+def warm_on_worker(devices: tuple[str, ...]) -> None:
+    """Start this worker's device children before the first task comes (see LocalRunner.warm)."""
+    if not _LOCK.acquire(timeout=1.0):  # busy: its children are up already
+        return
+    try:
+        if not _WORKER:
+            _WORKER.append(LocalRunner())
+        _WORKER[0].warm(devices)
+    finally:
+        _LOCK.release()
+
+
 def close_on_worker() -> None:
     """Stop this worker's device children: the sweep is over, and a device held open by an
     idle child is a device no one else can use."""
@@ -89,6 +101,9 @@ class DaskRunner(Runner):
     def hosts(self) -> set[str]:
         """The hosts of the workers that held the device when the sweep began."""
         return set(self._hosts)
+
+    def warm(self, devices: tuple[str, ...]) -> None:
+        self.client.run(warm_on_worker, devices, workers=list(self._holders()))
 
     def lost(self) -> str | None:
         if self._holders():

@@ -132,6 +132,10 @@ class Runner(ABC):
             self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="loop-runner")
         return self._pool.submit(self.run, task)
 
+    def warm(self, devices: tuple[str, ...]) -> None:
+        """Get ``devices`` ready ahead of the first task, where that saves time; else nothing."""
+        return None
+
     def lost(self) -> str | None:
         """Why tasks still out will never come back (every device gone), or None."""
         return None

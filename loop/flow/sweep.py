@@ -128,7 +128,7 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
     if options.cluster:
         check_cluster(options.cluster)
     if options.device_cluster:
-        with _runner(spec, options):  # reachable, and a worker holds the device: before anything is written
+        with _runner(spec, options, warm=False):  # reachable, and a worker holds the device: before anything is written
             pass
     with scratch("author") as staging:
         # user errors surface here, before anything is written under runs/
@@ -230,7 +230,7 @@ def _as_compiled(
 
 
 @contextmanager
-def _runner(spec: SweepSpec, options: SweepOptions) -> Iterator[Runner]:
+def _runner(spec: SweepSpec, options: SweepOptions, warm: bool = True) -> Iterator[Runner]:
     """Devices here, each in a child process, or on the workers of ``options.device_cluster``."""
     runner: Runner
     if options.device_cluster:
@@ -240,6 +240,8 @@ def _runner(spec: SweepSpec, options: SweepOptions) -> Iterator[Runner]:
     else:
         runner = LocalRunner(overlap=options.overlap)
     with runner:
+        if warm:
+            runner.warm(tuple(spec.devices))
         yield runner
 
 

@@ -285,7 +285,12 @@ def _outcome(work: Path, timed_out: bool, code: int, timeout_s: float | None) ->
         return CompileResult(ok=False, stage=stage, error=f"timeout after {timeout_s:g} s", stderr_tail=tail)
     meta = work / "out.meta"
     if code != 0 or not meta.exists():
-        return CompileResult(ok=False, stage=stage, error=f"compile process died with {_how(code)}", stderr_tail=tail)
+        return CompileResult(
+            ok=False,
+            stage=stage,
+            error=f"compile process died ({how_it_died(code)}{'' if code else ' and no result'})",
+            stderr_tail=tail,
+        )
     try:
         return decode(meta.read_bytes(), (work / "out.blob").read_bytes())[0]
     except (Damaged, OSError) as exc:
@@ -299,13 +304,14 @@ def _stage(work: Path) -> str:
         return "startup"
 
 
-def _how(code: int) -> str:
+def how_it_died(code: int) -> str:
+    """A child's exit status as a reader wants it: ``signal 11, SIGSEGV`` or ``exit code 3``."""
     if code < 0:
         try:
-            return f"signal {signal.Signals(-code).name} ({-code})"
+            return f"signal {-code}, {signal.Signals(-code).name}"
         except ValueError:
             return f"signal {-code}"
-    return f"exit code {code}" if code else "exit code 0 and no result"
+    return f"exit code {code}"
 
 
 def _marked(method: Callable[..., Any], stage: str, path: Path) -> Callable[..., Any]:

@@ -19,21 +19,12 @@ from typing import IO
 from loop.core import registry
 from loop.core.capture import STDERR_TAIL
 from loop.core.kinds import Stage
-from loop.flow.compile_child import _child_env, _kill_group
+from loop.flow.compile_child import _child_env, _kill_group, how_it_died
 from loop.flow.device_child import DeviceJob
 from loop.flow.runner import Runner, RunResult, RunTask, StageTimeouts
 from loop.measure import hostlock
 
 POLL_S = 0.2
-
-
-def _how(code: int) -> str:
-    if code < 0:
-        try:
-            return f"signal {-code}, {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit code {code}"
 
 
 # Lives beside the device child while its parent, the sweep, does; once the sweep is gone (a
@@ -110,7 +101,7 @@ class DeviceProcess:
             if message is None:
                 if self._proc.poll() is not None or ready:
                     code = self._proc.wait()
-                    return self._failed(stage, f"device process died ({_how(code)}) in stage {stage}")
+                    return self._failed(stage, f"device process died ({how_it_died(code)}) in stage {stage}")
                 continue
             kind, value = message
             if kind == "done":

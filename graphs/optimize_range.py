@@ -39,12 +39,14 @@ def search(generations: int, population: int, runs: Path, seed: int = 0) -> tupl
             perturbs, generation=g, runs=runs, base=HERE / "two_conv.yaml", name="range-search", **SETTINGS
         )
         for hi, r in zip(his, results, strict=True):  # one result a candidate
-            usable = "" if r.usable else f"  (dropped: {r.verdict or r.status})"
+            # an SNR is the candidate's whatever the host did; only its rate needs a quiet host
+            usable = r.status == "ok" and r.verdict not in ("confounded", "no-reference")
+            why = "" if usable else f"  (dropped: {r.verdict or r.status})"
             print(
                 f"g{g} hi={hi:6.3f} snr={r.scores.get('snr_db', float('nan')):6.2f} dB "
-                f"verdict={r.verdict} rate={r.rate_fps or 0:8.1f} fps{usable}"
+                f"verdict={r.verdict} rate={r.rate_fps or 0:8.1f} fps{why}"
             )
-            if r.usable and r.scores["snr_db"] > best_snr:
+            if usable and r.scores["snr_db"] > best_snr:
                 best_hi, best_snr = hi, r.scores["snr_db"]
         width *= 0.6
     return best_hi, best_snr

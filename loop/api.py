@@ -18,12 +18,15 @@ import onnx
 import yaml
 
 from loop.core.errors import LoopError
-from loop.core.kinds import NOT_COMPARABLE, Status, Verdict
+from loop.core.kinds import Flag, Status, Verdict
 from loop.core.leftovers import scratch
 from loop.core.record import RunRecord
+from loop.flow.local_runner import LocalRunner
+from loop.flow.runner import RaceSpec, RunTask
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.spec.sweepfile import parse
-from loop.store.files import atomic_write, safe_component, store_verified
+from loop.store.artifacts import load_artifact
+from loop.store.files import atomic_write, runs_artifact, safe_component, store_verified
 from loop.store.ledger import Ledger
 
 Candidate = Sequence[Mapping[str, Any]] | onnx.ModelProto | bytes | str | Path
@@ -31,7 +34,9 @@ Candidate = Sequence[Mapping[str, Any]] | onnx.ModelProto | bytes | str | Path
 
 @dataclass
 class Result:
-    """One candidate's outcome: its score, verdict and the three quantities."""
+    """One candidate's outcome: its verdict, whether it is fit to compare and why not, its
+    scores and the three quantities, its rate's interval and its rate ratio to the reference
+    of its sweep (the base compiled with the same options) with that ratio's interval."""
 
     index: int
     variant: str
@@ -44,11 +49,34 @@ class Result:
     bytes_in: int | None = None
     bytes_out: int | None = None
     error: str | None = None
+    flags: tuple[str, ...] = ()
+    why: str | None = None  # why it is not usable, in one line
+    rate_ci95: tuple[float, float] | None = None
+    rate_ratio: float | None = None  # rate / the reference's rate, from the two runs' figures
+    rate_ratio_ci95: tuple[float, float] | None = None
+    reused: bool = False  # came back from the ledger: evaluated before with the same content
+    generation: int | None = None
+    sweep: str | None = None
+    stages: dict[str, float] = field(default_factory=dict)
+    ratio_basis: str = "ledger"  # or "interleaved, N rounds": measured together with the reference
 
     @property
     def usable(self) -> bool:
-        """Finished, and neither confounded nor unaudited: fit to compare with the others."""
-        return self.status == Status.OK and self.verdict not in NOT_COMPARABLE
+        """Finished, audited, not confounded and not measured on a busy host."""
+        return self.why is None
+
+    def value(self, key: str) -> float | None:
+        """A score by name, or ``rate_fps``, ``rate_ratio``, ``ttfo_ms``."""
+        found = getattr(self, key) if key in ("rate_fps", "rate_ratio", "ttfo_ms") else self.scores.get(key)
+        return None if found is None else float(found)
+
+    def interval(self, key: str) -> tuple[float, float]:
+        """The value's 95% interval where it has one, else the value itself at both ends."""
+        ci = {"rate_fps": self.rate_ci95, "rate_ratio": self.rate_ratio_ci95}.get(key)
+        if ci is not None:
+            return ci
+        value = self.value(key)
+        return (value, value) if value is not None else (float("-inf"), float("-inf"))
 
 
 def _model_path(runs: Path, candidate: onnx.ModelProto | bytes | str | Path) -> str:
@@ -66,14 +94,14 @@ def _variant(runs: Path, i: int, candidate: Candidate) -> dict[str, Any]:
 
 
 def _sweep_text(
-    name: str, generation: int, base: str | Path | None, backend: str, variants: list[dict], settings: Mapping[str, Any]
+    sweep: str, base: str | Path | None, backend: str, variants: list[dict], settings: Mapping[str, Any]
 ) -> str:
     needs_base = any("perturb" in v for v in variants)
     if needs_base and base is None:
         raise ValueError("perturbation candidates need a base (base=...)")
     reference = [{"name": "base"}] if needs_base else []
     doc = {
-        "sweep": f"{name}-g{generation}",
+        "sweep": sweep,
         "base": str(Path(base).resolve()) if base else variants[0]["base"],
         "backend": backend,
         **settings,
@@ -103,21 +131,35 @@ def evaluate(
     runs = Path(runs)
     if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
         raise LoopError(f"generation must be a whole number >= 0, not {generation!r}", field="generation")
-    file_name = safe_component(f"{name}-g{generation}.yaml", "name")  # never a path of the caller's
-    with scratch("gen") as tmp:
-        staging = Path(tmp)
-        variants = [_variant(staging, i, c) for i, c in enumerate(candidates)]
-        text = _sweep_text(name, generation, base, backend, variants, settings)
-        (staging / "sweep.yaml").write_text(text)
-        parse(staging / "sweep.yaml")  # validate before anything lands under runs/
+    with scratch("gen") as tmp:  # validated before anything lands under runs/
+        staged = [_variant(Path(tmp), i, c) for i, c in enumerate(candidates)]
+        check_generation(Path(tmp), f"{name}-g{generation}", base, backend, staged, settings)
     variants = [_variant(runs, i, c) for i, c in enumerate(candidates)]
-    path = atomic_write(
-        runs / "generations" / file_name, _sweep_text(name, generation, base, backend, variants, settings).encode()
-    )
+    path = write_generation(runs, f"{name}-g{generation}", base, backend, variants, settings)
     result = run_sweep(
         parse(path), runs, SweepOptions(jobs=jobs, progress=progress, scorer=scorer, generation=generation)
     )
     return _results(runs, result.outcomes, len(candidates))
+
+
+def check_generation(
+    folder: Path, sweep: str, base: str | Path | None, backend: str, variants: list[dict], settings: Mapping[str, Any]
+) -> None:
+    """Refuse, in one line, a generation that would not parse (nothing written under runs)."""
+    (folder / "sweep.yaml").write_text(_sweep_text(sweep, base, backend, variants, settings))
+    parse(folder / "sweep.yaml")
+
+
+def write_generation(
+    runs: Path, sweep: str, base: str | Path | None, backend: str, variants: list[dict], settings: Mapping[str, Any]
+) -> Path:
+    """The generation's sweep file under ``runs/generations`` (the record of what was asked)."""
+    file_name = safe_component(f"{sweep}.yaml", "name")  # never a path of the caller's
+    with scratch("gen") as tmp:
+        check_generation(Path(tmp), sweep, base, backend, variants, settings)
+    return atomic_write(
+        runs / "generations" / file_name, _sweep_text(sweep, base, backend, variants, settings).encode()
+    )
 
 
 def _results(runs: Path, outcomes: Sequence[Any], count: int) -> list[Result]:
@@ -126,7 +168,56 @@ def _results(runs: Path, outcomes: Sequence[Any], count: int) -> list[Result]:
         by_name = {o.variant: ledger.record(o.run_id) for o in outcomes if o.run_id is not None}
     finally:
         ledger.close()
-    return [_result(i, by_name[f"c{i}"]) for i in range(count)]
+    return [result_of(i, by_name[f"c{i}"], by_name.get("base")) for i in range(count)]
+
+
+def race_runs(
+    runs: Path, sweep_file: Path, ref: RunRecord, candidates: Sequence[RunRecord], target_pct: float, budget_s: float
+) -> dict[str, Any]:
+    """Measure ``candidates`` with their reference in interleaved rounds on the sweep's first
+    device, in a device process of its own; what :mod:`loop.measure.rounds` found, as JSON."""
+    spec = parse(sweep_file)
+    load = lambda r: load_artifact(runs_artifact(runs, Path(r.artifact or "").name), r.artifact_sha)  # noqa: E731
+    race = RaceSpec(tuple(load(r) for r in candidates), target_pct, budget_s)
+    task = RunTask(load(ref), {}, spec.measure, spec.devices[:1], measure=False, race=race)
+    with LocalRunner() as runner:
+        ran = runner.run(task)
+    if not ran.ok or ran.measure is None:
+        raise LoopError(f"measuring the generation together failed at {ran.stage}: {ran.error}")
+    m, shas = ran.measure, [r.artifact_sha for r in candidates]
+    rows = [
+        {"artifact_sha": sha, "ratio": r[0], "low": r[1], "high": r[2], "dropped": d}
+        for sha, r, d in zip(shas, m["ratios"][1:], m["dropped"][1:], strict=True)
+    ]
+    return {
+        "reference_run": ref.id,
+        "runs": {str(r.id): r.artifact_sha for r in candidates},
+        "candidates": rows,
+        **{k: m[k] for k in ("rounds", "wall_s", "flags", "fps")},
+    }
+
+
+def _why(run: RunRecord) -> str | None:
+    apart = run.why_apart
+    if apart is not None or run.status != Status.OK:
+        return apart or str(run.status)
+    if Flag.HOST_BUSY in {*run.flags, *run.measure.flags}:
+        busy = run.measure.others_core_pct
+        return "measured host-busy" + (f": others used {busy:.0f}% of a core" if busy is not None else "")
+    return None
+
+
+def result_of(index: int, run: RunRecord, ref: RunRecord | None = None, reused: bool = False) -> Result:
+    """The result of candidate ``index`` from its run, with its rate ratio to ``ref``."""
+    result = _result(index, run)
+    result.reused = reused
+    mine, theirs = run.measure.rate, None if ref is None else ref.measure.rate
+    if mine is not None and theirs is not None and theirs.median > 0:
+        result.rate_ratio = mine.median / theirs.median
+        if mine.ci95 is not None and theirs.ci95 is not None and theirs.ci95[0] > 0:
+            # the widest reading of the two runs' own intervals: measured apart, they pair nothing
+            result.rate_ratio_ci95 = (mine.ci95[0] / theirs.ci95[1], mine.ci95[1] / theirs.ci95[0])
+    return result
 
 
 def _result(index: int, run: RunRecord) -> Result:
@@ -143,4 +234,10 @@ def _result(index: int, run: RunRecord) -> Result:
         bytes_in=m.bytes_in,
         bytes_out=m.bytes_out,
         error=run.error,
+        flags=tuple(str(f) for f in run.flags),
+        why=_why(run),
+        rate_ci95=None if m.rate is None else m.rate.ci95,
+        generation=run.generation,
+        sweep=run.sweep,
+        stages=dict(run.stages),
     )

@@ -176,19 +176,56 @@ def _records(runs: Path, sweep: str | None) -> list[RunRecord]:
     from loop.store.ledger import Ledger
 
     with Ledger.open_existing(runs / "ledger.sqlite") as book:
-        return book.records(sweep)
+        found = [r for r in book.records() if sweep is None or r.in_sweep(sweep)]
+        if sweep is not None and not found:
+            names = sorted({r.sweep for r in book.records()})
+            raise LoopError(f"no runs of sweep '{sweep}' in {runs} (its sweeps: {', '.join(names) or 'none'})")
+        return found
 
 
 @main.command("runs")
 @RUNS
 @JSON
-@click.option("--sweep", default=None, help="Only this sweep.")
-def runs_cmd(runs: Path, as_json: bool, sweep: str | None) -> None:
-    """A table of the runs in the ledger."""
+@click.option("--sweep", default=None, help="Only this sweep (and its generations NAME-gN).")
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json", "jsonl", "csv"]), default="table", show_default=True
+)
+def runs_cmd(runs: Path, as_json: bool, sweep: str | None, fmt: str) -> None:
+    """The runs in the ledger: a table, JSON (as --json), JSON lines, or CSV."""
     from loop import report
 
     records = _records(runs, sweep)
-    click.echo(json.dumps([r.to_json() for r in records], indent=2) if as_json else report.runs_table(records))
+    fmt = "json" if as_json else fmt
+    if fmt == "table":
+        click.echo(report.runs_table(records))
+    elif fmt == "json":
+        click.echo(json.dumps([r.to_json() for r in records], indent=2))
+    else:
+        click.echo(report.runs_lines(records, fmt), nl=False)
+
+
+@main.command("study")
+@click.argument("name")
+@RUNS
+@JSON
+@click.option("--best", "best", default=None, metavar="KEY", help="Only the best usable candidate by KEY (snr_db...).")
+@click.option("--pareto", "pareto", default=None, metavar="A,B", help="Only the front on these keys, beyond noise.")
+def study_cmd(runs: Path, name: str, as_json: bool, best: str | None, pareto: str | None) -> None:
+    """A study's candidates: verdict, whether usable and why, scores, rate ratio to the reference."""
+    from dataclasses import asdict
+
+    from loop import report
+    from loop.study import Study
+
+    study = Study(name, runs=runs)
+    if best:
+        found = study.best(best)
+        results = [found] if found else []
+    elif pareto:
+        results = study.pareto(tuple(k.strip() for k in pareto.split(",")))
+    else:
+        results = study.results()
+    click.echo(json.dumps([asdict(r) for r in results], indent=2) if as_json else report.study_table(results))
 
 
 @main.command("audit")

@@ -24,7 +24,8 @@ def test_perturbation_candidates_in_order_with_verdicts(recipe: Path, tmp_path: 
         cands, generation=3, runs=tmp_path / "runs", base=recipe, compile={"bias_correction": False}, **FAST
     )
     assert [r.variant for r in results] == ["c0", "c1", "c2"]
-    assert all(r.status == "ok" and r.verdict == "clean" and r.usable for r in results)
+    assert all(r.status == "ok" and r.verdict == "clean" for r in results)
+    assert all(r.usable or "host-busy" in (r.why or "") for r in results)  # a busy host is not the candidate's
     assert results[0].scores["snr_db"] != results[1].scores["snr_db"]
     assert all(r.rate_fps and r.ttfo_ms and r.bytes_in == 3 * 8 * 8 for r in results)
     db = sqlite3.connect(tmp_path / "runs" / "ledger.sqlite")

@@ -299,6 +299,15 @@ class RunRecord:
             parts.append(f"worker {runner['worker']}")
         return " ".join(parts)
 
+    def in_sweep(self, name: str) -> bool:
+        """Whether the run belongs to sweep ``name``: that sweep, or one of its generations
+        (``NAME-gN``, and ``NAME-gN-o<hash>`` for a study's group of compile options)."""
+        if self.sweep == name:
+            return True
+        rest = self.sweep[len(name) + 2 :] if self.sweep.startswith(f"{name}-g") else ""
+        number = rest.split("-o", 1)[0]
+        return number.isdigit() and (rest == number or len(rest.split("-o", 1)[1]) == 8)
+
     @property
     def perturbed_layers(self) -> list[str]:
         return [str(op["layer"]) for op in self.perturb if op.get("layer")]

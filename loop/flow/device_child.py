@@ -35,8 +35,9 @@ from loop.core.leftovers import scratch
 from loop.core.vocab import Artifact, Frames, TensorLayout
 from loop.devices.base import Device, RuntimeOptions
 from loop.flow.compile_child import _die_with_parent
-from loop.flow.runner import DeviceRun, RunResult
+from loop.flow.runner import DeviceRun, RaceSpec, RunResult
 from loop.measure.protocol import measure, measuring_stick
+from loop.measure.rounds import race
 from loop.spec import frames as frames_mod
 from loop.spec.sweepfile import MeasureSpec
 
@@ -51,6 +52,7 @@ class DeviceJob:
     protocol: MeasureSpec
     measure: bool
     device_refs: tuple[tuple[str, str], ...] = ()
+    race: RaceSpec | None = None  # a generation measured together instead of the protocol
 
 
 # ---- in the child -------------------------------------------------------------------------
@@ -129,8 +131,15 @@ def execute(job: DeviceJob, devices: dict[str, Device], folder: Path, tell: Call
         for kind, ref in job.device_refs:  # runners registered in the parent, seen here too
             registry.DEVICES.setdefault(kind, ref)
         device = devices.get(job.device) or devices.setdefault(job.device, registry.make_device(job.device))
-        result.devices[job.device] = answer(device, job.artifact, job.inputs, stages)
-        if job.measure:
+        if job.race is not None:
+            stages("measure")
+            spec = job.race
+            result.measure = asdict(
+                race(device, (job.artifact, *spec.others), job.protocol, spec.target_pct, spec.budget_s)
+            )
+        else:
+            result.devices[job.device] = answer(device, job.artifact, job.inputs, stages)
+        if job.measure and job.race is None:
             stages("measure")
             frame = device_frame(job.inputs, 0, result.devices[job.device].inputs)
             result.measure = measure(device, job.artifact, frame, job.protocol).to_dict()

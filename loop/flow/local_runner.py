@@ -90,7 +90,7 @@ class DeviceProcess:
         self._conn.send(job)
         stage, started = "open", time.monotonic()
         while True:
-            limit = timeouts.of(stage, job.protocol)
+            limit = timeouts.of(stage, job.protocol, job.race)
             if time.monotonic() - started > limit:
                 return self._failed(stage, f"device process timed out after {limit:g} s in stage {stage}")
             try:
@@ -164,8 +164,9 @@ class LocalRunner(Runner):
 
     def _run(self, task: RunTask) -> RunResult:
         merged: RunResult | None = None
-        for i, name in enumerate(task.devices):
-            job = DeviceJob(name, task.artifact, task.inputs, task.protocol, task.measure and i == 0, task.device_refs)
+        for i, name in enumerate(task.devices[:1] if task.race else task.devices):  # a race: the first only
+            measured = task.measure and i == 0
+            job = DeviceJob(name, task.artifact, task.inputs, task.protocol, measured, task.device_refs, task.race)
             if name not in self._children:
                 self._children[name] = DeviceProcess()
             result = self._children[name].call(job, task.timeouts)

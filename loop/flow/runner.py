@@ -43,11 +43,11 @@ class StageTimeouts:
     vendor_benchmark: float = 600.0
     health: float = 60.0
 
-    def of(self, stage: str, protocol: MeasureSpec | None = None) -> float:
+    def of(self, stage: str, protocol: MeasureSpec | None = None, race: RaceSpec | None = None) -> float:
         base = float(getattr(self, stage.replace("-", "_")))
         if stage == "measure" and protocol is not None and protocol.duration_s:
             base += protocol.duration_s * protocol.repeats * len(protocol.depth)
-        return base
+        return base + (race.budget_s if stage == "measure" and race is not None else 0.0)
 
     @classmethod
     def parse(cls, items: tuple[str, ...]) -> StageTimeouts:
@@ -67,6 +67,16 @@ class StageTimeouts:
 
 
 @dataclass(frozen=True)
+class RaceSpec:
+    """Measure the task's artifact (a generation's reference) together with ``others`` (its
+    candidates) in interleaved rounds, instead of the protocol (:mod:`loop.measure.rounds`)."""
+
+    others: tuple[Artifact, ...]
+    target_pct: float = 3.0
+    budget_s: float = 120.0
+
+
+@dataclass(frozen=True)
 class RunTask:
     """One thing to run: the artifact (with its bytes, so it can travel to another host), the
     controlled inputs, the protocol, and the devices by name; the first is measured, the
@@ -80,6 +90,7 @@ class RunTask:
     device_refs: tuple[tuple[str, str], ...] = ()  # kind -> "module:Class", as the parent registered them
     measure: bool = True
     timeouts: StageTimeouts = field(default_factory=StageTimeouts)
+    race: RaceSpec | None = None
 
 
 @dataclass

@@ -3,12 +3,15 @@ self-contained HTML page (:mod:`loop.report.page`) with its plots (:mod:`loop.re
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
 
 from loop.core.kinds import NOT_COMPARABLE, Flag, Status, Verdict
-from loop.core.record import RunRecord
+from loop.core.record import PINNED, RunRecord
 
 
 def _fmt(value: Any, spec: str = "") -> str:
@@ -163,6 +166,53 @@ def runs_table(runs: Sequence[RunRecord]) -> str:
         for r in runs
     ]
     return table(headers, rows)
+
+
+def runs_lines(runs: Sequence[RunRecord], fmt: str) -> str:
+    """``jsonl``: the pinned JSON of each run on a line of its own; ``csv``: a row a run with
+    the pinned keys as columns, the nested ones (layers, measure, scores...) as JSON text."""
+    if fmt == "jsonl":
+        return "".join(json.dumps(r.to_json(), separators=(",", ":")) + "\n" for r in runs)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(PINNED)
+    for r in runs:
+        row = r.to_json()
+        writer.writerow(_cell(row[k]) for k in PINNED)
+    return out.getvalue()
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def study_table(results: Sequence[Any]) -> str:
+    """A study's results (:class:`loop.api.Result`), a line each."""
+    headers = ["run", "sweep", "verdict", "SNR dB", "rate fps", "rate ratio (95% CI)", "reused", "why not usable"]
+    rows = [
+        [
+            str(r.run_id),
+            r.sweep or "-",
+            _fmt(r.verdict or r.status),
+            _fmt(r.scores.get("snr_db"), ".1f"),
+            _fmt(r.rate_fps, ".1f"),
+            _ratio(r.rate_ratio, r.rate_ratio_ci95),
+            "yes" if r.reused else "",
+            _clip(r.why or "-", WHY_WIDTH),
+        ]
+        for r in results
+    ]
+    return table(headers, rows) if rows else "no candidates"
+
+
+def _ratio(ratio: float | None, ci: tuple[float, float] | None) -> str:
+    if ratio is None:
+        return "-"
+    return f"{ratio:.3f}" + (f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else "")
 
 
 def audit_table(runs: Sequence[RunRecord]) -> str:

@@ -211,7 +211,7 @@ def write_report(runs_dir: Path, sweep: str | None, out: Path | None, link: str 
     from loop.store.ledger import Ledger
 
     with Ledger.open_existing(runs_dir / "ledger.sqlite") as book:
-        runs = [r for r in book.records() if sweep is None or r.sweep in (sweep, f"{sweep}-g{r.generation}")]
+        runs = [r for r in book.records() if sweep is None or r.in_sweep(sweep)]
     if not runs:
         raise LoopError(f"no runs{f' of sweep {sweep!r}' if sweep else ''} in {runs_dir}")
     title = f"loop report: {sweep or ', '.join(sorted({r.sweep for r in runs}))}"

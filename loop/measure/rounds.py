@@ -1,0 +1,89 @@
+"""A generation measured together: its reference and candidates in interleaved rounds.
+
+Every artifact is opened in one process and timed in short chunks, all sides within each round
+(the order rotating), so a burst of host load or a drift lands on all alike; a round's figure
+for a side is its best chunk (load only ever slows one down). Each candidate's rate ratio to the
+reference is the geometric mean of its per-round ratios with a 95% interval. Rounds go on until
+every candidate still racing has an interval within ``target_pct`` of its ratio, or the
+``budget_s`` is spent; a candidate whose whole interval lies below the best's is clearly beaten
+and leaves the race (its ratio so far is kept, marked ``dropped``), as racing does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from loop.core.vocab import Artifact
+from loop.devices.base import Device, RuntimeOptions
+from loop.measure.hostload import LoadProbe, busy_flags
+from loop.measure.interleave import CHUNK_S, chunk_rate, device_frames, one_round
+from loop.measure.stats import ratio_ci95
+from loop.spec.sweepfile import MeasureSpec
+
+MIN_ROUNDS = 3
+
+
+@dataclass
+class Race:
+    """Per side (side 0: the reference) the fps of every round it ran, and per candidate its
+    ratio to the reference (geometric mean, 95% low, 95% high) over the rounds both ran."""
+
+    fps: list[list[float]] = field(default_factory=list)
+    ratios: list[tuple[float, float, float] | None] = field(default_factory=list)
+    dropped: list[int | None] = field(default_factory=list)  # the round a side left the race
+    rounds: int = 0
+    wall_s: float = 0.0
+    host: dict[str, Any] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+
+
+def half_width_pct(ratio: tuple[float, float, float]) -> float:
+    mid, lo, hi = ratio
+    return 100.0 * (hi - lo) / 2 / mid
+
+
+def _ratios(race: Race) -> None:
+    ref = race.fps[0]
+    race.ratios = [None] + [ratio_ci95(side, ref[: len(side)]) for side in race.fps[1:]]
+
+
+def _settled(race: Race, active: list[int], target_pct: float) -> bool:
+    """Whether every candidate still racing is measured closely enough; drops the beaten."""
+    ratios = race.ratios
+    best_lo = max((ratios[i][1] for i in active if i and ratios[i] is not None), default=0.0)  # type: ignore[index]
+    for i in [i for i in active if i]:
+        r = ratios[i]
+        if r is not None and r[2] < best_lo:  # wholly below the best: beaten
+            active.remove(i)
+            race.dropped[i] = race.rounds
+    return all(ratios[i] is not None and half_width_pct(ratios[i]) <= target_pct for i in active if i)  # type: ignore[arg-type]
+
+
+def race(device: Device, artifacts: Sequence[Artifact], spec: MeasureSpec, target_pct: float, budget_s: float) -> Race:
+    """Measure ``artifacts`` (the reference first) together, in rounds, as the module says."""
+    options = RuntimeOptions(threads=spec.threads, power_mode=spec.power_mode, dma_map=spec.dma_map)
+    sessions = [device.open(a, options) for a in artifacts]
+    try:
+        sides = [chunk_rate(s, device_frames(s), spec, 1)[0] for s in sessions]
+        chunks = max(1, round(spec.min_duration_s / CHUNK_S))
+        out = Race(fps=[[] for _ in sides], dropped=[None] * len(sides))
+        active = list(range(len(sides)))
+        probe, t0 = LoadProbe.start(), time.perf_counter()
+        while True:
+            for i, fps in zip(active, one_round([sides[i] for i in active], chunks, out.rounds, max), strict=True):
+                out.fps[i].append(fps)
+            out.rounds += 1
+            if out.rounds < MIN_ROUNDS:
+                continue
+            _ratios(out)
+            if _settled(out, active, target_pct) or time.perf_counter() - t0 >= budget_s:
+                break
+        out.host, out.wall_s = probe.stop(), time.perf_counter() - t0
+        out.flags = [str(f) for f in busy_flags(out.host, spec.host_busy_pct)]
+        return out
+    finally:
+        for s in sessions:
+            s.close()

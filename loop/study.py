@@ -1,0 +1,262 @@
+"""Studies: a named, resumable series of generations over one base, for an optimizer.
+
+``Study(name, base=..., runs=...)`` opens the study of that name under ``runs/studies/``, or
+starts it; a different base or different settings under the same name are refused in one
+line. ``study.evaluate(candidates)`` runs the next generation and returns one
+:class:`~loop.api.Result` per candidate, in order. A candidate is a perturbation list, or
+``{"perturb": [...], "compile": {...}}`` with compile options of its own.
+
+What a search needs from it:
+
+* **A reference per compile options.** Candidates are grouped by their compile options; each
+  group is one sweep (``NAME-gN``, or ``NAME-gN-o<hash>``) with the base compiled with the same
+  options as its reference, so a candidate's own options still get a real verdict.
+* **Reuse by content.** A candidate already evaluated in this study (the same perturbations and
+  compile options, over the study's fixed base and settings: the same authored model, hence the
+  same artifact, on the same devices and protocol) comes back from the ledger without running,
+  ``reused``; identical candidates in one generation run once. ``remeasure=True`` runs them again.
+* **Results that say everything**: ``usable`` is false for failed, confounded, unaudited or
+  host-busy runs, ``why`` says which; each carries its rate's interval and its rate ratio to
+  the reference of its sweep with an interval (from the two runs' recorded figures).
+* ``best(key)`` and ``pareto(keys)``, where one candidate dominates another only beyond their
+  intervals, so candidates within noise of each other are both on the front.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from loop.api import Result, race_runs, result_of, write_generation
+from loop.core.errors import LoopError
+from loop.core.kinds import Flag
+from loop.core.record import RunRecord
+from loop.flow.sweep import SweepOptions, run_sweep
+from loop.spec.sweepfile import parse
+from loop.store.files import atomic_write, safe_component
+from loop.store.ledger import Ledger
+
+Candidate = Sequence[Mapping[str, Any]] | Mapping[str, Any]
+
+
+def content_key(perturb: Sequence[Mapping[str, Any]], options: Mapping[str, Any]) -> str:
+    """What makes two candidates of one study the same: their perturbations and options."""
+    text = json.dumps([list(map(dict, perturb)), dict(options)], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+_MISSING = object()
+
+
+def _split(candidate: Candidate, study_compile: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The candidate's perturbations and its own compile options (those the study's do not
+    already set to the same value), as plain JSON, so a candidate read back from a generation
+    file has the key it was asked with."""
+    if isinstance(candidate, Mapping):
+        unknown = set(candidate) - {"perturb", "compile"}
+        if unknown:
+            raise LoopError(f"a candidate takes 'perturb' and 'compile', not {sorted(unknown)}", field="candidates")
+        perturb, options = candidate.get("perturb") or (), dict(candidate.get("compile") or {})
+    else:
+        perturb, options = candidate, {}
+    plain = json.loads(json.dumps([[dict(op) for op in perturb], options], default=str))
+    own = {k: v for k, v in plain[1].items() if study_compile.get(k, _MISSING) != v}
+    return plain[0], own
+
+
+class Study:
+    """A named series of generations over one base (see the module)."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        base: str | Path | None = None,
+        runs: str | Path = "runs",
+        backend: str = "onnxruntime",
+        jobs: int | None = None,
+        scorer: Any = None,
+        progress: bool = False,
+        target_ratio_pct: float = 3.0,
+        budget_s: float = 120.0,
+        **settings: Any,
+    ) -> None:
+        self.name, self.runs, self.jobs, self.scorer, self.progress = name, Path(runs), jobs, scorer, progress
+        path = self.runs / "studies" / safe_component(f"{name}.json", "name")
+        asked: dict[str, Any] = {
+            "base": None if base is None else str(Path(base).resolve()),
+            "backend": backend,
+            "settings": settings,
+            "race": {"target_ratio_pct": target_ratio_pct, "budget_s": budget_s},
+        }
+        if path.exists():
+            kept = json.loads(path.read_text())
+            if base is None and not settings:
+                asked = kept  # opened by name alone: as it was started
+            elif kept != json.loads(json.dumps(asked, default=str)):
+                raise LoopError(
+                    f"study '{name}' was started with base {kept['base']} and settings {kept['settings']}; "
+                    f"this asks for base {asked['base']} and {settings}: open it by name alone, or use another name",
+                    field="name",
+                )
+        elif base is None:
+            raise LoopError(f"no study '{name}' under {self.runs}: give its base to start it", field="base")
+        else:
+            atomic_write(path, json.dumps(asked, indent=2, default=str).encode())
+        self.base, self.backend, self.settings = asked["base"], asked["backend"], dict(asked["settings"])
+        race = asked.get("race") or {}
+        self.target_ratio_pct = float(race.get("target_ratio_pct", target_ratio_pct))
+        self.budget_s = float(race.get("budget_s", budget_s))
+        self._compile: dict[str, Any] = json.loads(json.dumps(self.settings.get("compile") or {}, default=str))
+
+    # -- generations ---------------------------------------------------------------------
+
+    def _generation_files(self) -> list[Path]:
+        folder = self.runs / "generations"
+        return sorted(folder.glob(f"{self.name}-g*.yaml")) if folder.exists() else []
+
+    def next_generation(self) -> int:
+        numbers = [_generation_of(self.name, p) for p in self._generation_files()]
+        return 1 + max((n for n in numbers if n is not None), default=-1)
+
+    def evaluate(
+        self, candidates: Sequence[Candidate], generation: int | None = None, remeasure: bool = False
+    ) -> list[Result]:
+        """Run the generation (the next one unless given) and return a result per candidate."""
+        generation = self.next_generation() if generation is None else generation
+        split = [_split(c, self._compile) for c in candidates]
+        keys = [content_key(p, o) for p, o in split]
+        done = {} if remeasure else self._evaluated()
+        todo: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
+        for key, (perturb, options) in zip(keys, split, strict=True):
+            if key not in done:
+                todo.setdefault(key, (perturb, options))
+        fresh = self._run(generation, todo) if todo else {}
+        raced = self._raced()
+        out = []
+        for i, key in enumerate(keys):
+            run, ref = fresh[key] if key in fresh else done[key]
+            out.append(_with_race(result_of(i, run, ref, reused=key not in fresh), raced))
+        return out
+
+    def _run(
+        self, generation: int, todo: Mapping[str, tuple[list[dict[str, Any]], dict[str, Any]]]
+    ) -> dict[str, tuple[RunRecord, RunRecord | None]]:
+        """Each group of compile options as one sweep with its own base; runs by content key."""
+        groups: dict[str, list[str]] = {}
+        for key, (_, options) in todo.items():
+            groups.setdefault(json.dumps(options, sort_keys=True, default=str), []).append(key)
+        found: dict[str, tuple[RunRecord, RunRecord | None]] = {}
+        for options_json, members in groups.items():
+            options = json.loads(options_json)
+            suffix = "" if not options else "-o" + hashlib.sha256(options_json.encode()).hexdigest()[:8]
+            settings = {**self.settings, "compile": {**(self.settings.get("compile") or {}), **options}}
+            variants = [{"name": f"c{i}", "perturb": todo[k][0]} for i, k in enumerate(members)]
+            sweep = f"{self.name}-g{generation}{suffix}"
+            path = write_generation(self.runs, sweep, self.base, self.backend, variants, settings)
+            options_ = SweepOptions(jobs=self.jobs, progress=self.progress, scorer=self.scorer, generation=generation)
+            run_sweep(parse(path), self.runs, options_)
+            runs, ref = self._latest(sweep)
+            found.update((k, (runs[f"c{i}"], ref)) for i, k in enumerate(members))
+            self._race(sweep, ref, [runs[f"c{i}"] for i in range(len(members))])
+        return found
+
+    def _race(self, sweep: str, ref: RunRecord | None, candidates: list[RunRecord]) -> None:
+        """The group's reference and candidates measured together; kept beside the study."""
+        ok = [r for r in candidates if r.status == "ok" and r.artifact and r.id != (ref.id if ref else None)]
+        unique = list({r.artifact_sha: r for r in ok}.values())
+        if ref is None or ref.status != "ok" or not unique:
+            return
+        sweep_file = self.runs / "generations" / safe_component(f"{sweep}.yaml", "name")
+        found = race_runs(self.runs, sweep_file, ref, unique, self.target_ratio_pct, self.budget_s)
+        path = self.runs / "studies" / safe_component(f"{sweep}.race.json", "name")
+        atomic_write(path, json.dumps(found, indent=2).encode())
+
+    def _raced(self) -> dict[int, dict[str, Any]]:
+        """Each raced run's ratio to its reference, by run id, from every race file of the study."""
+        out: dict[int, dict[str, Any]] = {}
+        folder = self.runs / "studies"
+        for path in sorted(folder.glob(f"{self.name}-g*.race.json")) if folder.exists() else []:
+            data = json.loads(path.read_text())
+            by_sha = {c["artifact_sha"]: c for c in data["candidates"]}
+            for run_id, sha in data["runs"].items():
+                if sha in by_sha:
+                    out[int(run_id)] = {**by_sha[sha], "rounds": data["rounds"], "flags": data["flags"]}
+        return out
+
+    def _latest(self, sweep: str) -> tuple[dict[str, RunRecord], RunRecord | None]:
+        with Ledger(self.runs / "ledger.sqlite", readonly=True) as ledger:
+            runs = {r.variant: r for r in ledger.records(sweep)}  # id order: the latest attempt wins
+        return runs, runs.get("base")
+
+    def _evaluated(self) -> dict[str, tuple[RunRecord, RunRecord | None]]:
+        """Every candidate this study has run, by content key, from its generation files."""
+        found: dict[str, tuple[RunRecord, RunRecord | None]] = {}
+        for path in self._generation_files():
+            doc = yaml.safe_load(path.read_text())
+            runs, ref = self._latest(str(doc["sweep"]))
+            for v in doc.get("variants", []):
+                run = runs.get(v["name"])
+                if v["name"] != "base" and run is not None and run.status == "ok":
+                    asked = {"perturb": v.get("perturb") or [], "compile": doc.get("compile") or {}}
+                    found[content_key(*_split(asked, self._compile))] = (run, ref)
+        return found
+
+    # -- answers -------------------------------------------------------------------------
+
+    def results(self) -> list[Result]:
+        """Every candidate this study has evaluated, once each (its latest run)."""
+        raced = self._raced()
+        return [_with_race(result_of(i, run, ref), raced) for i, (run, ref) in enumerate(self._evaluated().values())]
+
+    def best(self, key: str = "snr_db", usable_only: bool = True) -> Result | None:
+        """The result with the highest ``key`` (a score, ``rate_fps`` or ``rate_ratio``)."""
+        pool = [r for r in self.results() if (r.usable or not usable_only) and r.value(key) is not None]
+        return max(pool, key=lambda r: float(r.value(key) or 0.0), default=None)
+
+    def pareto(self, keys: Sequence[str] = ("snr_db", "rate_ratio")) -> list[Result]:
+        """The usable results no other beats on every key beyond their intervals."""
+        pool = [r for r in self.results() if r.usable and all(r.value(k) is not None for k in keys)]
+        return [r for r in pool if not any(_dominates(o, r, keys) for o in pool if o is not r)]
+
+    def records(self) -> list[dict[str, Any]]:
+        return [asdict(r) for r in self.results()]
+
+    def dataframe(self) -> Any:
+        try:
+            import pandas as pd
+        except ImportError:
+            raise LoopError("study.dataframe() needs pandas (pip install pandas)", field="dataframe") from None
+        return pd.DataFrame(self.records())
+
+
+def _dominates(a: Result, b: Result, keys: Sequence[str]) -> bool:
+    """``a`` is better than ``b`` beyond both intervals on one key, and not worse beyond them
+    on any: within noise of each other, neither dominates."""
+    ia, ib = [a.interval(k) for k in keys], [b.interval(k) for k in keys]
+    not_worse = all(ahi >= blo for (_, ahi), (blo, _) in zip(ia, ib, strict=True))
+    return not_worse and any(alo > bhi for (alo, _), (_, bhi) in zip(ia, ib, strict=True))
+
+
+def _with_race(result: Result, raced: Mapping[int, Mapping[str, Any]]) -> Result:
+    """The result with its ratio from the generation's rounds, where it was raced."""
+    found = raced.get(result.run_id or -1)
+    if found is None:
+        return result
+    result.rate_ratio, result.rate_ratio_ci95 = found["ratio"], (found["low"], found["high"])
+    result.ratio_basis = f"interleaved, {found['rounds']} rounds" + (" (dropped: beaten)" if found["dropped"] else "")
+    return result
+
+
+def _generation_of(name: str, path: Path) -> int | None:
+    rest = path.stem[len(name) + 2 :].split("-o")[0]
+    return int(rest) if rest.isdigit() else None
+
+
+__all__ = ["Flag", "Study", "content_key"]

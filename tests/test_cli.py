@@ -66,6 +66,23 @@ def swept(write_sweep, tmp_path: Path) -> Path:
     return runs
 
 
+def test_runs_as_json_lines_and_csv_say_the_same(swept: Path):
+    import csv
+    import io
+
+    whole = json.loads(invoke("runs", "--runs", str(swept), "--json").output)
+    lines = [json.loads(x) for x in invoke("runs", "--runs", str(swept), "--format", "jsonl").output.splitlines()]
+    assert lines == whole
+    rows = list(csv.DictReader(io.StringIO(invoke("runs", "--runs", str(swept), "--format", "csv").output)))
+    assert list(rows[0]) == RUN_KEYS and [r["variant"] for r in rows] == [r["variant"] for r in whole]
+    assert json.loads(rows[1]["changes"]) == whole[1]["changes"] and rows[0]["error"] == ""
+
+
+def test_a_sweep_name_that_matches_nothing_says_so(swept: Path):
+    result = invoke("runs", "--runs", str(swept), "--sweep", "nope")
+    assert result.exit_code == 2 and "no runs of sweep 'nope'" in result.output and "its sweeps: cli" in result.output
+
+
 def test_runs_json_keys(swept: Path):
     runs = json.loads(invoke("runs", "--runs", str(swept), "--json").output)
     assert len(runs) == 2 and all(list(r) == RUN_KEYS for r in runs)

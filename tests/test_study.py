@@ -79,3 +79,22 @@ def test_the_optuna_example_runs_two_generations(tmp_path):
     assert all(len(t.values) == 2 and t.values[1] > 0 for t in done)
     failed = [t for t in told if t.state == optuna.trial.TrialState.FAIL]
     assert all(t.user_attrs.get("why") for t in failed)  # told why, never its figures
+
+
+def test_loop_study_lists_best_and_front(tmp_path, recipe):
+    import json
+
+    from click.testing import CliRunner
+
+    from loop.cli import main
+
+    study(tmp_path, recipe).evaluate([scale(1.05), scale(0.95)])
+    runs = str(tmp_path / "runs")
+    listed = json.loads(CliRunner().invoke(main, ["study", "s", "--runs", runs, "--json"]).output)
+    assert [r["sweep"] for r in listed] == ["s-g0", "s-g0"] and all(r["ratio_basis"] for r in listed)
+    table = CliRunner().invoke(main, ["study", "s", "--runs", runs]).output
+    assert "rate ratio (95% CI)" in table and table.count("s-g0") == 2
+    best = CliRunner().invoke(main, ["study", "s", "--runs", runs, "--best", "snr_db", "--json"])
+    assert best.exit_code == 0 and len(json.loads(best.output)) <= 1
+    missing = CliRunner().invoke(main, ["study", "other", "--runs", runs])
+    assert missing.exit_code == 2 and "no study 'other'" in missing.output

@@ -69,7 +69,7 @@ class Verdict(Kind):
     CLEAN = "clean"  # every change inside the footprint
     CONFOUNDED = "confounded"  # something outside it changed: kept, left out of comparisons
     NO_EFFECT = "no-effect"  # nothing changed: the perturbation missed
-    NA = "n/a"  # its own base, or its own compile options: nothing like-for-like to audit against
+    NA = "n/a"  # a base (or recipe params) of its own: nothing like-for-like to audit against
     NO_REFERENCE = "no-reference"  # the base it is audited against failed: unknown, left out too
 
 

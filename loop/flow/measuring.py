@@ -10,7 +10,7 @@ from __future__ import annotations
 import queue
 import threading
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,28 +60,34 @@ def ahead(items: Iterator[T]) -> Iterator[T]:
         yield value
 
 
-def reference_first(stream: Iterable[Compiled], ref: Authored | None) -> Iterator[Compiled]:
-    """The stream with ``ref`` (when it is to be evaluated in this sweep) moved ahead of every
-    variant that arrives before it, so no variant is ever judged before its reference exists,
-    whatever order the variants were written or compiled in."""
+def reference_first(stream: Iterable[Compiled], refs: Mapping[str, Authored]) -> Iterator[Compiled]:
+    """The stream with each group's reference (those evaluated in this sweep) moved ahead of
+    every variant of its group that arrives before it, so no variant is ever judged before its
+    reference exists, whatever order the variants were written or compiled in."""
+    pending = {group: a for group, a in refs.items()}
     waiting: list[Compiled] = []
     for item in stream:
-        if ref is None or item[0] is ref:
+        a = item[0]
+        if pending.get(a.group) is a:
+            del pending[a.group]
             yield item
-            yield from waiting
-            waiting, ref = [], None
-        else:
+            ready = [w for w in waiting if w[0].group not in pending]
+            waiting = [w for w in waiting if w[0].group in pending]
+            yield from ready
+        elif a.group in pending:
             waiting.append(item)
-    yield from waiting  # the reference never came (a stream cut short): the rest still runs
+        else:
+            yield item
+    yield from waiting  # a reference never came (a stream cut short): the rest still runs
 
 
 @dataclass
 class _Measuring:
     spec: SweepSpec
     runner: Runner
-    against: Against
+    against: dict[str, Against]  # by group of compile options
     scorer: Scorer | None
-    reference_pending: bool
+    pending: set[str]  # groups whose reference is still out
     running: dict[Future[RunResult], tuple[Compiled, Prepared]] = field(default_factory=dict)
     held: list[tuple[Compiled, Prepared, RunResult]] = field(default_factory=list)
 
@@ -89,27 +95,31 @@ class _Measuring:
         """The evaluated variant, or nothing yet while its reference is still out; once the
         reference is in, it and every variant held for it."""
         a, c, contended = item
-        if not a.reference and self.reference_pending:
+        if not a.reference and a.group in self.pending:
             self.held.append((item, prepared, ran))
             return
+        against = self.against.get(a.group) or Against(None, "its group of compile options has no reference")
         try:
-            outcome, made = evaluate_variant(self.spec, a, c, ran, prepared.path, self.against, self.scorer)
+            outcome, made = evaluate_variant(self.spec, a, c, ran, prepared.path, against, self.scorer)
         except Exception as exc:  # a scorer's, say: this variant's failure, never the sweep's
             outcome, made = _failed(a, Stage.SCORE, exc), None
         if contended and outcome.status == Status.OK:
             outcome.flags.append(Flag.HOST_CONTENDED)
         if a.reference:
-            self.reference_settled(made, f"the reference '{a.variant.name}' {_why_failed(outcome)}")
+            self.reference_settled(a.group, made, f"the reference '{a.variant.name}' {_why_failed(outcome)}")
         yield Evaluated(a, c, outcome)
-        if not a.reference or self.reference_pending:
-            return
-        held, self.held = self.held, []
-        for h in held:
+        if a.reference:
+            yield from self.release(a.group)
+
+    def release(self, group: str) -> Iterator[Evaluated]:
+        mine = [h for h in self.held if h[0][0].group == group]
+        self.held = [h for h in self.held if h[0][0].group != group]
+        for h in mine:
             yield from self.finished(*h)
 
-    def reference_settled(self, made: Reference | None, why: str) -> None:
-        self.against = Against(made, "" if made else why)
-        self.reference_pending = False
+    def reference_settled(self, group: str, made: Reference | None, why: str) -> None:
+        self.against[group] = Against(made, "" if made else why)
+        self.pending.discard(group)
 
     def settle(self, block: bool) -> Iterator[Evaluated]:
         """What has come back; with ``block``, at least one (or, when the runner has lost
@@ -143,15 +153,15 @@ def evaluated(
     runs: Path,
     stream: Iterable[Compiled],
     runner: Runner,
-    against: Against,
-    ref: Authored | None,
+    against: Mapping[str, Against],
+    refs: Mapping[str, Authored],
     scorer: Scorer | None,
     timeouts: StageTimeouts,
 ) -> Iterator[Evaluated]:
-    """Each compiled variant run and evaluated, as results come back; ``ref``: the reference
-    when it is evaluated in this stream (else ``against`` is already what it set)."""
-    state = _Measuring(spec, runner, against, scorer, ref is not None)
-    for item in reference_first(stream, ref):
+    """Each compiled variant run and evaluated, as results come back; ``refs``: each group's
+    reference when it is evaluated in this stream (else ``against`` has what it set)."""
+    state = _Measuring(spec, runner, dict(against), scorer, set(refs))
+    for item in reference_first(stream, refs):
         a, c, _ = item
         try:
             prepared = prepare(a, c, tuple(spec.devices), runs, timeouts)
@@ -159,17 +169,18 @@ def evaluated(
             prepared = _failed(a, Stage.STORE, exc)
         if isinstance(prepared, RunOutcome):
             if a.reference:
-                state.reference_settled(None, f"the reference '{a.variant.name}' {_why_failed(prepared)}")
+                state.reference_settled(a.group, None, f"the reference '{a.variant.name}' {_why_failed(prepared)}")
             yield Evaluated(a, c, prepared)
+            if a.reference:
+                yield from state.release(a.group)
             continue
         state.running[runner.submit(prepared.task)] = (item, prepared)
         yield from state.settle(block=len(state.running) >= runner.slots)
     while state.running:
         yield from state.settle(block=True)
-    if state.held:  # the reference never came back: the rest still runs
-        state.reference_pending = False
-        for h in state.held:
-            yield from state.finished(*h)
+    for group in list(state.pending):  # a reference never came back: the rest still runs
+        state.pending.discard(group)
+        yield from state.release(group)
 
 
 def _failed(a: Authored, stage: Stage, exc: Exception) -> RunOutcome:

@@ -39,7 +39,7 @@ from loop.flow.resume import Claim, Heartbeat, claim
 from loop.flow.runner import Runner, RunResult, RunTask, StageTimeouts
 from loop.judge import fingerprint as fp
 from loop.measure import hostlock
-from loop.spec.author import Authored, author, reference_of, with_reference
+from loop.spec.author import Authored, author, references, with_reference
 from loop.spec.sweepfile import MeasureSpec, SweepSpec
 from loop.store.artifacts import load_artifact, spill
 from loop.store.cache import Cache
@@ -122,7 +122,7 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
     """Run every unfinished variant of ``spec``, recording each in ``runs/ledger.sqlite``."""
     jobs = options.jobs or (os.cpu_count() or 1)
     variants = with_reference(spec)
-    ref = reference_of(spec, variants)
+    refs = references(spec, variants).values()
     threads = max(1, (os.cpu_count() or 1) // jobs)
     check_runs(runs)
     if options.cluster:
@@ -132,7 +132,7 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
             pass
     with scratch("author") as staging:
         # user errors surface here, before anything is written under runs/
-        authored = [author(spec, v, v is ref, Path(staging), threads) for v in variants]
+        authored = [author(spec, v, any(v is r for r in refs), Path(staging), threads) for v in variants]
         remove_stale_scratch()  # what killed sweeps left, now that this one is going ahead
         remove_stale_temps(runs)
         ledger = Ledger(runs / "ledger.sqlite")
@@ -168,12 +168,15 @@ def _run(
     todo = [a for a in ordered if a.variant.name in ids]
     for name in spec.devices:
         make_device(name)  # a device that cannot be made is the user's error, before anything runs
-    ref = next((a for a in authored if a.reference), None)
+    refs = {a.group: a for a in authored if a.reference}
     with _runner(spec, options) as runner, Heartbeat(str(ledger.path), list(ids.values())):
-        against = _resumed_reference(runs, ref, state.finished, _inputs_of(spec, runner, options))
+        outputs_of = _inputs_of(spec, runner, options)
+        against = {g: _resumed_reference(runs, a, state.finished, outputs_of) for g, a in refs.items()}
+        if "" not in refs:
+            against[""] = _resumed_reference(runs, None, state.finished, outputs_of)
         compiled = _progress(_compiled(spec, todo, jobs, options, runs, runner), len(todo), options)
-        ref_here = ref if any(a is ref for a in todo) else None
-        for done in evaluated(spec, runs, compiled, runner, against, ref_here, options.scorer, options.timeouts):
+        here = {g: a for g, a in refs.items() if any(a is t for t in todo)}
+        for done in evaluated(spec, runs, compiled, runner, against, here, options.scorer, options.timeouts):
             done.outcome.run_id = ids[done.authored.variant.name]
             _record(ledger, done.outcome.run_id, spec, done.authored, done.compiled, done.outcome)
             result.outcomes.append(done.outcome)

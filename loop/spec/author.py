@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -42,6 +42,7 @@ class Authored:
     notes: tuple[str, ...] = ()
     author_s: float = 0.0
     input_dtypes: dict[str, str] = field(default_factory=dict)  # inputs that are not floating point
+    group: str = ""  # the compile options it is judged under ("": the sweep's; see group_of)
 
     def model(self) -> bytes:
         return self.model_path.read_bytes()
@@ -157,6 +158,7 @@ def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path
         notes=base.notes + _used_notes(spec, source, base.shapes, base.dtypes),
         author_s=time.perf_counter() - t0,
         input_dtypes=base.dtypes,
+        group=group_of(spec, variant),
     )
 
 
@@ -168,20 +170,53 @@ def _used_notes(
     return tuple(n for n in notes if n)
 
 
-def _plain(spec: SweepSpec, v: VariantSpec) -> bool:
-    """The base itself: no ops, no base or params of its own, the sweep's compile options."""
-    return not v.ops and not v.own_base and not spec.own_compile(v)
+def _judged(options: CompileOptions) -> CompileOptions:
+    """What of the options changes what a compile makes (not its timeout or threads)."""
+    return replace(options, threads=0, timeout_s=None, overrides=())
+
+
+def group_of(spec: SweepSpec, v: VariantSpec) -> str:
+    """The compile options a variant is judged under: "" for the sweep's own, else a short
+    hash of its own; each group is audited against the base compiled with the same options."""
+    mine = _judged(v.compile or spec.compile)
+    if mine == _judged(spec.compile):
+        return ""
+    return hashlib.sha256(repr(mine).encode()).hexdigest()[:8]
+
+
+def _plain(v: VariantSpec) -> bool:
+    """The base itself (no ops, no base or params of its own), under some compile options."""
+    return not v.ops and not v.own_base
+
+
+def _reference_name(spec: SweepSpec, v: VariantSpec, taken: set[str]) -> str:
+    ours, theirs = asdict(_judged(spec.compile)), asdict(_judged(v.compile or spec.compile))
+    moved = ", ".join(f"{k}={theirs[k]}" for k in theirs if theirs[k] != ours[k])
+    name = "base" if not moved else f"base ({moved[:60]})"
+    return name if name not in taken else f"{name} (reference)"
 
 
 def with_reference(spec: SweepSpec) -> tuple[VariantSpec, ...]:
-    """The sweep's variants, with an unperturbed reference first if a perturbed variant needs
-    one and the file names none. A pure ladder (every variant its own base) needs none."""
-    if any(_plain(spec, v) for v in spec.variants) or all(v.own_base for v in spec.variants):
-        return spec.variants
-    names = {v.name for v in spec.variants}
-    name = "base" if "base" not in names else "base (reference)"
-    return (VariantSpec(name=name, measure=spec.measure), *spec.variants)
+    """The sweep's variants, with an unperturbed reference first for each group of compile
+    options whose perturbed variants the file gives none. A pure ladder (every variant its own
+    base) needs none."""
+    have = {group_of(spec, v) for v in spec.variants if _plain(v)}
+    taken, extra = {v.name for v in spec.variants}, list[VariantSpec]()
+    for v in spec.variants:
+        group = group_of(spec, v)
+        if v.own_base or group in have:
+            continue
+        have.add(group)
+        name = _reference_name(spec, v, taken)
+        taken.add(name)
+        extra.append(VariantSpec(name=name, measure=spec.measure, compile=v.compile if group else None))
+    return (*extra, *spec.variants)
 
 
-def reference_of(spec: SweepSpec, variants: tuple[VariantSpec, ...]) -> VariantSpec | None:
-    return next((v for v in variants if _plain(spec, v)), None)
+def references(spec: SweepSpec, variants: tuple[VariantSpec, ...]) -> dict[str, VariantSpec]:
+    """Each group's reference: its first unperturbed variant."""
+    found: dict[str, VariantSpec] = {}
+    for v in variants:
+        if _plain(v):
+            found.setdefault(group_of(spec, v), v)
+    return found

@@ -94,13 +94,6 @@ class SweepSpec:
     sha: str
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
-    def own_compile(self, variant: VariantSpec) -> bool:
-        """Compiled with other options than the sweep's (its timeout or threads aside): then it
-        has nothing like-for-like to be audited against, nor to be audited against it."""
-        own = variant.compile
-        plain = lambda o: replace(o, threads=0, timeout_s=None)  # noqa: E731
-        return own is not None and plain(own) != plain(self.compile)
-
     def variant_sha(self, variant: VariantSpec) -> str:
         """Hash of everything that defines one variant's run (for resume and provenance)."""
         blob = json.dumps([self.sha, variant.name], sort_keys=True)

@@ -210,12 +210,30 @@ def test_reference_is_the_plain_variant_and_its_failure_leaves_others_unaudited(
     base = SWEEP.replace("BC", "true").replace("CALMAX", "9.5")
     own = base.replace("  - name: base\n", "  - name: per-channel\n    compile: {per_channel: false}\n  - name: base\n")
     runs = _sweep_runs(write_sweep(own), tmp_path / "a")
-    assert runs["base"]["verdict"] == "reference" and runs["per-channel"]["verdict"] == "n/a"
-    assert runs["weights"]["verdict"] == "clean"
+    assert runs["base"]["verdict"] == "reference" and runs["weights"]["verdict"] == "clean"
+    assert runs["per-channel"]["verdict"] == "reference"  # the base under options of its own: its group's
     failing = base.replace("  - name: base\n", "  - name: base\n    compile: {timeout_s: 0.001}\n")
     runs = _sweep_runs(write_sweep(failing, "failing.yaml"), tmp_path / "b")
     assert runs["base"]["status"] == "failed" and "timeout" in runs["base"]["error"]
     assert {runs[v]["verdict"] for v in ("weights", "scale", "missed")} == {"no-reference"}
+
+
+def test_own_compile_options_are_judged_against_the_base_compiled_with_them(write_sweep, tmp_path):
+    """A variant's own compile: gets a real verdict, against a reference the sweep adds (the
+    base compiled with the same options), not ``n/a``."""
+    base = SWEEP.replace("BC", "true").replace("CALMAX", "9.5")
+    own = base + (
+        "  - name: pt-weights\n    compile: {per_channel: false}\n"
+        "    perturb:\n      - {op: scale_weights, layer: conv1, factor: 1.05}\n"
+        "  - name: pt-scale\n    compile: {per_channel: false}\n"
+        "    perturb:\n      - {op: force_range_out, layer: conv1, range: [0.0, 8.0]}\n"
+    )
+    runs = _sweep_runs(write_sweep(own), tmp_path / "runs")
+    assert runs["base (per_channel=False)"]["verdict"] == "reference"
+    assert runs["pt-weights"]["verdict"] == "clean" and runs["pt-scale"]["verdict"] == "confounded"
+    kernel = {c["layer"] for c in runs["pt-weights"]["changes"] if c["what"] == "kernel"}
+    assert kernel == {"conv1"}  # judged against the per-tensor base: only what it perturbed moved
+    assert runs["weights"]["verdict"] == "clean"  # the sweep's own group, against its own base
 
 
 def test_an_edited_base_is_a_new_sweep_not_a_resume(write_sweep, recipe, tmp_path):

@@ -178,13 +178,14 @@ def race_runs(
     device, in a device process of its own; what :mod:`loop.measure.rounds` found, as JSON."""
     spec = parse(sweep_file)
     load = lambda r: load_artifact(runs_artifact(runs, Path(r.artifact or "").name), r.artifact_sha)  # noqa: E731
-    race = RaceSpec(tuple(load(r) for r in candidates), target_pct, budget_s)
+    unique = list({r.artifact_sha: r for r in candidates}.values())  # one side per artifact
+    race = RaceSpec(tuple(load(r) for r in unique), target_pct, budget_s)
     task = RunTask(load(ref), {}, spec.measure, spec.devices[:1], measure=False, race=race)
     with LocalRunner() as runner:
         ran = runner.run(task)
     if not ran.ok or ran.measure is None:
         raise LoopError(f"measuring the generation together failed at {ran.stage}: {ran.error}")
-    m, shas = ran.measure, [r.artifact_sha for r in candidates]
+    m, shas = ran.measure, [r.artifact_sha for r in unique]
     rows = [
         {"artifact_sha": sha, "ratio": r[0], "low": r[1], "high": r[2], "dropped": d}
         for sha, r, d in zip(shas, m["ratios"][1:], m["dropped"][1:], strict=True)

@@ -129,7 +129,10 @@ class Study:
         self, candidates: Sequence[Candidate], generation: int | None = None, remeasure: bool = False
     ) -> list[Result]:
         """Run the generation (the next one unless given) and return a result per candidate."""
-        generation = self.next_generation() if generation is None else generation
+        if generation is None:
+            generation = self.next_generation()
+        elif any(_generation_of(self.name, p) == generation for p in self._generation_files()):
+            raise LoopError(f"study '{self.name}' has a generation {generation} already: leave generation out")
         split = [_split(c, self._compile) for c in candidates]
         keys = [content_key(p, o) for p, o in split]
         done = {} if remeasure else self._evaluated()
@@ -170,11 +173,10 @@ class Study:
     def _race(self, sweep: str, ref: RunRecord | None, candidates: list[RunRecord]) -> None:
         """The group's reference and candidates measured together; kept beside the study."""
         ok = [r for r in candidates if r.status == "ok" and r.artifact and r.id != (ref.id if ref else None)]
-        unique = list({r.artifact_sha: r for r in ok}.values())
-        if ref is None or ref.status != "ok" or not unique:
+        if ref is None or ref.status != "ok" or not ok:
             return
         sweep_file = self.runs / "generations" / safe_component(f"{sweep}.yaml", "name")
-        found = race_runs(self.runs, sweep_file, ref, unique, self.target_ratio_pct, self.budget_s)
+        found = race_runs(self.runs, sweep_file, ref, ok, self.target_ratio_pct, self.budget_s)
         path = self.runs / "studies" / safe_component(f"{sweep}.race.json", "name")
         atomic_write(path, json.dumps(found, indent=2).encode())
 

@@ -41,6 +41,8 @@ def test_generations_count_up_reuse_by_content_and_say_why(tmp_path, recipe):
     assert again[2].generation == 1 and again[2].sweep == "s-g1"
     fresh = s.evaluate([scale(1.05)], remeasure=True)
     assert not fresh[0].reused and fresh[0].run_id != first[0].run_id and fresh[0].generation == 2
+    with pytest.raises(LoopError, match="has a generation 0 already"):  # never a generation file overwritten
+        s.evaluate([scale(1.2)], generation=0)
 
 
 def test_a_study_is_refused_another_base_or_a_name_it_never_had(tmp_path, recipe, exported_onnx):

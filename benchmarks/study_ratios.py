@@ -32,7 +32,14 @@ def show(label: str, results: list[Result], seconds: float) -> None:
     inside = sum(1 for r in results if r.rate_ratio_ci95 and r.rate_ratio_ci95[0] <= 1.0 <= r.rate_ratio_ci95[1])
     widths = [100 * (r.rate_ratio_ci95[1] - r.rate_ratio_ci95[0]) / 2 for r in results if r.rate_ratio_ci95]
     print(f"{label}: {seconds:.1f} s; reused {sum(r.reused for r in results)} of {len(results)}")
+    floor = results[0].ratio_floor_pct
     print(f"  intervals holding 1.0: {inside} of {len(results)}; widest +-{max(widths, default=float('nan')):.2f}%")
+    widened = sum(
+        1
+        for r in results
+        if r.rate_ratio is not None and r.interval("rate_ratio")[0] <= 1.0 <= r.interval("rate_ratio")[1]
+    )
+    print(f"  A/A floor +-{floor if floor is not None else float('nan'):.2f}%; widened by it, holding 1.0: {widened}")
     for r in results:
         ci = r.rate_ratio_ci95 or (float("nan"), float("nan"))
         print(f"  c{r.index:<3} ratio {r.rate_ratio or float('nan'):.4f} [{ci[0]:.4f}, {ci[1]:.4f}] {r.ratio_basis}")

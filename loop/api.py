@@ -59,6 +59,7 @@ class Result:
     sweep: str | None = None
     stages: dict[str, float] = field(default_factory=dict)
     ratio_basis: str = "ledger"  # or "interleaved, N rounds": measured together with the reference
+    ratio_floor_pct: float | None = None  # how far two sessions of the reference differed meanwhile
 
     @property
     def usable(self) -> bool:
@@ -71,8 +72,12 @@ class Result:
         return None if found is None else float(found)
 
     def interval(self, key: str) -> tuple[float, float]:
-        """The value's 95% interval where it has one, else the value itself at both ends."""
+        """The value's 95% interval where it has one (a ratio's widened by its A/A floor: two
+        sessions of one artifact differ by that much), else the value itself at both ends."""
         ci = {"rate_fps": self.rate_ci95, "rate_ratio": self.rate_ratio_ci95}.get(key)
+        if ci is not None and key == "rate_ratio" and self.ratio_floor_pct:
+            f = self.ratio_floor_pct / 100.0
+            return ci[0] * (1.0 - f), ci[1] * (1.0 + f)
         if ci is not None:
             return ci
         value = self.value(key)
@@ -194,7 +199,7 @@ def race_runs(
         "reference_run": ref.id,
         "runs": {str(r.id): r.artifact_sha for r in candidates},
         "candidates": rows,
-        **{k: m[k] for k in ("rounds", "wall_s", "flags", "fps")},
+        **{k: m[k] for k in ("rounds", "wall_s", "flags", "fps", "control", "floor_pct")},
     }
 
 

@@ -189,7 +189,7 @@ class Study:
             by_sha = {c["artifact_sha"]: c for c in data["candidates"]}
             for run_id, sha in data["runs"].items():
                 if sha in by_sha:
-                    out[int(run_id)] = {**by_sha[sha], "rounds": data["rounds"], "flags": data["flags"]}
+                    out[int(run_id)] = {**by_sha[sha], **{k: data.get(k) for k in ("rounds", "flags", "floor_pct")}}
         return out
 
     def _latest(self, sweep: str) -> tuple[dict[str, RunRecord], RunRecord | None]:
@@ -252,6 +252,7 @@ def _with_race(result: Result, raced: Mapping[int, Mapping[str, Any]]) -> Result
     if found is None:
         return result
     result.rate_ratio, result.rate_ratio_ci95 = found["ratio"], (found["low"], found["high"])
+    result.ratio_floor_pct = found.get("floor_pct")
     result.ratio_basis = f"interleaved, {found['rounds']} rounds" + (" (dropped: beaten)" if found["dropped"] else "")
     return result
 

@@ -7,6 +7,10 @@ reference is the geometric mean of its per-round ratios with a 95% interval. Rou
 every candidate still racing has an interval within ``target_pct`` of its ratio, or the
 ``budget_s`` is spent; a candidate whose whole interval lies below the best's is clearly beaten
 and leaves the race (its ratio so far is kept, marked ``dropped``), as racing does.
+
+A second session of the reference runs as one more side, an A/A control: its ratio to the
+first says how far two sessions of one artifact differ in this very call (``floor_pct``, the
+outer edge of its interval), which no round-to-round interval can show.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ class Race:
     ratios: list[tuple[float, float, float] | None] = field(default_factory=list)
     dropped: list[int | None] = field(default_factory=list)  # the round a side left the race
     rounds: int = 0
+    control: tuple[float, float, float] | None = None  # the reference's second session over its first
+    floor_pct: float | None = None
     wall_s: float = 0.0
     host: dict[str, Any] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
@@ -47,29 +53,33 @@ def half_width_pct(ratio: tuple[float, float, float]) -> float:
 
 def _ratios(race: Race) -> None:
     ref = race.fps[0]
-    race.ratios = [None] + [ratio_ci95(side, ref[: len(side)]) for side in race.fps[1:]]
+    *candidates, control = [ratio_ci95(side, ref[: len(side)]) for side in race.fps[1:]]
+    race.ratios, race.control = [None, *candidates], control
+    _, lo, hi = control
+    race.floor_pct = 100.0 * max(1.0 - lo, hi - 1.0, 0.0)
 
 
 def _settled(race: Race, active: list[int], target_pct: float) -> bool:
     """Whether every candidate still racing is measured closely enough; drops the beaten."""
     ratios = race.ratios
-    best_lo = max((ratios[i][1] for i in active if i and ratios[i] is not None), default=0.0)  # type: ignore[index]
-    for i in [i for i in active if i]:
+    racing = [i for i in active if 0 < i < len(ratios)]  # the reference and its control stay
+    best_lo = max((ratios[i][1] for i in racing if ratios[i] is not None), default=0.0)  # type: ignore[index]
+    for i in racing:
         r = ratios[i]
         if r is not None and r[2] < best_lo:  # wholly below the best: beaten
             active.remove(i)
             race.dropped[i] = race.rounds
-    return all(ratios[i] is not None and half_width_pct(ratios[i]) <= target_pct for i in active if i)  # type: ignore[arg-type]
+    return all(ratios[i] is not None and half_width_pct(ratios[i]) <= target_pct for i in active if 0 < i < len(ratios))  # type: ignore[arg-type]
 
 
 def race(device: Device, artifacts: Sequence[Artifact], spec: MeasureSpec, target_pct: float, budget_s: float) -> Race:
     """Measure ``artifacts`` (the reference first) together, in rounds, as the module says."""
     options = RuntimeOptions(threads=spec.threads, power_mode=spec.power_mode, dma_map=spec.dma_map)
-    sessions = [device.open(a, options) for a in artifacts]
+    sessions = [device.open(a, options) for a in (*artifacts, artifacts[0])]  # the last: the A/A control
     try:
         sides = [chunk_rate(s, device_frames(s), spec, 1)[0] for s in sessions]
         chunks = max(1, round(spec.min_duration_s / CHUNK_S))
-        out = Race(fps=[[] for _ in sides], dropped=[None] * len(sides))
+        out = Race(fps=[[] for _ in sides], dropped=[None] * len(artifacts))
         active = list(range(len(sides)))
         probe, t0 = LoadProbe.start(), time.perf_counter()
         while True:

@@ -107,6 +107,8 @@ class Study:
                 )
         elif base is None:
             raise LoopError(f"no study '{name}' under {self.runs}: give its base to start it", field="base")
+        elif not Path(base).is_file():  # refused before the study is written down
+            raise LoopError(f"study '{name}': base {base} is not a file", field="base")
         else:
             atomic_write(path, json.dumps(asked, indent=2, default=str).encode())
         self.base, self.backend, self.settings = asked["base"], asked["backend"], dict(asked["settings"])

@@ -51,6 +51,9 @@ def test_a_study_is_refused_another_base_or_a_name_it_never_had(tmp_path, recipe
         Study("s", base=exported_onnx, runs=tmp_path / "runs")
     with pytest.raises(LoopError, match="no study 'other'"):
         Study("other", runs=tmp_path / "runs")
+    with pytest.raises(LoopError, match=r"base .*nowhere\.onnx is not a file"):
+        Study("third", base=tmp_path / "nowhere.onnx", runs=tmp_path / "runs")
+    assert sorted(p.name for p in (tmp_path / "runs" / "studies").iterdir()) == ["s.json"]
 
 
 def _r(snr: float, ratio: tuple[float, float, float]) -> Result:

@@ -47,8 +47,11 @@ def _rows(runs: Path) -> list[tuple[str, str, dict]]:
     path = runs / "ledger.sqlite"
     if not path.exists():
         return []
-    with sqlite3.connect(path) as db:
-        return [(v, s, json.loads(r)) for v, s, r in db.execute("SELECT variant, status, record FROM runs")]
+    try:
+        with sqlite3.connect(path) as db:
+            return [(v, s, json.loads(r)) for v, s, r in db.execute("SELECT variant, status, record FROM runs")]
+    except sqlite3.OperationalError:  # the sweep is creating the ledger right now
+        return []
 
 
 def _kill_a_busy_worker(client, runs: Path, killed: list[str]) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -35,7 +36,6 @@ import yaml
 
 from loop.api import Result, race_runs, result_of, write_generation
 from loop.core.errors import LoopError
-from loop.core.kinds import Flag
 from loop.core.record import RunRecord
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.spec.sweepfile import parse
@@ -43,6 +43,10 @@ from loop.store.files import atomic_write, safe_component
 from loop.store.ledger import Ledger
 
 Candidate = Sequence[Mapping[str, Any]] | Mapping[str, Any]
+
+
+class LoopWarning(UserWarning):
+    """Something a study's user should know that does not stop the generation."""
 
 
 def content_key(perturb: Sequence[Mapping[str, Any]], options: Mapping[str, Any]) -> str:
@@ -178,7 +182,11 @@ class Study:
         if ref is None or ref.status != "ok" or not ok:
             return
         sweep_file = self.runs / "generations" / safe_component(f"{sweep}.yaml", "name")
-        found = race_runs(self.runs, sweep_file, ref, ok, self.target_ratio_pct, self.budget_s)
+        try:
+            found = race_runs(self.runs, sweep_file, ref, ok, self.target_ratio_pct, self.budget_s)
+        except LoopError as exc:  # the runs are recorded; their ratios fall back to the ledger's figures
+            warnings.warn(f"{sweep}: {exc}; rate ratios from the runs' own figures", LoopWarning, stacklevel=3)
+            return
         path = self.runs / "studies" / safe_component(f"{sweep}.race.json", "name")
         atomic_write(path, json.dumps(found, indent=2).encode())
 
@@ -264,4 +272,4 @@ def _generation_of(name: str, path: Path) -> int | None:
     return int(rest) if rest.isdigit() else None
 
 
-__all__ = ["Flag", "Study", "content_key"]
+__all__ = ["Study", "content_key"]

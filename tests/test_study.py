@@ -26,6 +26,7 @@ def test_generations_count_up_reuse_by_content_and_say_why(tmp_path, recipe):
     s = study(tmp_path, recipe)
     own = {"perturb": scale(1.05), "compile": {"bias_correction": False}}
     first = s.evaluate([scale(1.05), scale(1.05), own, []])
+    assert first[3].verdict == "no-effect"  # an empty candidate perturbs nothing
     assert [r.generation for r in first] == [0] * 4 and not any(r.reused for r in first)
     assert first[0].run_id == first[1].run_id  # identical candidates in one generation run once
     assert first[2].verdict == "clean" and first[2].sweep.startswith("s-g0-o")  # own options: a real verdict

@@ -79,8 +79,10 @@ class DeviceOutputs:
 def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult, against: Against) -> audit_mod.Audit:
     if authored.variant.own_base:  # another network: nothing like-for-like to audit against
         return audit_mod.Audit(Verdict.NA)
-    if authored.reference or not authored.variant.ops:  # the base itself (say, measured another way)
+    if authored.reference:
         return audit_mod.Audit(Verdict.REFERENCE)
+    if not authored.variant.ops:  # the base again: measured another way (a knob's A/B), or a candidate of nothing
+        return audit_mod.Audit(Verdict.REFERENCE if authored.variant.measure != spec.measure else Verdict.NO_EFFECT)
     if against.reference is None:
         return audit_mod.Audit(Verdict.NO_REFERENCE)
     v = authored.variant

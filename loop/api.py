@@ -24,6 +24,7 @@ from loop.core.record import RunRecord
 from loop.flow.local_runner import LocalRunner
 from loop.flow.runner import RaceSpec, RunTask
 from loop.flow.sweep import SweepOptions, run_sweep
+from loop.measure.compare import ledger_ratio
 from loop.spec.sweepfile import parse
 from loop.store.artifacts import load_artifact
 from loop.store.files import atomic_write, runs_artifact, safe_component, store_verified
@@ -219,10 +220,7 @@ def result_of(index: int, run: RunRecord, ref: RunRecord | None = None, reused: 
     result.reused = reused
     mine, theirs = run.measure.rate, None if ref is None else ref.measure.rate
     if mine is not None and theirs is not None and theirs.median > 0:
-        result.rate_ratio = mine.median / theirs.median
-        if mine.ci95 is not None and theirs.ci95 is not None and theirs.ci95[0] > 0:
-            # the widest reading of the two runs' own intervals: measured apart, they pair nothing
-            result.rate_ratio_ci95 = (mine.ci95[0] / theirs.ci95[1], mine.ci95[1] / theirs.ci95[0])
+        result.rate_ratio, result.rate_ratio_ci95 = ledger_ratio(theirs, mine)
     return result
 
 

@@ -180,7 +180,7 @@ def evaluate_variant(
     authored: Authored,
     compiled: CompileResult,
     ran: RunResult,
-    path: Path,
+    prepared: Prepared,
     against: Against,
     scorer: Callable[..., dict[str, Any]] | None,
 ) -> tuple[RunOutcome, Reference | None]:
@@ -195,7 +195,7 @@ def evaluate_variant(
     clock.lap("audit_s")
     runs = [outputs_of(r) for r in ran.devices.values()]
     others = dict(zip(list(ran.devices)[1:], runs[1:], strict=True))
-    scores = _score(authored, runs[0], others, authored.inputs(), against.reference, scorer)
+    scores = _score(authored, runs[0], others, prepared.task.inputs, against.reference, scorer)  # made once
     made = Reference(tuple(compiled.layers), _tuples(runs[0].raw), scores.get("snr_db")) if authored.reference else None
     flags = _calibration_flags(spec, authored, scores, against.reference)
     clock.lap("score_s")
@@ -211,7 +211,7 @@ def evaluate_variant(
         measure={**m, VENDOR_BENCHMARK: stick},
         scores=scores,
         flags=flags,
-        artifact=str(path),
+        artifact=str(prepared.path),
         stages={**clock.laps, **ran.stages},
         info={**info, "runner": _where(ran), "device_identity": _identity(ran)},
     )

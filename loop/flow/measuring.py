@@ -100,7 +100,7 @@ class _Measuring:
             return
         against = self.against.get(a.group) or Against(None, "its group of compile options has no reference")
         try:
-            outcome, made = evaluate_variant(self.spec, a, c, ran, prepared.path, against, self.scorer)
+            outcome, made = evaluate_variant(self.spec, a, c, ran, prepared, against, self.scorer)
         except Exception as exc:  # a scorer's, say: this variant's failure, never the sweep's
             outcome, made = _failed(a, Stage.SCORE, exc), None
         if contended and outcome.status == Status.OK:

@@ -70,7 +70,8 @@ def compare(a: RunRecord, b: RunRecord) -> dict[str, Any]:
     if busy:
         return {**out, "verdict": UNDECIDED, "reason": "; ".join(_busy_reason(r) for r in busy)}
     (alo, ahi), (blo, bhi) = ia, ib
-    out["ci95"] = [blo / ahi, bhi / alo] if alo > 0 else None  # the ratio's widest reading of both intervals
+    widest = widest_ratio(ia, ib)
+    out["ci95"] = list(widest) if widest else None
     if blo > ahi:
         return {**out, "verdict": FASTER, "reason": APART}
     if bhi < alo:
@@ -84,6 +85,18 @@ def _across(a: RunRecord, b: RunRecord) -> dict[str, str]:
     if a.measured_on == b.measured_on:
         return {}
     return {"across_devices": f"run {a.id} measured by {a.measured_on}; run {b.id} by {b.measured_on}"}
+
+
+def widest_ratio(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float] | None:
+    """B/A's widest reading of two runs' own intervals (measured apart, they pair nothing)."""
+    (alo, ahi), (blo, bhi) = a, b
+    return (blo / ahi, bhi / alo) if alo > 0 else None
+
+
+def ledger_ratio(a: Rate, b: Rate) -> tuple[float, tuple[float, float] | None]:
+    """B/A from two runs' recorded figures, with the interval where both have repeats enough."""
+    ia, ib = _interval(a), _interval(b)
+    return b.median / a.median, None if ia is None or ib is None else widest_ratio(ia, ib)
 
 
 def _interval(rate: Rate) -> tuple[float, float] | None:

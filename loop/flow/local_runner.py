@@ -148,6 +148,7 @@ class LocalRunner(Runner):
     def __init__(self, overlap: bool = False) -> None:
         self.overlap = overlap
         self._children: dict[str, DeviceProcess] = {}
+        self._timed_on: dict[str, str] = {}  # device name -> the lock it measures under, made once
 
     def hosts(self) -> set[str]:
         return {socket.gethostname()}
@@ -156,7 +157,10 @@ class LocalRunner(Runner):
         try:
             for kind, ref in task.device_refs:  # devices the sweep registered, known here too
                 registry.DEVICES.setdefault(kind, ref)
-            timed_on = registry.make_device(task.devices[0]).timed_on
+            first = task.devices[0]
+            if first not in self._timed_on:
+                self._timed_on[first] = registry.make_device(first).timed_on
+            timed_on = self._timed_on[first]
         except Exception as exc:
             return RunResult.failed(Stage.OPEN, f"{type(exc).__name__}: {exc}", host=socket.gethostname())
         with hostlock.measuring(timed_on, overlap=self.overlap):

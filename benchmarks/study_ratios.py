@@ -34,12 +34,11 @@ def show(label: str, results: list[Result], seconds: float) -> None:
     print(f"{label}: {seconds:.1f} s; reused {sum(r.reused for r in results)} of {len(results)}")
     floor = results[0].ratio_floor_pct
     print(f"  intervals holding 1.0: {inside} of {len(results)}; widest +-{max(widths, default=float('nan')):.2f}%")
-    widened = sum(
-        1
-        for r in results
-        if r.rate_ratio is not None and r.interval("rate_ratio")[0] <= 1.0 <= r.interval("rate_ratio")[1]
-    )
-    print(f"  A/A floor +-{floor if floor is not None else float('nan'):.2f}%; widened by it, holding 1.0: {widened}")
+    full = [r.interval("rate_ratio") for r in results if r.rate_ratio is not None]
+    widened = sum(1 for lo, hi in full if lo <= 1.0 <= hi)
+    wide = max((100 * (hi - lo) / 2 for lo, hi in full), default=float("nan"))
+    aa = floor if floor is not None else float("nan")
+    print(f"  A/A floor +-{aa:.2f}%; widened by it: {widened} hold 1.0, widest +-{wide:.2f}%")
     for r in results:
         ci = r.rate_ratio_ci95 or (float("nan"), float("nan"))
         print(f"  c{r.index:<3} ratio {r.rate_ratio or float('nan'):.4f} [{ci[0]:.4f}, {ci[1]:.4f}] {r.ratio_basis}")

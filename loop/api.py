@@ -25,6 +25,7 @@ from loop.flow.local_runner import LocalRunner
 from loop.flow.runner import RaceSpec, RunTask
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.measure.compare import ledger_ratio
+from loop.measure.stats import widened
 from loop.spec.sweepfile import parse
 from loop.store.artifacts import load_artifact
 from loop.store.files import atomic_write, runs_artifact, safe_component, store_verified
@@ -73,12 +74,12 @@ class Result:
         return None if found is None else float(found)
 
     def interval(self, key: str) -> tuple[float, float]:
-        """The value's 95% interval where it has one (a ratio's widened by its A/A floor: two
-        sessions of one artifact differ by that much), else the value itself at both ends."""
+        """The value's 95% interval where it has one, else the value itself at both ends. A
+        ratio's is widened by its A/A floor (two sessions of one artifact differ by that much,
+        whatever the rounds say), the two added as independent errors are, in quadrature."""
         ci = {"rate_fps": self.rate_ci95, "rate_ratio": self.rate_ratio_ci95}.get(key)
-        if ci is not None and key == "rate_ratio" and self.ratio_floor_pct:
-            f = self.ratio_floor_pct / 100.0
-            return ci[0] * (1.0 - f), ci[1] * (1.0 + f)
+        if ci is not None and key == "rate_ratio" and self.rate_ratio:
+            return widened((self.rate_ratio, *ci), self.ratio_floor_pct)[1:]
         if ci is not None:
             return ci
         value = self.value(key)

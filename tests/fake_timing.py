@@ -34,15 +34,18 @@ class VirtualDevice(Device):
 
     name: ClassVar[str] = "virtual"
 
-    def __init__(self, noise: float = 0.02, seed: int = 0) -> None:
-        self.noise, self.rng, self.opened = noise, np.random.default_rng(seed), []
+    def __init__(self, noise: float = 0.02, seed: int = 0, slower: Sequence[float] = ()) -> None:
+        """``slower``: per session in the order opened, a fixed factor on its time (two sessions
+        of one artifact differ so on a real host: memory placement, caches)."""
+        self.noise, self.rng, self.opened, self.slower = noise, np.random.default_rng(seed), [], list(slower)
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
         return True, ""
 
     def open(self, artifact: Artifact, options: RuntimeOptions) -> VirtualSession:
-        session = VirtualSession(float(artifact.data), self.noise, self.rng)
+        factor = self.slower[len(self.opened)] if len(self.opened) < len(self.slower) else 1.0
+        session = VirtualSession(float(artifact.data) * factor, self.noise, self.rng)
         self.opened.append(session)
         return session
 

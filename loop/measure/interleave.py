@@ -66,11 +66,13 @@ def device_frames(session: Session, seed: int = 1) -> list[np.ndarray]:
     return [quantize(seeded(t.shape, 1, seed, i), t) for i, t in enumerate(session.inputs)]
 
 
-def chunk_rate(session: Session, frames: Sequence[np.ndarray], spec: MeasureSpec, depth: int) -> tuple[Rate, int]:
-    """A side: a warmed-up session timed over a fixed frame count lasting about ``CHUNK_S``."""
+def chunk_rate(
+    session: Session, frames: Sequence[np.ndarray], spec: MeasureSpec, depth: int, chunk_s: float = CHUNK_S
+) -> tuple[Rate, int]:
+    """A side: a warmed-up session timed over a fixed frame count lasting about ``chunk_s``."""
     session.pipelined(frames, max(spec.warmup, depth), depth)
-    fps, _ = one_repeat(session, frames, max(depth, 4), CHUNK_S / 4, depth)
-    count = max(depth, int(CHUNK_S * fps))
+    fps, _ = one_repeat(session, frames, max(depth, 4), max(chunk_s, CHUNK_S) / 4, depth)
+    count = max(depth, int(chunk_s * fps))
     return (lambda: count / session.pipelined(frames, count, depth)), count
 
 

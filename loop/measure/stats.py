@@ -68,6 +68,17 @@ def ci_pct(values: Sequence[float]) -> float:
     return math.inf if len(values) < 2 or not med else 100.0 * (hi - lo) / 2 / med
 
 
+def widened(ratio: tuple[float, float, float], floor_pct: float | None) -> tuple[float, float, float]:
+    """A ratio's interval from rounds, widened by an A/A floor (two sessions of one artifact
+    differ by that much, whatever the rounds say): independent errors, added in quadrature in
+    log space, where the rounds' interval is symmetric about the geometric mean."""
+    mid, _, hi = ratio
+    if not floor_pct:
+        return ratio
+    half = math.hypot(math.log(hi / mid), math.log1p(floor_pct / 100.0))
+    return mid, mid * math.exp(-half), mid * math.exp(half)
+
+
 def ratio_ci95(b: Sequence[float], a: Sequence[float]) -> tuple[float, float, float]:
     """Paired by round: the geometric mean of b_i/a_i and its 95% interval."""
     logs = [math.log(y / x) for y, x in zip(b, a, strict=True)]

@@ -1,8 +1,11 @@
 """A generation in interleaved rounds, on a device of virtual time (no absolute time here)."""
 
+import math
+
 from fake_timing import VirtualDevice, virtual
 
 from loop.measure.rounds import half_width_pct, race
+from loop.measure.stats import widened
 from loop.spec.sweepfile import MeasureSpec
 
 SPEC = MeasureSpec(min_duration_s=0.1)
@@ -24,3 +27,21 @@ def test_rounds_stop_at_the_target_and_keep_at_least_three():
     device = VirtualDevice(0.0, seed=0)
     r = race(device, [virtual(1.0), virtual(1.0)], SPEC, target_pct=3.0, budget_s=60)
     assert r.rounds == 3 and r.ratios[1][0] == 1.0 and r.floor_pct == 0.0
+
+
+def test_two_sessions_apart_widen_every_interval_and_rounds_go_on_only_while_they_help():
+    # three sessions: the reference, a candidate of the same compute, the reference's control 3% slower
+    device = VirtualDevice(0.02, seed=2, slower=[1.0, 1.0, 1.03])
+    r = race(device, [virtual(1.0), virtual(1.0)], SPEC, target_pct=3.0, budget_s=600)
+    assert 2.0 < r.floor_pct < 4.5  # the A/A control saw the sessions apart
+    # the floor alone is near the target: stopped once the rounds' part was a third of it
+    assert r.rounds > 3 and half_width_pct(r.ratios[1]) <= r.floor_pct / 3
+    _, lo, hi = widened(r.ratios[1], r.floor_pct)
+    assert lo < r.ratios[1][1] and hi > r.ratios[1][2] and lo <= 1.0 <= hi
+
+
+def test_widened_adds_the_floor_in_quadrature_in_log_space():
+    ratio = (1.0, math.exp(-0.03), math.exp(0.03))
+    assert widened(ratio, None) == ratio and widened(ratio, 0.0) == ratio
+    mid, lo, hi = widened(ratio, 100 * (math.exp(0.04) - 1))
+    assert mid == 1.0 and math.isclose(math.log(hi), 0.05) and math.isclose(math.log(lo), -0.05)

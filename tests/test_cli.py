@@ -328,3 +328,14 @@ def test_compare_json_carries_basis_and_interval(swept: Path):
     a_a = json.loads(invoke("compare", "--a-a", "1", "--pairs", "2", *fast).output)
     assert a_a["pairs"] == 2 and 0 <= a_a["false_call_rate"] <= 1 and len(a_a["verdicts"]) == 2
     assert invoke("compare", "1", "--runs", str(swept)).exit_code == 2
+
+
+def test_compare_refuses_a_swapped_artifact_in_one_line(swept: Path):
+    from loop.store.ledger import Ledger
+
+    with Ledger.open_existing(swept / "ledger.sqlite") as book:
+        mine, other = Path(book.record(1).artifact or ""), Path(book.record(2).artifact or "")
+    mine.write_bytes(other.read_bytes())  # another variant's artifact under run 1's name
+    result = invoke("compare", "1", "1", "--rounds", "2", "--round-s", "0.05", "--runs", str(swept))
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1 and "does not match its hash" in lines[0], result.output

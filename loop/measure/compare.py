@@ -140,11 +140,12 @@ def interleaved_result(m: Interleaved) -> dict[str, Any]:
 def remeasure(a: RunRecord, b: RunRecord, spec: MeasureSpec | None = None, rounds: int = ROUNDS) -> dict[str, Any]:
     """Re-measure both runs' artifacts interleaved, each at its own recorded depth."""
     from loop.core.registry import make_device
-    from loop.store.artifacts import load_artifact
+    from loop.store.artifacts import load_artifact, recorded_sha
 
     _rate(a), _rate(b)
     (device_a, path_a), (_, path_b) = _stored(a), _stored(b)
-    art_a, art_b = load_artifact(path_a), load_artifact(path_b)
+    # checked against the hashes the ledger holds: a swapped file would be measured as the run
+    art_a, art_b = load_artifact(path_a, recorded_sha(a)), load_artifact(path_b, recorded_sha(b))
     depths = [_depth(a), _depth(b), _depth(a)]
     m = interleave(make_device(device_a), [art_a, art_b, art_a], spec or COMPARE_SPEC, rounds, depths)
     return {**interleaved_result(m), "a": _side(a), "b": _side(b)}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import onnx
 
@@ -21,6 +22,9 @@ from loop.core.registry import BACKEND_BY_SUFFIX
 from loop.core.registry import DEVICE_BY_SUFFIX as DEVICE_BY_SUFFIX  # re-exported: the CLI reads it here
 from loop.core.vocab import Artifact, CompileResult, TensorLayout
 from loop.store.files import StoreFault, read_regular, store_artifact, store_verified
+
+if TYPE_CHECKING:
+    from loop.core.record import RunRecord
 
 LAYOUT_KEY = "loop.layout"
 
@@ -84,6 +88,16 @@ def materialize(artifact: Artifact) -> Artifact:
         for key in artifact.extras
     }
     return replace(artifact, data=read_checked(path, artifact.sha), extras=extras)
+
+
+def recorded_sha(run: RunRecord) -> str:
+    """The hash a ledger run's artifact must match when it is read back: the whole one recorded,
+    else (rows from before it was kept) the prefix its file is named by. Never empty, since an
+    empty hash would let any file through."""
+    sha = run.artifact_sha or Path(run.artifact or "").name.split(".")[0]
+    if not sha:
+        raise LoopError(f"run {run.id} records no artifact hash to check its artifact against")
+    return sha
 
 
 def load_artifact(path: Path, sha: str | None = None) -> Artifact:

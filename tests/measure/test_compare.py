@@ -131,3 +131,22 @@ def test_runs_measured_by_two_devices_are_compared_only_flagged_as_such():
         "run 1 measured by hailort on lab-1 0000:01:00.0; run 3 by hailort on lab-2 0000:01:00.0"
     )
     assert describe(out).splitlines()[-1].startswith("across devices: run 1 measured by hailort on lab-1")
+
+
+def test_a_swapped_artifact_is_refused_not_remeasured(artifact, tmp_path):
+    """The file at a run's recorded path was swapped for another (still a valid artifact): compare
+    must not measure it as the run, as ``loop doctor`` would flag it."""
+    import onnx
+
+    from loop.store.files import StoreFault
+
+    path = tmp_path / f"{artifact.sha[:32]}.onnx"
+    other = onnx.load_from_string(artifact.data)
+    other.producer_name = "another variant"
+    path.write_bytes(other.SerializeToString())
+    a = replace(run(1, [100.0, 101.0, 99.0]), artifact=str(path), artifact_sha=artifact.sha, device="onnxruntime")
+    fast = MeasureSpec(min_duration_s=0.01, threads=1)
+    with pytest.raises(StoreFault, match="does not match its hash"):
+        compare_runs(a, a, spec=fast, rounds=2)
+    with pytest.raises(StoreFault, match="does not match its hash"):  # a row without the whole hash: its file's name
+        compare_runs(replace(a, artifact_sha=None), a, spec=fast, rounds=2)

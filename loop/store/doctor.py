@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loop.core.errors import LoopError
-from loop.core.kinds import Stage, Status
+from loop.core.kinds import Stage, Status, Verdict
 from loop.store.cache import BLOB, LEGACY, META, Cache, verified
 from loop.store.codec import Damaged
 from loop.store.files import RUNS_FOLDERS, atomic_write, read_regular, read_verified, stale_temps
-from loop.store.ledger import Garbled, Ledger, LedgerEntry, is_live
+from loop.store.ledger import COLUMNS, SQL_TYPES, Garbled, Ledger, LedgerEntry, is_live
 
 LEDGER = "ledger.sqlite"
 
@@ -194,6 +194,23 @@ def _quarantine_row(runs: Path, run_id: int) -> None:
             "UPDATE runs SET status=?, stage=?, error=?, record='{}', flags='[]' WHERE id=?",
             (Status.FAILED, Stage.LEDGER, f"record was corrupt; its text is in quarantine/run-{run_id}.txt", run_id),
         )
+        _retype(db, run_id)
+
+
+def _retype(db: sqlite3.Connection, run_id: int) -> None:
+    """Each column of another type than the ledger reads (a BLOB where text belongs) as its own
+    type: a name as its text, anything else as null (0 for ``cache_hit``)."""
+    names = {r[1] for r in db.execute("PRAGMA table_info(runs)")}
+    for name, (kinds, nullable) in COLUMNS.items():
+        if name not in names or name in ("id", "record", "flags"):
+            continue
+        wanted = ", ".join(f"'{SQL_TYPES[k]}'" for k in kinds) + (", 'null'" if nullable else "")
+        other = "NULL" if nullable else ("0" if kinds == (int,) else f"CAST({name} AS TEXT)")
+        db.execute(f"UPDATE runs SET {name}={other} WHERE id=? AND typeof({name}) NOT IN ({wanted})", (run_id,))
+    known = [v.value for v in Verdict]
+    db.execute(
+        f"UPDATE runs SET verdict=NULL WHERE id=? AND verdict NOT IN ({', '.join('?' * len(known))})", (run_id, *known)
+    )
 
 
 _SALVAGE = "copy the runs it can still read into a new ledger, the old file kept beside it as ledger.sqlite.damaged-*"

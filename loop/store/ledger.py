@@ -22,12 +22,13 @@ import time
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
+from loop.core import jsondepth
 from loop.core.errors import LoopError
 from loop.core.kinds import Flag, Kind, Stage, Status, Verdict
 from loop.core.leftovers import process_alive
@@ -388,14 +389,53 @@ def to_row(run: RunRecord) -> dict[str, Any]:
     }
 
 
+_TEXT, _INT, _REAL = (str,), (int,), (int, float)
+# Each column's Python types as read back (SQLite keeps whatever type a writer gave, a BLOB in a
+# TEXT column included), and whether it may be NULL. A row with anything else is corrupt.
+COLUMNS: dict[str, tuple[tuple[type, ...], bool]] = {
+    "id": (_INT, False),
+    **dict.fromkeys(("sweep", "sweep_key", "variant", "status", "flags", "record"), (_TEXT, False)),
+    **dict.fromkeys(("generation", "pid"), (_INT, True)),
+    **dict.fromkeys(("heartbeat", "started", "finished"), (_REAL, True)),
+    **dict.fromkeys(
+        ("error", "stage", "host", "spec_sha", "onnx_sha", "calib_sha", "kernel_sha", "bias_sha", "backend"),
+        (_TEXT, True),
+    ),
+    **dict.fromkeys(("device", "artifact", "verdict", "compiled_on"), (_TEXT, True)),
+    "cache_hit": (_INT, False),
+}
+SQL_TYPES = {str: "text", int: "integer", float: "real"}
+_WORDS: dict[str, type[Kind]] = {"status": Status, "stage": Stage, "verdict": Verdict}
+
+
+def _stored(value: Any) -> str:
+    return {bytes: "a blob", str: "text", int: "an integer", float: "a real", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _column_reason(key: str, value: Any) -> str | None:
+    """Why column ``key`` holding ``value`` cannot be read as a run's, or None."""
+    if isinstance(value, Garbled):
+        return f"its {key} is not valid UTF-8"
+    kinds, nullable = COLUMNS.get(key, ((object,), True))
+    if not isinstance(value, kinds) and not (value is None and nullable):
+        return f"its {key} is {_stored(value)}, not {SQL_TYPES[kinds[-1]]}"
+    if key in _WORDS and value is not None and value not in {k.value for k in _WORDS[key]}:
+        return f"its {key} is not a {key} loop knows"
+    return None
+
+
 def corrupt_reason(row: sqlite3.Row) -> str | None:
-    """Why ``row`` cannot be read as a run (flipped bytes, a torn record), or None."""
+    """Why ``row`` cannot be read as a run (flipped bytes, a torn record, a column of another
+    type, JSON nested past :data:`loop.core.jsondepth.MAX_DEPTH`), or None."""
     for key in row.keys():  # noqa: SIM118 - iterating a sqlite3.Row gives its values
-        if isinstance(row[key], Garbled):
-            return f"its {key} is not valid UTF-8"
+        reason = _column_reason(key, row[key])
+        if reason is not None:
+            return reason
     for key, kind in (("record", dict), ("flags", list)):
         try:
-            value = json.loads(row[key])
+            value = jsondepth.loads(row[key])
         except (TypeError, ValueError) as exc:
             return f"its {key} does not parse ({exc})"
         if not isinstance(value, kind):
@@ -409,14 +449,34 @@ def _column(row: sqlite3.Row, name: str) -> Any:
 
 def from_row(row: sqlite3.Row) -> RunRecord:
     """The run :func:`to_row` wrote (and :meth:`Ledger.begin` began); a row that cannot be read
-    comes back with status ``corrupt``, its id and why, so one bad row never hides the rest."""
+    comes back with status ``corrupt``, its id and why (naming the column), so one bad row never
+    hides the rest, and no reader past this one meets its values."""
     reason = corrupt_reason(row)
     if reason is None:
         try:
             return _run(row, json.loads(row["record"]), json.loads(row["flags"]))
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             reason = f"its record has an unexpected shape ({type(exc).__name__}: {exc})"
-    return replace(_run(row, {}, []), status=Status.CORRUPT, error=reason, verdict=None)
+    return _corrupt(row, reason)
+
+
+def _corrupt(row: sqlite3.Row, reason: str) -> RunRecord:
+    """What a corrupt row still says for sure: its id, and its names and artifact where they are
+    text (the doctor keeps the artifact a corrupt row records); the rest stays out."""
+
+    def text(key: str) -> str | None:
+        value = _column(row, key)
+        return value if isinstance(value, str) and not isinstance(value, Garbled) else None
+
+    return RunRecord(
+        id=int(row["id"]),
+        sweep=text("sweep") or "",
+        variant=text("variant") or "",
+        status=Status.CORRUPT,
+        error=reason,
+        backend=text("backend"),
+        artifact=_column(row, "artifact") if isinstance(_column(row, "artifact"), str) else None,
+    )
 
 
 K = TypeVar("K", bound=Kind)
@@ -428,10 +488,31 @@ def _word(kind: type[K], value: Any) -> K | None:
 
 
 def _info(record: dict[str, Any]) -> Mapping[str, Any]:
-    info = record.get("info") or {}
-    if not isinstance(info, Mapping) or not isinstance(info.get("warnings", []), list):
+    info = _part(record, "info", dict, {})
+    if not isinstance(info.get("warnings", []), list):
         raise TypeError("its info is not a mapping with a list of warnings")
     return info
+
+
+P = TypeVar("P")
+
+
+def _part(record: Mapping[str, Any], key: str, kind: type[P], empty: P) -> P:
+    """``record[key]`` where it is a ``kind`` (``empty`` where missing or null): a part of another
+    type would fail a reader far from the row, so it fails the row here."""
+    value = record.get(key)
+    if value is None:
+        return empty
+    if not isinstance(value, kind):
+        raise TypeError(f"its {key} is not a {kind.__name__}")
+    return value
+
+
+def _maps(record: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    items = _part(record, key, list, [])
+    if not all(isinstance(i, dict) for i in items):
+        raise TypeError(f"its {key} is not a list of mappings")
+    return items
 
 
 def _run(row: sqlite3.Row, record: dict[str, Any], flags: list[str]) -> RunRecord:
@@ -449,22 +530,22 @@ def _run(row: sqlite3.Row, record: dict[str, Any], flags: list[str]) -> RunRecor
         artifact=row["artifact"],
         backend=row["backend"],
         device=row["device"],
-        stages=record.get("stages") or {},
-        layers=tuple(LayerPrint.from_json(lp) for lp in record.get("layers", [])),
-        measure=Figures.from_json(record.get("measure")),
-        scores=Scores.from_json(record.get("scores")),
+        stages=_part(record, "stages", dict, {}),
+        layers=tuple(LayerPrint.from_json(lp) for lp in _maps(record, "layers")),
+        measure=Figures.from_json(_part(record, "measure", dict, {})),
+        scores=Scores.from_json(_part(record, "scores", dict, {})),
         verdict=_word(Verdict, row["verdict"]),
         flags=tuple(Flag(f) for f in flags),
-        changes=tuple(Change.from_json(c) for c in record.get("changes", [])),
+        changes=tuple(Change.from_json(c) for c in _maps(record, "changes")),
         compiled_on=_column(row, "compiled_on"),
         cache_hit=bool(_column(row, "cache_hit")),
-        perturb=tuple(record.get("perturb", [])),
+        perturb=tuple(_maps(record, "perturb")),
         calib_sha=row["calib_sha"],
-        options=record.get("options") or {},
-        versions=record.get("versions") or {},
-        host=record.get("host"),
-        stderr_tail=record.get("stderr_tail") or "",
-        artifact_sha=record.get("artifact_sha"),
+        options=_part(record, "options", dict, {}),
+        versions=_part(record, "versions", dict, {}),
+        host=_part(record, "host", str, None),
+        stderr_tail=_part(record, "stderr_tail", str, ""),
+        artifact_sha=_part(record, "artifact_sha", str, None),
         info=_info(record),
     )
 
@@ -487,7 +568,13 @@ class LedgerEntry:
 
 
 def _entry(row: sqlite3.Row) -> LedgerEntry:
-    return LedgerEntry(from_row(row), Status(str(row["status"])), row["pid"], row["host"], row["heartbeat"])
+    run = from_row(row)
+    if run.status != Status.CORRUPT:
+        return LedgerEntry(run, run.status, row["pid"], row["host"], row["heartbeat"])
+    # a corrupt row's sweep may be alive too: its bookkeeping as written, where it is of its type
+    status = row["status"] if _column_reason("status", row["status"]) is None else Status.CORRUPT
+    kept = [row[k] if _column_reason(k, row[k]) is None else None for k in ("pid", "host", "heartbeat")]
+    return LedgerEntry(run, Status(status), *kept)
 
 
 STALE_HEARTBEAT_S = 300.0  # a running row whose heartbeat is older belongs to a dead sweep

@@ -274,7 +274,7 @@ def check_cmd(artifact: Path, device: str | None) -> int:
     from loop.store.artifacts import DEVICE_BY_SUFFIX, load_artifact
 
     loaded = load_artifact(artifact)
-    results = check(make_device(device or DEVICE_BY_SUFFIX[artifact.suffix]), loaded)
+    results = check(make_device(device or DEVICE_BY_SUFFIX[artifact.suffix]), loaded, str(artifact))
     for r in results:
         click.echo(f"{'PASS' if r.passed else 'FAIL'}  {r.name}: {r.detail}")
     return 0 if all(r.passed for r in results) else 1

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
-from loop.core.errors import BufferSizeError
+from loop.core.errors import BufferSizeError, LoopError
+from loop.core.text import for_person
 from loop.core.vocab import Artifact, TensorLayout
 from loop.devices.base import Device, RuntimeOptions, Session
 
@@ -74,6 +76,20 @@ def undersized_output(session: Session) -> CheckResult:
     return _refused(lambda: session.infer(_frames(session, 1), out=out), "output")
 
 
-def check(device: Device, artifact: Artifact) -> list[CheckResult]:
-    with device.open(artifact, RuntimeOptions()) as session:
+def check(device: Device, artifact: Artifact, source: str = "the artifact") -> list[CheckResult]:
+    """The four checks on ``artifact`` (read from ``source``, which a refusal names)."""
+    with _opened(device, artifact, source) as session:
         return [sensitivity(session), determinism(session), undersized_input(session), undersized_output(session)]
+
+
+@contextmanager
+def _opened(device: Device, artifact: Artifact, source: str) -> Iterator[Session]:
+    """A session on ``artifact``; a runtime that will not make one (ONNX Runtime refusing a
+    crafted file's external data, an op it lacks) is the file's fault: one line naming it."""
+    try:
+        session = device.open(artifact, RuntimeOptions())
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise LoopError(f"{for_person(source)}: {device.name} cannot open it: {for_person(first)}") from None
+    with session:
+        yield session

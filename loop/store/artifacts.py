@@ -20,6 +20,7 @@ from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha
 from loop.core.registry import BACKEND_BY_SUFFIX
 from loop.core.registry import DEVICE_BY_SUFFIX as DEVICE_BY_SUFFIX  # re-exported: the CLI reads it here
+from loop.core.text import for_person
 from loop.core.vocab import Artifact, CompileResult, TensorLayout
 from loop.store.files import StoreFault, read_regular, store_artifact, store_verified
 
@@ -117,9 +118,11 @@ def load_artifact(path: Path, sha: str | None = None) -> Artifact:
     if path.suffix != ".onnx":  # only ONNX carries its layout; a device reads the others' when it opens them
         return Artifact(backend, data, path.suffix, (), ())
     try:
-        meta = {p.key: p.value for p in onnx.load_from_string(data).metadata_props}
+        model = onnx.load_from_string(data)
     except Exception as exc:
         raise LoopError(f"{path}: unreadable ONNX artifact: {type(exc).__name__}") from None
+    _self_contained(model, path)
+    meta = {p.key: p.value for p in model.metadata_props}
     if LAYOUT_KEY not in meta:
         raise LoopError(f"{path}: no {LAYOUT_KEY} metadata; is it an artifact compiled by loop?")
     layout = json.loads(meta[LAYOUT_KEY])
@@ -128,3 +131,16 @@ def load_artifact(path: Path, sha: str | None = None) -> Artifact:
         tuple(map(TensorLayout.from_json, layout["outputs"])),
     )
     return Artifact(backend, data, ".onnx", inputs, outputs)
+
+
+def _self_contained(model: onnx.ModelProto, path: Path) -> None:
+    """An artifact carries its weights in itself: its hash covers its own bytes only, and ONNX
+    Runtime, handed those bytes, would look for a tensor's external file in the working folder."""
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+
+    held = next((t.name for t in _get_all_tensors(model) if uses_external_data(t)), None)
+    if held is not None:
+        raise LoopError(
+            f"{for_person(path)}: tensor '{for_person(held)}' keeps its data in another file; "
+            "an artifact carries its weights in itself"
+        )

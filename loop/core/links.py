@@ -61,10 +61,6 @@ class LinkModel:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> LinkModel:
-        return cls(**data)
-
 
 def fit(name: str, rungs: Sequence[Rung], source: str) -> LinkModel:
     """Least squares of seconds per frame on bytes; the round trip from rungs with depth 1."""

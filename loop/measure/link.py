@@ -118,6 +118,9 @@ def save(runs: Path, model: LinkModel) -> Path:
 
     if not _NAME.match(model.name) or model.name in SHIPPED:
         raise LoopError(f"link name '{model.name}': use letters, digits, '.', '_' or '-', not a shipped name")
+    from loop.measure.linkfile import checked
+
+    checked(model.to_json(), f"link '{model.name}'")  # what load would refuse is never written
     links_dir(runs).mkdir(parents=True, exist_ok=True)
     return atomic_write(links_dir(runs) / f"{model.name}.json", json.dumps(model.to_json(), indent=2).encode())
 
@@ -131,10 +134,9 @@ def load(runs: Path | None, name: str) -> LinkModel:
     if path is None or not path.is_file():
         known = sorted({*SHIPPED, *(p.stem for p in _saved(runs))})
         raise LoopError(f"unknown link '{name}' (known: {', '.join(known)})")
-    try:
-        return LinkModel.from_json(json.loads(path.read_text()))
-    except (ValueError, TypeError) as exc:
-        raise LoopError(f"{path}: not a link model ({exc})") from exc
+    from loop.measure.linkfile import read
+
+    return read(path)
 
 
 def _saved(runs: Path | None) -> list[Path]:

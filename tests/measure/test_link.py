@@ -152,6 +152,42 @@ def test_a_damaged_link_file_is_one_clear_error(tmp_path):
         load(tmp_path, "ok")
 
 
+GOOD = '{"name": "ok", "bandwidth_mb_s": 300, "per_transfer_ms": 0.5, "round_trip_ms": 0.9, '
+# a link file's text as a hand, a tool or a tamperer left it, and the field its one line names
+HOSTILE_LINKS = {
+    "bandwidth-a-string": (GOOD.replace("300", '"300"') + '"source": "", "residuals_pct": {}}', "bandwidth_mb_s"),
+    "bandwidth-zero": (GOOD.replace("300", "0") + '"source": "", "residuals_pct": {}}', "bandwidth_mb_s"),
+    "bandwidth-nan": (GOOD.replace("300", "NaN") + '"source": "", "residuals_pct": {}}', "bandwidth_mb_s"),
+    "negative-fixed-cost": (GOOD.replace("0.5", "-40") + '"source": "", "residuals_pct": {}}', "per_transfer_ms"),
+    "round-trip-inf": (GOOD.replace("0.9", "Infinity") + '"source": "", "residuals_pct": {}}', "round_trip_ms"),
+    "residual-nan": (GOOD + '"source": "", "residuals_pct": {"a": NaN}}', "residuals_pct.a"),
+    "name-with-escapes": (
+        GOOD.replace('"ok"', '"\\u001b]0;TITLE\\u0007"') + '"source": "", "residuals_pct": {}}',
+        "name",
+    ),
+    "a-list": ("[1, 2]", "(the file)"),
+    "nested-5000-deep": (GOOD + '"source": "", "residuals_pct": ' + "[" * 5000 + "]" * 5000 + "}", "nested 5001 deep"),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE_LINKS)
+def test_a_hostile_link_file_is_one_line_naming_the_file_and_field(tmp_path, case):
+    text, field = HOSTILE_LINKS[case]
+    (tmp_path / "links").mkdir()
+    path = tmp_path / "links" / "ok.json"
+    path.write_text(text)
+    with pytest.raises(LoopError) as caught:
+        load(tmp_path, "ok")
+    said = str(caught.value)
+    assert said.startswith(f"{path}: ") and field in said and "not a link model" in said and "\n" not in said, said
+
+
+def test_a_link_the_loader_would_refuse_is_never_saved(tmp_path):
+    with pytest.raises(LoopError, match="per_transfer_ms"):
+        save(tmp_path, LinkModel("neg", 300.0, -1.0, 0.0, "t", {}))
+    assert not (tmp_path / "links" / "neg.json").exists()
+
+
 @pytest.mark.parametrize("text, bw, trip", [("300MB/s+0.9ms", 300.0, 0.9), ("25 MB/s", 25.0, 0.0)])
 def test_inline_links(text, bw, trip):
     m = parse_inline(text)

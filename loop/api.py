@@ -178,12 +178,12 @@ def _results(runs: Path, outcomes: Sequence[Any], count: int) -> list[Result]:
     return [result_of(i, by_name[f"c{i}"], by_name.get("base")) for i in range(count)]
 
 
-def race_runs(
-    runs: Path, sweep_file: Path, ref: RunRecord, candidates: Sequence[RunRecord], target_pct: float, budget_s: float
-) -> dict[str, Any]:
+def race_runs(runs: Path, sweep_file: Path, ref: RunRecord, candidates: Sequence[RunRecord]) -> dict[str, Any]:
     """Measure ``candidates`` with their reference in interleaved rounds on the sweep's first
-    device, in a device process of its own; what :mod:`loop.measure.rounds` found, as JSON."""
+    device, in a device process of its own, to the sweep's ``measure.target_ratio_pct`` within
+    its ``measure.budget_s``; what :mod:`loop.measure.rounds` found, as JSON."""
     spec = parse(sweep_file)
+    target_pct, budget_s = spec.measure.target_ratio_pct, spec.measure.budget_s
     load = lambda r: load_artifact(runs_artifact(runs, Path(r.artifact or "").name), r.artifact_sha)  # noqa: E731
     unique = list({r.artifact_sha: r for r in candidates}.values())  # one side per artifact
     race = RaceSpec(tuple(load(r) for r in unique), target_pct, budget_s)

@@ -13,6 +13,7 @@ import click
 
 from loop.core.errors import LoopError
 from loop.core.registry import DEFAULT_LINK
+from loop.core.text import for_person
 from loop.store.files import StoreFault
 
 if TYPE_CHECKING:
@@ -28,6 +29,9 @@ RUNS = click.option(
 )
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 AUDIT_KEYS = ("id", "sweep", "variant", "verdict", "changes")  # what ``loop audit --json`` shows of a run
+# An error, warning or doctor line may quote a stored name or a folder's file names: escaped as
+# the tables are, and cut at this length so a runaway name cannot flood the terminal.
+LINE_LIMIT = 1000
 
 
 FAULTS = (errno.ENOSPC, errno.EROFS, errno.EIO, getattr(errno, "EDQUOT", errno.ENOSPC))
@@ -39,7 +43,7 @@ class Failure(click.ClickException):
     exit_code = 2
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"loop: {self.format_message()}", err=True)
+        click.echo(f"loop: {for_person(self.format_message(), LINE_LIMIT)}", err=True)
 
 
 class Fault(Failure):
@@ -89,7 +93,7 @@ def _one_line_warning(
     file: Any = None,
     line: str | None = None,
 ) -> None:
-    click.echo(f"loop: warning: {message}", err=True)
+    click.echo(f"loop: warning: {for_person(message, LINE_LIMIT)}", err=True)
 
 
 @click.group(cls=LoopGroup)
@@ -120,6 +124,9 @@ def main() -> None:
 @click.option("--overlap", is_flag=True, help="Measure while compiles run (runs flagged host-contended).")
 @click.option("--fresh", is_flag=True, help="Start a new sweep of this file instead of continuing it.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
+@click.option(
+    "--study", "study_name", default=None, metavar="NAME", help="Run the variants as study NAME's next generation."
+)
 def sweep(
     sweep_file: Path,
     runs: Path,
@@ -131,6 +138,7 @@ def sweep(
     overlap: bool,
     fresh: bool,
     quiet: bool,
+    study_name: str | None,
 ) -> int:
     """Author, optimize, compile, fingerprint, audit, run, score and record every variant."""
     from loop import report
@@ -144,8 +152,12 @@ def sweep(
         timeouts = StageTimeouts.parse(stage_timeouts)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    parsed = spec.parse(sweep_file, check_backends=True, cluster=cluster is not None)
     user = load_scorer(scorer) if scorer else None
+    if study_name is not None:
+        return _study_sweep(
+            sweep_file, study_name, runs, jobs, user, quiet, cluster or device_cluster or overlap or fresh
+        )
+    parsed = spec.parse(sweep_file, check_backends=True, cluster=cluster is not None)
     options = SweepOptions(
         jobs=jobs,
         progress=not quiet,
@@ -167,9 +179,25 @@ def sweep(
     if reused or result.skipped:
         click.echo(
             f"\nresumed: {reused} finished run(s) reused"
-            + (f"; left to a live sweep: {', '.join(result.skipped)}" if result.skipped else "")
+            + (f"; left to a live sweep: {', '.join(map(for_person, result.skipped))}" if result.skipped else "")
         )
     return 1 if result.failed else 0
+
+
+def _study_sweep(path: Path, name: str, runs: Path, jobs: int | None, scorer: Any, quiet: bool, other: Any) -> int:
+    """``loop sweep FILE --study NAME``: the file as the study's next generation."""
+    from loop import report
+    from loop.study import from_sweep_file
+
+    if other:
+        raise click.UsageError(
+            "--study runs on this host: it takes --jobs, --scorer and --quiet, no cluster or --overlap/--fresh"
+        )
+    _, results = from_sweep_file(path, name, runs=runs, jobs=jobs, scorer=scorer, progress=not quiet)
+    reused = sum(r.reused for r in results)
+    click.echo(f"study {name}: {len(results)} candidate(s), {reused} reused from earlier generations")
+    click.echo(report.study_table(results))
+    return 1 if any(r.status != "ok" for r in results) else 0
 
 
 def _records(runs: Path, sweep: str | None) -> list[RunRecord]:
@@ -276,7 +304,7 @@ def check_cmd(artifact: Path, device: str | None) -> int:
     loaded = load_artifact(artifact)
     results = check(make_device(device or DEVICE_BY_SUFFIX[artifact.suffix]), loaded, str(artifact))
     for r in results:
-        click.echo(f"{'PASS' if r.passed else 'FAIL'}  {r.name}: {r.detail}")
+        click.echo(f"{'PASS' if r.passed else 'FAIL'}  {for_person(r.name)}: {for_person(r.detail, LINE_LIMIT)}")
     return 0 if all(r.passed for r in results) else 1
 
 
@@ -322,10 +350,15 @@ def compare_cmd(
     spec = replace(cmp.COMPARE_SPEC, min_duration_s=round_s)
     if b is None:
         result = cmp.a_a(a, pairs, spec, rounds)
-        click.echo(json.dumps(result, indent=2) if as_json else cmp.describe_a_a(result))
+        click.echo(json.dumps(result, indent=2) if as_json else _lines(cmp.describe_a_a(result)))
         return
     result = cmp.compare_runs(a, b, from_ledger, spec, rounds)
-    click.echo(json.dumps(result, indent=2) if as_json else cmp.describe(result))
+    click.echo(json.dumps(result, indent=2) if as_json else _lines(cmp.describe(result)))
+
+
+def _lines(text: str) -> str:
+    """Text made elsewhere that quotes runs' names: each line as a person may see it."""
+    return "\n".join(for_person(line, LINE_LIMIT) for line in text.split("\n"))
 
 
 @main.command("cache")
@@ -350,7 +383,8 @@ def cache_cmd(runs: Path, older: str | None, max_size: str | None, as_json: bool
         click.echo(json.dumps([asdict(e) for e in shown], indent=2))
         return
     for e in shown:
-        click.echo(f"{'removed ' if pruning else ''}{e.key[:16]}  {e.size:>10,}  {e.backend or '?'}")
+        key, backend = for_person(e.key[:16]), for_person(e.backend or "?")
+        click.echo(f"{'removed ' if pruning else ''}{key}  {e.size:>10,}  {backend}")
     click.echo(f"{len(shown)} entr{'y' if len(shown) == 1 else 'ies'} {'removed' if pruning else 'cached'}")
 
 
@@ -363,7 +397,7 @@ def doctor_cmd(runs: Path, repair: bool) -> int:
 
     exam = examine(runs)
     for line in repair_all(runs, exam) if repair else [p.line() for p in exam.problems]:
-        click.echo(line)
+        click.echo(for_person(line, LINE_LIMIT))
     left = sum(1 for p in exam.problems if not p.repaired)
     click.echo(
         f"{len(exam.problems)} problem(s){f', {len(exam.problems) - left} repaired' if repair else ''}"
@@ -386,7 +420,8 @@ def backends(as_json: bool) -> None:
         return
     width = max(len(s.name) for s in found)
     for s in found:
-        click.echo(f"{s.name:<{width}}  {s.kind:<9} {'available' if s.available else 'unavailable':<12} {s.reason}")
+        state = "available" if s.available else "unavailable"
+        click.echo(f"{s.name:<{width}}  {s.kind:<9} {state:<12} {for_person(s.reason, LINE_LIMIT)}")
 
 
 @main.command("report")
@@ -399,7 +434,7 @@ def report_cmd(runs: Path, sweep: str | None, output: Path | None, link_name: st
     grid, ladders, the bus roofline, time to first output, generations, devices."""
     from loop.report.page import write_report
 
-    click.echo(str(write_report(runs, sweep, output, link_name)))
+    click.echo(for_person(write_report(runs, sweep, output, link_name), None))
 
 
 @main.group(cls=LoopGroup)
@@ -424,7 +459,7 @@ def link_fit(runs: Path, sweep: str, name: str, as_json: bool) -> None:
         f"{model.name}: {model.bandwidth_mb_s:.1f} MB/s, {model.per_transfer_ms:.3f} ms per transfer, "
         f"round trip {model.round_trip_ms:.3f} ms"
     )
-    click.echo("residuals: " + ", ".join(f"{k} {v:+.2f}%" for k, v in model.residuals_pct.items()))
+    click.echo("residuals: " + ", ".join(f"{for_person(k)} {v:+.2f}%" for k, v in model.residuals_pct.items()))
 
 
 @link.command("predict")
@@ -439,19 +474,23 @@ def link_predict(run_id: int, runs: Path, link_name: str, depth: int | None, as_
     """A run's pipelined rate and time to first output had its bytes crossed LINK, and which
     of link or compute bounds it."""
     from loop.measure.link import load, predict
+    from loop.measure.residency import describe, weight_stream
     from loop.store.ledger import Ledger
 
     with Ledger.open_existing(runs / "ledger.sqlite") as book:
         run = book.record(run_id)
-    p = predict(load(runs, link_name), run, depth)
+    model = load(runs, link_name)
+    p, weights = predict(model, run, depth), weight_stream(model, run)
     if as_json:
-        click.echo(json.dumps(p.to_json(), indent=2))
+        click.echo(json.dumps({**p.to_json(), "weights": weights and weights.to_json()}, indent=2))
         return
     click.echo(
-        f"run {run_id} on {p.link}: {p.rate_fps:.1f} fps at depth {p.depth}, {p.bound}-bound"
+        f"run {run_id} on {for_person(p.link)}: {p.rate_fps:.1f} fps at depth {p.depth}, {p.bound}-bound"
         f"{' (depth-limited)' if p.depth_limited else ''}; link busy {p.link_busy_ms:.3f} ms for "
         f"{p.bytes:,} B, compute {p.compute_ms:.3f} ms; first output {p.first_output_ms:.3f} ms"
     )
+    if weights is not None:
+        click.echo(describe(weights, p.link))
 
 
 if __name__ == "__main__":

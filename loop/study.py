@@ -37,8 +37,10 @@ import yaml
 from loop.api import Result, race_runs, result_of, write_generation
 from loop.core.errors import LoopError
 from loop.core.record import RunRecord
+from loop.core.text import for_person
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.spec.sweepfile import parse
+from loop.spec.yamlio import load_yaml
 from loop.store.files import atomic_write, safe_component
 from loop.store.ledger import Ledger
 
@@ -87,8 +89,6 @@ class Study:
         jobs: int | None = None,
         scorer: Any = None,
         progress: bool = False,
-        target_ratio_pct: float = 3.0,
-        budget_s: float = 120.0,
         **settings: Any,
     ) -> None:
         self.name, self.runs, self.jobs, self.scorer, self.progress = name, Path(runs), jobs, scorer, progress
@@ -97,7 +97,6 @@ class Study:
             "base": None if base is None else str(Path(base).resolve()),
             "backend": backend,
             "settings": settings,
-            "race": {"target_ratio_pct": target_ratio_pct, "budget_s": budget_s},
         }
         if path.exists():
             kept = json.loads(path.read_text())
@@ -116,9 +115,6 @@ class Study:
         else:
             atomic_write(path, json.dumps(asked, indent=2, default=str).encode())
         self.base, self.backend, self.settings = asked["base"], asked["backend"], dict(asked["settings"])
-        race = asked.get("race") or {}
-        self.target_ratio_pct = float(race.get("target_ratio_pct", target_ratio_pct))
-        self.budget_s = float(race.get("budget_s", budget_s))
         self._compile: dict[str, Any] = json.loads(json.dumps(self.settings.get("compile") or {}, default=str))
 
     # -- generations ---------------------------------------------------------------------
@@ -132,9 +128,14 @@ class Study:
         return 1 + max((n for n in numbers if n is not None), default=-1)
 
     def evaluate(
-        self, candidates: Sequence[Candidate], generation: int | None = None, remeasure: bool = False
+        self,
+        candidates: Sequence[Candidate],
+        generation: int | None = None,
+        remeasure: bool = False,
+        names: Sequence[str] | None = None,
     ) -> list[Result]:
-        """Run the generation (the next one unless given) and return a result per candidate."""
+        """Run the generation (the next one unless given) and return a result per candidate;
+        ``names`` names the candidates' runs (default ``c0``, ``c1``...)."""
         if generation is None:
             generation = self.next_generation()
         elif any(_generation_of(self.name, p) == generation for p in self._generation_files()):
@@ -143,10 +144,12 @@ class Study:
         keys = [content_key(p, o) for p, o in split]
         done = {} if remeasure else self._evaluated()
         todo: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
-        for key, (perturb, options) in zip(keys, split, strict=True):
+        named: dict[str, str] = {}
+        for i, (key, (perturb, options)) in enumerate(zip(keys, split, strict=True)):
             if key not in done:
                 todo.setdefault(key, (perturb, options))
-        fresh = self._run(generation, todo) if todo else {}
+                named.setdefault(key, names[i] if names else f"c{i}")
+        fresh = self._run(generation, todo, named) if todo else {}
         raced = self._raced()
         out = []
         for i, key in enumerate(keys):
@@ -155,7 +158,10 @@ class Study:
         return out
 
     def _run(
-        self, generation: int, todo: Mapping[str, tuple[list[dict[str, Any]], dict[str, Any]]]
+        self,
+        generation: int,
+        todo: Mapping[str, tuple[list[dict[str, Any]], dict[str, Any]]],
+        named: Mapping[str, str],
     ) -> dict[str, tuple[RunRecord, RunRecord | None]]:
         """Each group of compile options as one sweep with its own base; runs by content key."""
         groups: dict[str, list[str]] = {}
@@ -166,14 +172,14 @@ class Study:
             options = json.loads(options_json)
             suffix = "" if not options else "-o" + hashlib.sha256(options_json.encode()).hexdigest()[:8]
             settings = {**self.settings, "compile": {**(self.settings.get("compile") or {}), **options}}
-            variants = [{"name": f"c{i}", "perturb": todo[k][0]} for i, k in enumerate(members)]
+            variants = [{"name": named[k], "perturb": todo[k][0]} for k in members]
             sweep = f"{self.name}-g{generation}{suffix}"
             path = write_generation(self.runs, sweep, self.base, self.backend, variants, settings)
             options_ = SweepOptions(jobs=self.jobs, progress=self.progress, scorer=self.scorer, generation=generation)
             run_sweep(parse(path), self.runs, options_)
             runs, ref = self._latest(sweep)
-            found.update((k, (runs[f"c{i}"], ref)) for i, k in enumerate(members))
-            self._race(sweep, ref, [runs[f"c{i}"] for i in range(len(members))])
+            found.update((k, (runs[named[k]], ref)) for k in members)
+            self._race(sweep, ref, [runs[named[k]] for k in members])
         return found
 
     def _race(self, sweep: str, ref: RunRecord | None, candidates: list[RunRecord]) -> None:
@@ -183,7 +189,7 @@ class Study:
             return
         sweep_file = self.runs / "generations" / safe_component(f"{sweep}.yaml", "name")
         try:
-            found = race_runs(self.runs, sweep_file, ref, ok, self.target_ratio_pct, self.budget_s)
+            found = race_runs(self.runs, sweep_file, ref, ok)
         except LoopError as exc:  # the runs are recorded; their ratios fall back to the ledger's figures
             warnings.warn(f"{sweep}: {exc}; rate ratios from the runs' own figures", LoopWarning, stacklevel=3)
             return
@@ -267,9 +273,43 @@ def _with_race(result: Result, raced: Mapping[int, Mapping[str, Any]]) -> Result
     return result
 
 
+SHARED = ("devices", "seed", "calibration", "inputs", "compile", "measure", "params", "input_shapes")
+
+
+def from_sweep_file(path: Path, name: str, **study: Any) -> tuple[Study, list[Result]]:
+    """``loop sweep FILE --study NAME``: the file's variants as the next generation of study
+    ``NAME`` over the file's base and settings (a variant with neither perturbations nor
+    compile options of its own is the reference every generation has already)."""
+    parse(path, check_backends=True)  # a bad file is one line, before anything is written
+    doc = json.loads(json.dumps(load_yaml(path)))  # plain data: a study writes it back out
+    here = path.resolve().parent
+    settings = {k: _absolute(doc[k], here) if k in ("calibration", "inputs") else doc[k] for k in SHARED if k in doc}
+    names, candidates = [], []
+    for v in doc["variants"]:
+        own = set(v) - {"name", "perturb", "compile"}
+        if own:
+            raise LoopError(
+                f"{path}: variant '{for_person(v['name'])}' sets {sorted(own)}: a study's candidates share the "
+                "sweep's base, params and measure (run it without --study)",
+                field="variants",
+            )
+        if v.get("perturb") or v.get("compile"):
+            names.append(str(v["name"]))
+            candidates.append({"perturb": v.get("perturb") or [], "compile": v.get("compile") or {}})
+    found = Study(name, base=here / doc["base"], backend=doc.get("backend", "onnxruntime"), **study, **settings)
+    return found, found.evaluate(candidates, names=names)
+
+
+def _absolute(data: Any, here: Path) -> Any:
+    """Frames named by path in a sweep file are relative to it; a study's files live elsewhere."""
+    if isinstance(data, Mapping) and data.get("path") is not None:
+        return {**data, "path": str((here / str(data["path"])).resolve())}
+    return data
+
+
 def _generation_of(name: str, path: Path) -> int | None:
     rest = path.stem[len(name) + 2 :].split("-o")[0]
     return int(rest) if rest.isdigit() else None
 
 
-__all__ = ["Study", "content_key"]
+__all__ = ["Study", "content_key", "from_sweep_file"]

@@ -19,7 +19,8 @@ def scale(factor: float) -> list[dict]:
 
 
 def study(tmp_path: Path, recipe: Path, **more) -> Study:
-    return Study("s", base=recipe, runs=tmp_path / "runs", inputs={"count": 2}, measure=MEASURE, budget_s=2, **more)
+    measure = {**MEASURE, "budget_s": 2}
+    return Study("s", base=recipe, runs=tmp_path / "runs", inputs={"count": 2}, measure=measure, **more)
 
 
 def test_generations_count_up_reuse_by_content_and_say_why(tmp_path, recipe):
@@ -78,7 +79,7 @@ def test_the_optuna_example_runs_two_generations(tmp_path):
     spec = importlib.util.spec_from_file_location("optuna_search", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    search, study = module.run(tmp_path / "runs", 2, 3, inputs={"count": 2}, measure=MEASURE, budget_s=2)
+    search, study = module.run(tmp_path / "runs", 2, 3, inputs={"count": 2}, measure={**MEASURE, "budget_s": 2})
     told = [t for t in search.trials if t.state != optuna.trial.TrialState.RUNNING]
     assert len(told) == 6 and {r.generation for r in study.results()} == {0, 1}
     done = [t for t in told if t.state == optuna.trial.TrialState.COMPLETE]
@@ -104,3 +105,37 @@ def test_loop_study_lists_best_and_front(tmp_path, recipe):
     assert best.exit_code == 0 and len(json.loads(best.output)) <= 1
     missing = CliRunner().invoke(main, ["study", "other", "--runs", runs])
     assert missing.exit_code == 2 and "no study 'other'" in missing.output
+
+
+def test_a_sweep_file_runs_as_the_next_generation_of_a_study(tmp_path, write_sweep):
+    from test_cli import invoke
+
+    text = """
+        sweep: s
+        base: tiny.yaml
+        inputs: {count: 2}
+        measure:
+          {warmup: 2, frames: 20, repeats: 2, ttfo_repeats: 1, latency_frames: 5, min_duration_s: 0, budget_s: 2}
+        variants:
+          - name: base
+          - name: up
+            perturb: [{op: scale_weights, layer: conv1, factor: 1.05}]
+          - name: own
+            perturb: [{op: scale_weights, layer: conv1, factor: 1.05}]
+            compile: {bias_correction: false}
+    """
+    path, runs = write_sweep(text), str(tmp_path / "runs")
+    first = invoke("sweep", str(path), "--study", "st", "--runs", runs, "--quiet")
+    assert first.exit_code == 0, first.output
+    results = Study("st", runs=runs).results()
+    assert sorted(r.variant for r in results) == ["own", "up"]  # the plain base is every group's reference
+    assert {r.sweep for r in results} == {"st-g0", next(r.sweep for r in results if r.variant == "own")}
+    assert all(r.verdict == "clean" and r.ratio_basis.startswith("interleaved") for r in results)
+    again = invoke("sweep", str(path), "--study", "st", "--runs", runs, "--quiet")
+    assert again.exit_code == 0 and "2 reused" in again.output
+
+    measured = write_sweep(text.replace("compile: {bias_correction: false}", "measure: {repeats: 3}"), "m.yaml")
+    refused = invoke("sweep", str(measured), "--study", "other", "--runs", runs)
+    assert refused.exit_code != 0 and "variant 'own' sets ['measure']" in refused.output
+    assert len(refused.output.strip().splitlines()) == 1
+    assert not (tmp_path / "runs" / "studies" / "other.json").exists()  # nothing written

@@ -24,13 +24,15 @@ def session(
     providers: Sequence[str] = CPU,
     quiet: bool = True,
     save_to: str | os.PathLike[str] | None = None,
+    spin: bool = True,
 ) -> Any:
     """A session on ``model`` (a proto, serialized bytes or a file path) with ``threads``
     intra-op threads (0: ONNX Runtime's default, every core).
 
     ``optimize`` is ONNX Runtime's graph optimization level: "none" by default, so every tensor
     of the graph exists to be read. ``quiet`` drops ONNX Runtime's warnings from stderr.
-    ``save_to`` writes the optimized graph there (ONNX Runtime's own graph compile)."""
+    ``save_to`` writes the optimized graph there (ONNX Runtime's own graph compile). ``spin``
+    off: idle intra-op threads sleep instead of spin-waiting (see ``RuntimeOptions.spin``)."""
     import onnxruntime as ort
 
     levels = {
@@ -42,6 +44,8 @@ def session(
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.graph_optimization_level = levels[optimize]
+    if not spin:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if quiet:
         so.log_severity_level = 3
     if save_to is not None:

@@ -17,9 +17,12 @@ Contract:
   compute and copy out apart where the device can (execution providers, ``link-sim``).
 * ``Device.health()`` reads temperature, ids and the runtime's warnings since the last
   call; anything it cannot read is None.
+* ``Device.select(options)`` names the runtime options calls that take none (``health``) use to
+  pick the device: a device shared by group (HailoRT's ``group_id``) is read in that group.
 * ``Device.vendor_benchmark(path, fps, options)`` runs the vendor's own benchmark tool on the
   same artifact file, where the device has one, and returns what it found beside loop's rate
-  (recorded with the run as it is); None where there is no such tool here (the default).
+  (recorded with the run as it is; a tool that failed as ``{"error": ...}``); None where there is
+  no such tool here (the default).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from loop.core.vocab import Artifact, TensorLayout
 # disagree. Named for the one vendor tool there is (HailoRT's CLI): recorded ledgers read the same.
 VENDOR_BENCHMARK = "hailortcli"
 VENDOR_DISAGREES = "hailortcli-disagrees"
+VENDOR_CHECK_FAILED = "vendor-check-failed"  # the tool failed on a measured run: flagged, never a failure
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,9 @@ class RuntimeOptions:
     batch_size: int = 0  # 0: the runtime's own default (HailoRT's HAILO_DEFAULT_BATCH_SIZE, as hailortcli)
     hw_latency: bool = False  # ask the device to measure its own latency (HailoRT refuses it for some models)
     group_id: str | None = None  # HailoRT VDevice group: processes with the same one share a Hailo-10H
+    # Idle threads spin-wait for work: quickest for one session, but several sessions timed in
+    # turn in one process (an interleaved A/B, a race) then steal each other's cores.
+    spin: bool = True
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,10 @@ class Device(ABC):
 
     @abstractmethod
     def health(self) -> Health: ...
+
+    def select(self, options: RuntimeOptions) -> None:
+        """The options ``health`` and other option-less calls pick the device by (nothing by default)."""
+        return None
 
     def describe(self) -> dict[str, str]:
         return {"device": self.name}

@@ -23,7 +23,7 @@ from loop.devices.base import Device, Health, RuntimeOptions, Session, check_fra
 class OnnxRuntimeSession(Session):
     def __init__(self, artifact: Artifact, options: RuntimeOptions) -> None:
         # every optimization: the artifact is measured as a user's own session would run it
-        self._session = session(artifact.data, options.threads, "all")
+        self._session = session(artifact.data, options.threads, "all", spin=options.spin)
         self.inputs, self.outputs = artifact.inputs, artifact.outputs
         self._in_names = [t.name for t in self.inputs]
         self._out_names = [t.name for t in self.outputs]

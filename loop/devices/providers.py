@@ -51,7 +51,7 @@ class ProviderSession(Session):
         import onnxruntime as ort
 
         self._ort = ort
-        self._session = session(artifact.data, options.threads, "all", providers=(provider,))
+        self._session = session(artifact.data, options.threads, "all", providers=(provider,), spin=options.spin)
         self._memory = MEMORY.get(provider, "cpu")
         self.inputs, self.outputs = artifact.inputs, artifact.outputs
         self.notes = (f"execution provider {provider}: copies in and out timed apart from compute (IOBinding)",)

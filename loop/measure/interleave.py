@@ -83,7 +83,12 @@ def interleave(
     own queue depth (a depth knob is an A/B too); each side gets about ``spec.min_duration_s``
     per round."""
     options = RuntimeOptions(
-        threads=spec.threads, power_mode=spec.power_mode, dma_map=spec.dma_map, batch_size=spec.batch_size
+        threads=spec.threads,
+        power_mode=spec.power_mode,
+        dma_map=spec.dma_map,
+        batch_size=spec.batch_size,
+        spin=False,
+        group_id=spec.group_id,  # other processes on a Hailo-10H share it only in the same group
     )
     sessions = [device.open(a, options) for a in artifacts]
     try:

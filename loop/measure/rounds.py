@@ -32,7 +32,7 @@ MIN_ROUNDS = 3
 # spoils one chunk, not the round (on squeezenet at 64 px, 20 rounds: identical candidates'
 # intervals +-3.4% with one 0.1 s chunk a round, +-1.6% with the best of five 20 ms ones).
 RACE_CHUNK_S = 0.02
-MIN_CHUNKS = 5
+CHUNKS = 5  # whatever the protocol's min_duration_s: rounds, not long chunks, narrow a ratio
 
 
 @dataclass
@@ -92,16 +92,17 @@ def _close_enough(
 
 def race(device: Device, artifacts: Sequence[Artifact], spec: MeasureSpec, target_pct: float, budget_s: float) -> Race:
     """Measure ``artifacts`` (the reference first) together, in rounds, as the module says."""
-    options = RuntimeOptions(threads=spec.threads, power_mode=spec.power_mode, dma_map=spec.dma_map)
+    options = RuntimeOptions(
+        threads=spec.threads, power_mode=spec.power_mode, dma_map=spec.dma_map, spin=False, group_id=spec.group_id
+    )
     sessions = [device.open(a, options) for a in (*artifacts, artifacts[0])]  # the last: the A/A control
     try:
         sides = [chunk_rate(s, device_frames(s), spec, 1, RACE_CHUNK_S)[0] for s in sessions]
-        chunks = max(MIN_CHUNKS, round(spec.min_duration_s / RACE_CHUNK_S))
         out = Race(fps=[[] for _ in sides], dropped=[None] * len(artifacts))
         active = list(range(len(sides)))
         probe, t0 = LoadProbe.start(), time.perf_counter()
         while True:
-            for i, fps in zip(active, one_round([sides[i] for i in active], chunks, out.rounds, max), strict=True):
+            for i, fps in zip(active, one_round([sides[i] for i in active], CHUNKS, out.rounds, max), strict=True):
                 out.fps[i].append(fps)
             out.rounds += 1
             if out.rounds < MIN_ROUNDS:

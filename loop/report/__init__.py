@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from loop.core.kinds import NOT_COMPARABLE, Flag, Status, Verdict
-from loop.core.record import PINNED, RunRecord
+from loop.core.record import PINNED, Change, RunRecord
+from loop.core.text import for_person
 
 
 def _fmt(value: Any, spec: str = "") -> str:
@@ -26,6 +27,9 @@ def _fmt(value: Any, spec: str = "") -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Aligned columns; every cell, names and stored strings among them, as a person may see it."""
+    headers = [for_person(h) for h in headers]
+    rows = [[for_person(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
@@ -110,8 +114,8 @@ def sweep_summary(runs: Sequence[RunRecord]) -> str:
         text += "\n\nRecorded, not used in comparisons:\n" + table(headers, [summary_row(r, layer) for r in apart])
         for r in apart:
             text += "\n" + _why(r)
-    notes = [f"  {r.variant}: {w}" for r in runs for w in r.warnings]
-    notes += [f"  {r.variant}: {f}: {NOTED_FLAGS[f]}" for r in runs for f in r.flags if f in NOTED_FLAGS]
+    notes = [f"  {for_person(r.variant)}: {for_person(w, None)}" for r in runs for w in r.warnings]
+    notes += [f"  {for_person(r.variant)}: {f}: {NOTED_FLAGS[f]}" for r in runs for f in r.flags if f in NOTED_FLAGS]
     notes += [host_busy_line(r) for r in runs if Flag.HOST_BUSY in r.flags]
     if notes:
         text += "\n\nWarnings:\n" + "\n".join(notes)
@@ -124,28 +128,35 @@ NOTED_FLAGS = {Flag.CALIBRATION_WORSE: "scored far below the sweep's own calibra
 def host_busy_line(run: RunRecord) -> str:
     """One line per host-busy run, with the figure: the rate is of a shared machine."""
     return (
-        f"  {run.variant}: flagged host-busy: other processes used {_fmt(run.measure.others_core_pct, '.0f')}% "
+        f"  {for_person(run.variant)}: flagged host-busy: "
+        f"other processes used {_fmt(run.measure.others_core_pct, '.0f')}% "
         "of a core while it was measured; compare it interleaved (loop compare) before trusting its rate"
     )
 
 
 def _why(run: RunRecord) -> str:
+    name = for_person(run.variant)
     if run.status != Status.OK:
-        return f"  {run.variant}: {run.why_apart}"
+        return f"  {name}: {for_person(run.why_apart, None)}"
     if run.verdict != Verdict.CONFOUNDED:
-        return f"  {run.variant}: {run.verdict}: {run.why_apart}"
-    lines = [f"  {run.variant}: confounded; outside the footprint:"]
-    lines += [f"    {c.layer} {c.what}: {c.detail}" for c in run.changes if not c.allowed]
+        return f"  {name}: {run.verdict}: {for_person(run.why_apart, None)}"
+    lines = [f"  {name}: confounded; outside the footprint:"]
+    lines += [f"    {_change(c)}" for c in run.changes if not c.allowed]
     inside = [c for c in run.changes if c.allowed and c.what in ("out_scale", "in_scale")]
-    lines += [f"    (inside: {c.layer} {c.what}: {c.detail})" for c in inside[:2]]
+    lines += [f"    (inside: {_change(c)})" for c in inside[:2]]
     return "\n".join(lines)
+
+
+def _change(change: Change) -> str:
+    """``layer what: detail``, each part as a person may see it (a layer is an ONNX node's name)."""
+    return f"{for_person(change.layer)} {for_person(change.what)}: {for_person(change.detail, None)}"
 
 
 WHY_WIDTH = 72  # the table stays a line a run; `loop runs --json` has the whole text
 
 
 def _clip(text: str, width: int) -> str:
-    one = " ".join(text.split())
+    one = for_person(" ".join(text.split()), None)  # escaped before it is measured
     return one if len(one) <= width else one[: width - 3] + "..."
 
 
@@ -192,11 +203,13 @@ def _cell(value: Any) -> str:
 
 def study_table(results: Sequence[Any]) -> str:
     """A study's results (:class:`loop.api.Result`), a line each."""
-    headers = ["run", "sweep", "verdict", "SNR dB", "rate fps", "rate ratio (95% CI)", "reused", "why not usable"]
+    headers = ["run", "sweep", "candidate", "verdict", "SNR dB", "rate fps", "rate ratio (95% CI)", "reused"]
+    headers.append("why not usable")
     rows = [
         [
             str(r.run_id),
             r.sweep or "-",
+            r.variant,
             _fmt(r.verdict or r.status),
             _fmt(r.scores.get("snr_db"), ".1f"),
             _fmt(r.rate_fps, ".1f"),
@@ -218,8 +231,8 @@ def _ratio(ratio: float | None, ci: tuple[float, float] | None) -> str:
 def audit_table(runs: Sequence[RunRecord]) -> str:
     blocks = []
     for r in runs:
-        head = f"{r.id:>4}  {r.sweep}/{r.variant}: {r.verdict or r.status}"
-        body = [f"        {'  ' if c.allowed else '! '}{c.layer} {c.what}: {c.detail}" for c in r.changes]
+        head = f"{r.id:>4}  {for_person(r.sweep)}/{for_person(r.variant)}: {r.verdict or r.status}"
+        body = [f"        {'  ' if c.allowed else '! '}{_change(c)}" for c in r.changes]
         blocks.append("\n".join([head, *body]))
     return "\n".join(blocks)
 
@@ -235,7 +248,7 @@ def link_table(runs: Sequence[RunRecord]) -> str:
     )
     plateau = link_plateau(ok)
     if plateau:
-        text += f"\nthe link plateaus at {plateau[1]:.0f}-{plateau[2]:.0f} MB/s from {plateau[0]} on"
+        text += f"\nthe link plateaus at {plateau[1]:.0f}-{plateau[2]:.0f} MB/s from {for_person(plateau[0])} on"
     else:
         text += "\nno plateau: MB/s is still climbing (or falling) across these frames"
     return text
@@ -268,7 +281,8 @@ def depth_table(run: RunRecord) -> str:
         ]
         for d in by_depth
     ]
-    text = f"{run.variant}: rate by queue depth\n" + table(["depth", "median fps", "min", "max", "spread"], rows)
+    head = ["depth", "median fps", "min", "max", "spread"]
+    text = f"{for_person(run.variant)}: rate by queue depth\n" + table(head, rows)
     knee = depth_knee(by_depth)
     return text + (f"\nthe rate stops climbing at depth {knee}" if knee is not None else "")
 

@@ -97,6 +97,10 @@ class Measure(Strict):
     host_busy_pct: float = Field(
         10.0, ge=0, le=10_000, description="others' CPU (% of one core) past which a run is host-busy"
     )
+    target_ratio_pct: float = Field(
+        3.0, ge=0.1, le=100, description="a study: rounds until every rate ratio's 95% interval is within +-this %"
+    )
+    budget_s: float = Field(120.0, gt=0, le=86_400, description="a study: the most a generation's rounds take")
 
 
 class Compile(Strict):

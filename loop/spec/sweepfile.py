@@ -59,6 +59,8 @@ class MeasureSpec:
     target_ci_pct: float | None = None  # repeat until the median's 95% CI is within +-this %
     max_duration_s: float = 60.0  # ...or until this much steady-state time has passed
     host_busy_pct: float = 10.0  # other processes' CPU, in % of one core, past which a run is host-busy
+    target_ratio_pct: float = 3.0  # a study's rounds go on until every ratio is this close...
+    budget_s: float = 120.0  # ...or this long has passed
 
 
 @dataclass(frozen=True)

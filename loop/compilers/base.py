@@ -82,6 +82,8 @@ def run_compile(compiler: Compiler, model: bytes, calibration: Frames, options: 
             t0 = time.perf_counter()
             result.artifact = compiler.compile(quantized, options)
             result.stages["compile_s"] = time.perf_counter() - t0
+            # a backend that timed its own calls apart from its overhead (hailo) says so in its stages
+            result.stages.update(quantized.stages)
             result.info.update(quantized.info)  # compile may add what it found (where a layout came from)
             result.ok, stage = True, None
         except Exception as exc:

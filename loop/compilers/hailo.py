@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,9 @@ from loop.compilers.hailo_params import (
     io_layouts,
     saved_translated_params,
 )
+from loop.compilers.hailo_weights import hn_model_layers, layer_bits, residency
 from loop.core.hashing import bytes_sha
+from loop.core.text import for_person
 from loop.core.vocab import Artifact, CompileOptions, Frames, LayerPrint, Quantized
 
 _IGNORED_DEFAULTS: tuple[tuple[str, Any], ...] = (
@@ -75,6 +78,21 @@ def clear_error(text: str) -> str | None:
         if re.search(pattern, text, re.IGNORECASE | re.DOTALL):
             return f"{line}: {first}" if first else line
     return None
+
+
+# Read at each call, so a test can run the DFC's test double on virtual time.
+_clock: Callable[[], float] = time.perf_counter
+
+
+@contextmanager
+def timed(stages: dict[str, float], name: str) -> Iterator[None]:
+    """Add the seconds the block took to ``stages[name]``: each DFC call is timed alone, so a
+    stage figure holds that stage and not the start-up, saving or reading around it."""
+    start = _clock()
+    try:
+        yield
+    finally:
+        stages[name] = stages.get(name, 0.0) + _clock() - start
 
 
 @contextmanager
@@ -143,12 +161,29 @@ def optimization_level(requested: int | None, lines: list[str]) -> dict[str, Any
     }
 
 
+def dfc_layer(onnx_node: str, layer_names: dict[str, str]) -> str:
+    """The DFC layer an ONNX node became, or a refusal naming the node and the nearest DFC layers:
+    a name the DFC does not know would be refused by it, or matched to another layer."""
+    if onnx_node in layer_names:
+        return layer_names[onnx_node]
+    ranked = sorted(
+        layer_names.items(),
+        key=lambda item: -max(SequenceMatcher(None, onnx_node, name).ratio() for name in item),
+    )
+    near = ", ".join(f"{for_person(dfc)} (from {for_person(onnx)})" for onnx, dfc in ranked[:3])
+    raise HailoCompileError(
+        f"ONNX node '{for_person(onnx_node)}' has no Dataflow Compiler layer (no layer of the parsed "
+        f"network lists it among its original names); nearest DFC layers: {near or 'none'}"
+    )
+
+
 def model_script(options: CompileOptions, calibration_count: int, layer_names: dict[str, str]) -> str:
-    """The model script (``.alls``) for a compile: one command per line, in a fixed order."""
+    """The model script (``.alls``) for a compile: one command per line, in a fixed order.
+    ``layer_names`` maps ONNX node names to DFC layer names (:func:`layer_names_from_hn`)."""
     lines = []
     for o in options.overrides:
         side = {"out": "force_range_out", "in": "force_range_in"}[o.side]
-        lines.append(f"quantization_param({layer_names.get(o.layer, o.layer)}, {side}=[{_num(o.lo)}, {_num(o.hi)}])")
+        lines.append(f"quantization_param({dfc_layer(o.layer, layer_names)}, {side}=[{_num(o.lo)}, {_num(o.hi)}])")
     own = HailoOptions.of(options)
     levels = [("optimization_level", own.optimization_level), ("compression_level", own.compression_level)]
     if any(v is not None for _, v in levels):
@@ -157,6 +192,9 @@ def model_script(options: CompileOptions, calibration_count: int, layer_names: d
     lines.append(f"model_optimization_config(calibration, batch_size={batch}, calibset_size={calibration_count})")
     policy = "enabled" if options.bias_correction else "disabled"
     lines.append(f"post_quantization_optimization(bias_correction, policy={policy})")
+    # Written either way, as hailo_model_zoo's scripts do beside an enabled bias correction: finetune
+    # retrains kernels, and the DFC is said to run it at its default level (docs/hailo.md).
+    lines.append(f"post_quantization_optimization(finetune, policy={'enabled' if own.finetune else 'disabled'})")
     lines.extend(own.model_script or ())
     return "\n".join(lines) + "\n"
 
@@ -281,23 +319,27 @@ class HailoCompiler(Compiler):
         folder = self._dir()
         onnx_path = folder / f"{net}.onnx"
         onnx_path.write_bytes(model)
-        runner = ClientRunner(hw_arch=hw_arch)
-        start = time.perf_counter()
+        stages: dict[str, float] = {}
+        with timed(stages, "startup_s"):
+            runner = ClientRunner(hw_arch=hw_arch)
         with named_errors("parse"):
             shapes = self._input_shapes(model, calibration)
-            parsed = runner.translate_onnx_model(str(onnx_path), net, net_input_shapes=shapes)
-        parse_s = time.perf_counter() - start
+            with timed(stages, "parse_s"):
+                parsed = runner.translate_onnx_model(str(onnx_path), net, net_input_shapes=shapes)
         hn = (hn_dict(parsed[0]) if isinstance(parsed, tuple) else {}) or hn_dict(self._hn(runner))
         script = model_script(options, len(calibration), layer_names_from_hn(hn))
-        runner.load_model_script(script)
-        with named_errors("optimize"), dfc_log() as log:
+        with timed(stages, "script_s"):
+            runner.load_model_script(script)
+        with named_errors("optimize"), dfc_log() as log, timed(stages, "optimize_s"):
             runner.optimize(nchw_to_nhwc(calibration))
         har = folder / f"{net}.har"
-        runner.save_har(str(har))
-        data = har.read_bytes()
+        with timed(stages, "save_s"):
+            runner.save_har(str(har))
+            data = har.read_bytes()
         self._runners[bytes_sha(data)] = runner
-        source, params = self._params(runner)
-        level = own.optimization_level
+        with timed(stages, "params_s"):
+            source, params = self._params(runner)
+            layers, layers_from = layer_bits(hn_model_layers(runner), script, params)
         info = {
             "model_script": script,
             "param_keys": list(params),
@@ -305,9 +347,11 @@ class HailoCompiler(Compiler):
             "hw_arch": hw_arch,
             "net_name": net,
             "workdir": str(folder),
-            "optimization_level": optimization_level(level, log),
+            "optimization_level": optimization_level(own.optimization_level, log),
+            "activation_bits": {name: a for name, (_, (a, _)) in layers.items() if a != 8},
+            "weights": residency(layers, layers_from, hw_arch),
         }
-        return Quantized(self.name, data, info=info, stages={"parse_s": parse_s})
+        return Quantized(self.name, data, info=info, stages=stages)
 
     @staticmethod
     def _input_shapes(model: bytes, calibration: np.ndarray) -> dict[str, list[int]]:
@@ -343,17 +387,23 @@ class HailoCompiler(Compiler):
 
     def fingerprint(self, quantized: Quantized) -> list[LayerPrint]:
         _, params = self._params(self._runner(quantized))
-        return discover_prints(params)[0]
+        sources: dict[str, str] = {}
+        prints = discover_prints(params, quantized.info.get("activation_bits"), sources)[0]
+        quantized.info["scale_from"] = sources  # per layer:side, so a fallback scale is never taken for read
+        return prints
 
     def compile(self, quantized: Quantized, options: CompileOptions) -> Artifact:
-        runner = self._runner(quantized)
-        with named_errors("compile"):
+        stages = quantized.stages  # the compile's own figures, beside the optimize's (run_compile reads them)
+        with timed(stages, "reopen_s"):
+            runner = self._runner(quantized)
+        with named_errors("compile"), timed(stages, "compile_s"):
             hef = bytes(runner.compile())
         folder = Path(quantized.info.get("workdir") or self._dir())
         hef_path = folder / f"{quantized.info.get('net_name', 'loop_net')}.hef"
         hef_path.write_bytes(hef)
         guess = lambda: io_layouts(hn_dict(self._hn(runner)), self._params(runner)[1])  # noqa: E731
-        (inputs, outputs), quantized.info["layout_source"] = hef_io(hef_path, guess)
+        with timed(stages, "layout_s"):
+            (inputs, outputs), quantized.info["layout_source"] = hef_io(hef_path, guess)
         self._runners.pop(bytes_sha(quantized.data), None)
         if self.workdir is None:  # a scratch folder: the HEF and HAR travel by value from here
             shutil.rmtree(folder, ignore_errors=True)

@@ -26,6 +26,10 @@ class HailoOptions(BackendOptions):
     )
     net_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,64}$")] | None = Field(None, description="network name")
     calibration_batch_size: int | None = Field(None, ge=1, le=4096, description="calibration batch")
+    # Off unless asked: finetune retrains kernels against the float model, so it would move every
+    # kernel a perturbation did not touch (hailo_model_zoo's scripts that enable bias correction
+    # all write it disabled).
+    finetune: bool = Field(False, description="run the DFC's finetune (distillation) pass")
 
 
 # Common keys the hailo backend would silently ignore: refused instead, with why (write model_script lines).

@@ -96,14 +96,47 @@ def _flat(arrays: list[tuple[str, np.ndarray]]) -> tuple[float, ...]:
     return tuple(float(v) for _, a in arrays for v in np.asarray(a).reshape(-1))
 
 
-def _affine_from_limvals(limvals: np.ndarray) -> tuple[float, int]:
-    """uint8 affine scale/zero point for a [min, max] range (an assumption, not read back)."""
+def _affine_from_limvals(limvals: np.ndarray, bits: int) -> tuple[float, int]:
+    """The affine scale/zero point a [min, max] range would get on a ``bits``-wide grid: a guess
+    (the DFC may widen or move the range), used only when the layer carries no scale of its own."""
     lo, hi = (float(v) for v in np.asarray(limvals).reshape(-1)[:2])
-    scale = (hi - lo) / 255.0 or 1.0
+    scale = (hi - lo) / (2**bits - 1) or 1.0
     return scale, int(round(-lo / scale))
 
 
-def _layer_print(layer: str, leaves: dict[str, np.ndarray]) -> LayerPrint:
+def _own_quant(leaves: dict[str, np.ndarray], side: str) -> tuple[float, int, str] | None:
+    """A tensor's scale and zero point as the DFC stored them: ``qp_out``/``qp_in`` hold
+    (zero point, scale), as public code reads ``<net>/<layer>/qp_out:0`` from a quantized HAR's
+    ``model.q.npz``; ``output_scale``/``output_zero_point`` (and ``input_``) are also taken."""
+    word = {"out": "output", "in": "input"}[side]
+    pair = leaves.get(f"qp_{side}")
+    if pair is not None and np.size(pair) == 2:
+        zp, scale = (float(v) for v in np.asarray(pair, np.float64).reshape(-1))
+        return scale, int(round(zp)), f"qp_{side}"
+    scale_leaf = leaves.get(f"{word}_scale")
+    if scale_leaf is not None and np.size(scale_leaf) == 1:
+        zp_leaf = leaves.get(f"{word}_zero_point")
+        zp = 0 if zp_leaf is None or np.size(zp_leaf) != 1 else int(round(float(np.asarray(zp_leaf).reshape(-1)[0])))
+        return float(np.asarray(scale_leaf).reshape(-1)[0]), zp, f"{word}_scale"
+    return None
+
+
+def _quant(leaves: dict[str, np.ndarray], side: str, bits: int) -> tuple[float | None, int | None, str | None]:
+    """The layer's own scale entry, else its stats range on a ``bits``-wide grid (and which)."""
+    own = _own_quant(leaves, side)
+    if own is not None:
+        return own
+    word = {"out": "output", "in": "input"}[side]
+    limvals = next((v for k, v in leaves.items() if k.endswith("stats_limvals") and word in k), None)
+    if limvals is None:
+        return None, None, None
+    scale, zp = _affine_from_limvals(limvals, bits)
+    return scale, zp, f"stats_limvals / {2**bits - 1} (fallback: no scale entry)"
+
+
+def _layer_print(layer: str, leaves: dict[str, np.ndarray], bits: int, sources: dict[str, str]) -> LayerPrint:
+    """One layer's print; ``bits`` is its activation width (for the fallback only), and
+    ``sources`` gets where each scale came from, by ``layer:side``."""
     scale_like = {k: v for k, v in leaves.items() if any(w in k for w in _SCALE_WORDS)}
     kernels = sorted((k, v) for k, v in leaves.items() if "kernel" in k and k not in scale_like)
     biases = sorted((k, v) for k, v in leaves.items() if "bias" in k and k not in scale_like)
@@ -111,19 +144,16 @@ def _layer_print(layer: str, leaves: dict[str, np.ndarray]) -> LayerPrint:
     w_scales = sorted((k, v) for k, v in weight_like.items() if "scale" in k)
     w_zps = sorted((k, v) for k, v in weight_like.items() if "scale" not in k)
     b_scales = sorted((k, v) for k, v in scale_like.items() if "bias" in k)
-    out_scale = out_zp = in_scale = in_zp = None
-    for leaf, value in leaves.items():
-        if leaf.endswith("stats_limvals") and "output" in leaf and out_scale is None:
-            out_scale, out_zp = _affine_from_limvals(value)
-        if leaf.endswith("stats_limvals") and "input" in leaf and in_scale is None:
-            in_scale, in_zp = _affine_from_limvals(value)
+    short = layer.split("/")[-1]
+    out_scale, out_zp, out_from = _quant(leaves, "out", bits)
+    in_scale, in_zp, in_from = _quant(leaves, "in", bits)
+    sources.update({f"{short}:{side}": src for side, src in (("out", out_from), ("in", in_from)) if src})
     bias = step = None
     if biases and b_scales and np.issubdtype(np.asarray(biases[0][1]).dtype, np.integer):
         b, s = np.broadcast_arrays(np.asarray(biases[0][1], np.float64), np.asarray(b_scales[0][1], np.float64))
         bias, step = tuple(float(v) for v in (b * s).reshape(-1)), tuple(float(v) for v in s.reshape(-1))
     elif biases and not np.issubdtype(np.asarray(biases[0][1]).dtype, np.integer):
         bias = _flat(biases[:1])
-    short = layer.split("/")[-1]
     return LayerPrint(
         name=short,
         op=re.sub(r"\d+$", "", short) or short,
@@ -142,15 +172,20 @@ def _layer_print(layer: str, leaves: dict[str, np.ndarray]) -> LayerPrint:
     )
 
 
-def discover_prints(params: dict[str, np.ndarray]) -> tuple[list[LayerPrint], list[str]]:
-    """Group parameter keys per layer (in the dict's order) and fingerprint layers with kernels."""
+def discover_prints(
+    params: dict[str, np.ndarray], bits: Mapping[str, int] | None = None, sources: dict[str, str] | None = None
+) -> tuple[list[LayerPrint], list[str]]:
+    """Group parameter keys per layer (in the dict's order) and fingerprint layers with kernels.
+    ``bits``: activation width by DFC layer name (8 when absent), for scales taken from a range;
+    ``sources`` (when given) gets where each layer's scales came from."""
     keys = list(params)
     layers: dict[str, dict[str, np.ndarray]] = {}
     for key in keys:
         layer, leaf = _split_key(key)
         layers.setdefault(layer, {})[leaf] = np.asarray(params[key])
+    found: dict[str, str] = {} if sources is None else sources
     prints = [
-        _layer_print(layer, leaves)
+        _layer_print(layer, leaves, (bits or {}).get(layer.split("/")[-1], 8), found)
         for layer, leaves in layers.items()
         if any("kernel" in leaf and not any(w in leaf for w in _SCALE_WORDS) for leaf in leaves)
     ]

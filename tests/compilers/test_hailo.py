@@ -67,6 +67,7 @@ def test_model_script_minimal() -> None:
     assert model_script(options(), 64, {}) == (
         "model_optimization_config(calibration, batch_size=8, calibset_size=64)\n"
         "post_quantization_optimization(bias_correction, policy=enabled)\n"
+        "post_quantization_optimization(finetune, policy=disabled)\n"
     )
 
 
@@ -81,12 +82,13 @@ def test_model_script_every_op() -> None:
             ("model_script", ["performance_param(compiler_optimization_level=max)"]),
         ),
     )
-    assert model_script(opts, 64, {"Conv_0": "conv1"}) == (
+    assert model_script(opts, 64, {"Conv_0": "conv1", "Conv_1": "conv2"}) == (
         "quantization_param(conv1, force_range_out=[0.0, 8.0])\n"
-        "quantization_param(Conv_1, force_range_in=[-1.5, 2.25])\n"
+        "quantization_param(conv2, force_range_in=[-1.5, 2.25])\n"
         "model_optimization_flavor(optimization_level=2, compression_level=0)\n"
         "model_optimization_config(calibration, batch_size=2, calibset_size=64)\n"
         "post_quantization_optimization(bias_correction, policy=disabled)\n"
+        "post_quantization_optimization(finetune, policy=disabled)\n"
         "performance_param(compiler_optimization_level=max)\n"
     )
 
@@ -191,7 +193,9 @@ def test_driver_call_order_layout_and_files(fake_hailo_sdk_client: Any, tmp_path
     )
     result = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), calibration, opts)
     assert result.ok, result.error
-    assert [n for n in fake_hailo_sdk_client.names() if n not in ("ClientRunner", "save_params")] == [
+    assert [
+        n for n in fake_hailo_sdk_client.names() if not n.startswith(("ClientRunner", "save_params", "get_hn"))
+    ] == [
         "translate_onnx_model",
         "load_model_script",
         "optimize",
@@ -276,7 +280,8 @@ def test_model_script_numbers_are_fixed_point() -> None:
     """Item 10: repr() wrote 1e-05, which the DFC's script parser is not known to accept."""
     opts = CompileOptions(overrides=(RangeOverride("Conv_0", "out", "y", 1e-05, 2.5e-07),))
     assert (
-        model_script(opts, 4, {}).splitlines()[0] == "quantization_param(Conv_0, force_range_out=[0.00001, 0.00000025])"
+        model_script(opts, 4, {"Conv_0": "conv1"}).splitlines()[0]
+        == "quantization_param(conv1, force_range_out=[0.00001, 0.00000025])"
     )
 
 
@@ -402,3 +407,146 @@ def test_layouts_are_read_from_the_hef(
     assert (inp.dtype, inp.scale, inp.zero_point) == ("uint8", 1 / 128, 128)
     assert (wide.name, wide.dtype, wide.frame_bytes, wide.zero_point) == ("loop_net/conv2", "uint16", 64, 7)
     assert (multi.dtype, multi.scale, multi.frame_bytes) == ("float32", None, 128)
+
+
+# -- issue 25: the DFC path, second review (compiler side) ---------------------------------------
+
+
+def _compile(fake: Any, tmp_path: Path, opts: CompileOptions) -> Any:
+    return run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32), opts)
+
+
+def test_override_on_a_node_the_dfc_does_not_know_is_refused() -> None:
+    """Item 4: ``quantization_param(Conv_1, ...)`` was written raw; the DFC refuses it or applies
+    it to another layer."""
+    names = {"Conv_0": "conv1", "Relu_0": "conv1", "Gemm_7": "fc1"}
+    opts = CompileOptions(overrides=(RangeOverride("Conv_1", "out", "y", 0.0, 8.0),))
+    with pytest.raises(HailoCompileError) as err:
+        model_script(opts, 8, names)
+    text = str(err.value)
+    assert "\n" not in text and "ONNX node 'Conv_1'" in text
+    assert "nearest DFC layers: conv1 (from Conv_0)" in text and "fc1 (from Gemm_7)" in text
+
+
+def test_unresolved_override_fails_the_compile_before_optimizing(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
+    """Item 4, through the driver: the fake's HN maps only Conv_0."""
+    result = _compile(
+        fake_hailo_sdk_client, tmp_path, CompileOptions(overrides=(RangeOverride("Conv_9", "in", "x", 0.0, 1.0),))
+    )
+    assert not result.ok and result.stage == "optimize"
+    assert "ONNX node 'Conv_9'" in (result.error or "") and "conv1 (from Conv_0)" in (result.error or "")
+    assert "optimize" not in fake_hailo_sdk_client.names() and "load_model_script" not in fake_hailo_sdk_client.names()
+
+
+@pytest.mark.parametrize("bias_correction", [True, False])
+def test_finetune_is_off_unless_asked(fake_hailo_sdk_client: Any, tmp_path: Path, bias_correction: bool) -> None:
+    """Item 5: hailo_model_zoo's scripts that enable bias correction all disable finetune; loop
+    left it to the DFC's default."""
+    result = _compile(fake_hailo_sdk_client, tmp_path, CompileOptions(bias_correction=bias_correction))
+    script = dict(fake_hailo_sdk_client.calls)["load_model_script"].splitlines()
+    policy = "enabled" if bias_correction else "disabled"
+    assert result.ok and script[-2:] == [
+        f"post_quantization_optimization(bias_correction, policy={policy})",
+        "post_quantization_optimization(finetune, policy=disabled)",
+    ]
+    asked = model_script(options(finetune=True), 8, {}).splitlines()
+    assert asked[-1] == "post_quantization_optimization(finetune, policy=enabled)"
+
+
+def test_sweep_file_takes_finetune_for_hailo(write_sweep: Any) -> None:
+    """Item 5: the sweep asks for finetune with a hailo compile key."""
+    from loop.spec.sweepfile import parse
+
+    path = write_sweep(
+        "sweep: s\nbase: tiny.yaml\nbackend: hailo\ncompile:\n  finetune: true\nvariants:\n  - name: base\n"
+    )
+    spec = parse(path)
+    assert ("finetune", True) in spec.compile.backend_options
+
+
+def _params_with(**leaves: np.ndarray) -> dict[str, np.ndarray]:
+    kernel = {"net/conv1/kernel:0": np.ones((1, 1, 3, 2), np.int8), "net/conv1/kernel_scale:0": np.float32([0.5])}
+    return {**kernel, **{f"net/conv1/{k}:0": v for k, v in leaves.items()}}
+
+
+@pytest.mark.parametrize("bits, scale", [(8, 8.0 / 255 * 1.01), (16, 8.0 / 65535 * 1.01)])
+def test_scales_come_from_the_layers_own_entries(bits: int, scale: float) -> None:
+    """Item 6: out_scale was stats range / 255, 257x off for a 16-bit layer, and blind to the
+    layer's own scale (a force_range_out the DFC widened would not show)."""
+    limvals = np.float32([0.0, 8.0])
+    params = _params_with(
+        qp_out=np.float64([3, scale]), qp_in=np.float64([128, 0.004]), **{"stats/output_0/stats_limvals": limvals}
+    )
+    sources: dict[str, str] = {}
+    (conv1,), _ = discover_prints(params, {"conv1": bits}, sources)
+    assert (conv1.out_scale, conv1.out_zero_point) == (pytest.approx(scale), 3)
+    assert (conv1.in_scale, conv1.in_zero_point) == (pytest.approx(0.004), 128)
+    assert sources == {"conv1:out": "qp_out", "conv1:in": "qp_in"}
+
+
+@pytest.mark.parametrize("bits, steps", [(8, 255), (16, 65535)])
+def test_range_fallback_is_per_width_and_recorded(bits: int, steps: int) -> None:
+    """Item 6: without a scale entry the range is spread over the layer's own width, and says so."""
+    sources: dict[str, str] = {}
+    params = _params_with(**{"stats/output_0/stats_limvals": np.float32([0.0, 8.0])})
+    (conv1,), _ = discover_prints(params, {"conv1": bits}, sources)
+    assert conv1.out_scale == pytest.approx(8.0 / steps)
+    assert sources == {"conv1:out": f"stats_limvals / {steps} (fallback: no scale entry)"}
+
+
+def test_fingerprint_reads_the_dfcs_scale_and_records_where(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
+    """Item 6, through the driver: an a16_w16 layer's own qp_out, not its range / 255."""
+    fake_hailo_sdk_client.params = {
+        "loop_net/conv1": {
+            "kernel:0": np.ones((1, 1, 3, 2), np.int16),
+            "qp_out:0": np.float64([0, 8.0 / 65535]),
+            "stats/output_0/stats_limvals:0": np.float32([0.0, 8.0]),
+        }
+    }
+    fake_hailo_sdk_client.hn_layers = [("conv1", 6, "a16_w16")]
+    result = _compile(fake_hailo_sdk_client, tmp_path, CompileOptions())
+    assert result.ok, result.error
+    assert result.layers[0].out_scale == pytest.approx(8.0 / 65535)
+    assert result.info["scale_from"] == {"conv1:out": "qp_out"}
+    assert result.info["activation_bits"] == {"conv1": 16}
+
+
+def test_stage_times_hold_their_own_call_only(
+    fake_hailo_sdk_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 7: optimize_s held parse, start-up, save_har and the params dump; compile_s the HEF's
+    layout reading. On the fake's virtual clock each call costs a distinct power of two."""
+    import loop.compilers.hailo as hailo
+
+    delays = _fakes().DELAYS
+    monkeypatch.setattr(hailo, "_clock", lambda: fake_hailo_sdk_client.now, raising=False)
+    result = _compile(fake_hailo_sdk_client, tmp_path, CompileOptions())
+    assert result.ok, result.error
+    stages = {k: v for k, v in result.stages.items() if k != "reopen_s"}
+    assert stages == {
+        "startup_s": delays["ClientRunner"],
+        "parse_s": delays["translate_onnx_model"],
+        "script_s": delays["load_model_script"],
+        "optimize_s": delays["optimize"],
+        "save_s": delays["save_har"],
+        "params_s": delays["save_params"] + delays["get_hn_model"],
+        "compile_s": delays["compile"],
+        # no HEF reader here: the HN's guess reads the HN and the parameters again
+        "layout_s": delays["get_hn_dict"] + delays["save_params"],
+    }
+    assert result.stages["reopen_s"] == 0.0  # the runner optimize left live was reused
+
+
+@pytest.mark.parametrize("mode, resident", [("a16_w16", "no"), ("a8_w4", "yes")])
+def test_weights_against_the_devices_memory(
+    fake_hailo_sdk_client: Any, tmp_path: Path, mode: str, resident: str
+) -> None:
+    """The seed's first number: 12.0225 G weights are 24.045 GB at 16 bits (no fit in the
+    Hailo-10H's 8 GB) and about 6 GB at 4 bits (resident)."""
+    fake_hailo_sdk_client.hn_layers = [("input_layer1", 0, "a8_w8"), ("conv1", 12_022_500_000, mode)]
+    result = _compile(fake_hailo_sdk_client, tmp_path, CompileOptions())
+    weights = result.info["weights"]
+    bits = int(mode.split("_w")[1])
+    assert weights["bytes"] == 12_022_500_000 * bits // 8 and weights["from"] == "runner.get_hn_model()"
+    assert (weights["device_memory_bytes"], weights["resident"]) == (8 * 2**30, resident)
+    assert weights["weights_by_bits"] == {str(bits): 12_022_500_000}  # layers without weights are left out

@@ -1,0 +1,110 @@
+"""Precision per DFC layer, and the seed's first number: do the weights, at the precision the
+Dataflow Compiler compiled them to, fit in the device's memory?
+
+Resident weights cross the link once; weights that do not fit stream over it on every
+inference, which turns the bus from a one-off into a per-inference cost (the seed: 24.045 GB at
+bf16 fits nowhere in 8 GB, about 6 GB at four bits does).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+# The seed's device (ASUS UGen300, Hailo-10H) carries 8 GB of LPDDR4. Other chips: no figure
+# checked against a source, so residency is left unknown rather than guessed.
+DEVICE_MEMORY_BYTES: dict[str, int] = {"hailo10h": 8 * 2**30}
+DEFAULT_BITS = (8, 8)  # a8_w8, the mode the DFC's model scripts write when they raise or lower one
+_QUANT_PARAM = re.compile(r"^\s*quantization_param\(\s*(\[[^\]]*\]|\{[^}]*\}|[^,\s()]+)\s*,(.*)\)\s*$")
+_MODE = re.compile(r"precision_mode\s*=\s*a(\d+)_w(\d+)")
+
+Bits = tuple[int, int]  # (activation bits, weight bits)
+
+
+def _selected(selector: str, layers: Sequence[str]) -> list[str]:
+    """The layers a model-script selector names: ``conv1``, ``[conv1, conv2]`` or ``{conv*}``."""
+    if selector.startswith("{"):
+        return [name for name in layers if fnmatch.fnmatchcase(name, selector.strip("{} "))]
+    names = [n.strip().split("/")[-1] for n in selector.strip("[] ").split(",")]
+    return [n for n in names if n]
+
+
+def script_precisions(script: str, layers: Sequence[str]) -> dict[str, Bits]:
+    """``(activation, weight)`` bits by DFC layer from ``quantization_param(..., precision_mode=aX_wY)``
+    lines (hailo_model_zoo writes ``a8_w4`` and ``a16_w16`` so); a later line wins, as a script runs."""
+    found: dict[str, Bits] = {}
+    for line in script.splitlines():
+        match = _QUANT_PARAM.match(line)
+        mode = _MODE.search(match.group(2)) if match else None
+        if match and mode:
+            for name in _selected(match.group(1), layers):
+                found[name] = (int(mode.group(1)), int(mode.group(2)))
+    return found
+
+
+def hn_model_layers(runner: Any) -> dict[str, tuple[int, Bits]] | None:
+    """Weight count and bits by layer as the DFC holds them, None when this DFC cannot say:
+    Hailo's own compression inspector reads ``layer.weights`` and
+    ``layer.precision_config.precision_mode.value`` over ``runner.get_hn_model().stable_toposort()``."""
+    try:
+        layers = list(runner.get_hn_model().stable_toposort())
+        found = {}
+        for layer in layers:
+            mode = _MODE.search(f"precision_mode={layer.precision_config.precision_mode.value}")
+            bits = (int(mode.group(1)), int(mode.group(2))) if mode else DEFAULT_BITS
+            found[str(layer.name).split("/")[-1]] = (int(layer.weights), bits)
+        return found
+    except Exception:
+        return None
+
+
+def _kernel_counts(params: Mapping[str, np.ndarray]) -> dict[str, tuple[int, int]]:
+    """Kernel values and their stored width, by layer, from parameter keys ``<net>/<layer>/kernel:0``."""
+    counts: dict[str, tuple[int, int]] = {}
+    for key, value in params.items():
+        parts = key.split(":")[0].split("/")
+        if len(parts) >= 2 and parts[-1] == "kernel":
+            array = np.asarray(value)
+            width = array.dtype.itemsize * 8 if np.issubdtype(array.dtype, np.integer) else DEFAULT_BITS[1]
+            seen, _ = counts.get(parts[-2], (0, width))
+            counts[parts[-2]] = (seen + array.size, width)
+    return counts
+
+
+def layer_bits(
+    hn_layers: Mapping[str, tuple[int, Bits]] | None, script: str, params: Mapping[str, np.ndarray]
+) -> tuple[dict[str, tuple[int, Bits]], str]:
+    """Weight count and bits by layer, and where they came from: the DFC's HN model when it
+    answers; else the kernels' own sizes, at the model script's precision mode where it sets one
+    and the stored integer width otherwise."""
+    if hn_layers:
+        return dict(hn_layers), "runner.get_hn_model()"
+    counts = _kernel_counts(params)
+    modes = script_precisions(script, list(counts))
+    found = {name: (n, modes.get(name, (DEFAULT_BITS[0], width))) for name, (n, width) in counts.items()}
+    return found, "kernel parameters, bits from the model script's precision_mode or the stored width"
+
+
+def residency(layers: Mapping[str, tuple[int, Bits]], source: str, hw_arch: str) -> dict[str, Any]:
+    """What the run records: weight bytes at the compiled precision against the device's memory."""
+    total_bits = sum(n * w for n, (_, w) in layers.values())
+    by_bits: dict[str, int] = {}
+    for n, (_, w) in layers.values():
+        if n:
+            by_bits[str(w)] = by_bits.get(str(w), 0) + n
+    nbytes = (total_bits + 7) // 8
+    memory = DEVICE_MEMORY_BYTES.get(hw_arch)
+    resident = "unknown" if memory is None else ("yes" if nbytes <= memory else "no")
+    return {
+        "weights": sum(n for n, _ in layers.values()),
+        "weights_by_bits": dict(sorted(by_bits.items())),
+        "bytes": nbytes,
+        "from": source,
+        "hw_arch": hw_arch,
+        "device_memory_bytes": memory,
+        "resident": resident,
+    }

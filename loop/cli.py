@@ -195,7 +195,7 @@ def _study_sweep(path: Path, name: str, runs: Path, jobs: int | None, scorer: An
         )
     _, results = from_sweep_file(path, name, runs=runs, jobs=jobs, scorer=scorer, progress=not quiet)
     reused = sum(r.reused for r in results)
-    click.echo(f"study {name}: {len(results)} candidate(s), {reused} reused from earlier generations")
+    click.echo(f"study {for_person(name)}: {len(results)} candidate(s), {reused} reused from earlier generations")
     click.echo(report.study_table(results))
     return 1 if any(r.status != "ok" for r in results) else 0
 
@@ -427,14 +427,29 @@ def backends(as_json: bool) -> None:
 @main.command("report")
 @RUNS
 @click.option("--sweep", default=None, help="One sweep's runs (default: every run in the ledger).")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Default: RUNS/report.html.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A new or regular file outside the runs folder, or an .html file at its top. Default: RUNS/report.html.",
+)
 @click.option("--link", "link_name", default=DEFAULT_LINK, show_default=True, help="The roofline's link.")
-def report_cmd(runs: Path, sweep: str | None, output: Path | None, link_name: str) -> None:
+@click.option(
+    "--score",
+    "scores",
+    multiple=True,
+    default=("snr_db",),
+    show_default=True,
+    help="Plot the generations by this score (repeat for more).",
+)
+def report_cmd(runs: Path, sweep: str | None, output: Path | None, link_name: str, scores: tuple[str, ...]) -> None:
     """Write one self-contained HTML report: verdicts, the three quantities, the audit as a
-    grid, ladders, the bus roofline, time to first output, generations, devices."""
+    grid per generation, a search's SNR against rate, ladders, the bus roofline, time to first
+    output, generations, devices."""
     from loop.report.page import write_report
 
-    click.echo(for_person(write_report(runs, sweep, output, link_name), None))
+    click.echo(for_person(write_report(runs, sweep, output, link_name, scores), None))
 
 
 @main.group(cls=LoopGroup)

@@ -162,3 +162,30 @@ def test_why_apart_says_only_what_is_known():
     assert replace(FAILED, status="running", stage=None, error=None).why_apart is None
     assert replace(FAILED, status="interrupted", stage=None, error=None).why_apart == "interrupted"
     assert replace(BASE, verdict="confounded").why_apart == "confounded"
+
+
+# clear the screen, retitle the terminal, back to the line's start, and a right-to-left override
+HOSTILE = "\x1b[2J\x1b]0;TITLE\x07\rtxt\u202eexe"
+
+
+def test_every_table_shows_hostile_names_and_stored_strings_escaped():
+    layers = (replace(LAYERS[0], name=HOSTILE), LAYERS[1])
+    perturb = ({"op": "force_range_out", "layer": HOSTILE, "range": [0.0, 8.0]},)
+    changes = (Change(HOSTILE, "bias", HOSTILE, allowed=False), Change(HOSTILE, "out_scale", HOSTILE))
+    bad = replace(CONFOUNDED, sweep=HOSTILE, variant=HOSTILE, layers=layers, perturb=perturb, changes=changes)
+    depths = [{"depth": d, "rate_fps": {"median": 10.0 * d}, "spread_pct": 1.0} for d in (1, 2)]
+    noted = replace(bad, verdict="clean", info={"warnings": [HOSTILE]}, flags=("host-busy",))
+    deep = replace(bad, id=5, verdict="clean", measure=figures(20.0, by_depth=depths))
+    failed = replace(FAILED, variant=HOSTILE, error=HOSTILE)
+    sizes = ((1_048_576, 207), (3_686_400, 63), (8_294_400, 29))  # a ladder that plateaus, named from its first
+    rungs = [rung(f"{HOSTILE}{i}", size, fps) for i, (size, fps) in enumerate(sizes)]
+    texts = [
+        sweep_summary([BASE, bad, noted, failed]),
+        runs_table([bad, failed]),
+        audit_table([bad, failed]),
+        ladders([deep, *rungs]),
+    ]
+    for text in texts:
+        assert not [c for c in ("\x1b", "\x07", "\r", "\u202e") if c in text], repr(text)
+        assert "\\x1b[2J" in text and "\\u202e" in text, text
+    assert "MB/s from \\x1b[2J" in texts[3]

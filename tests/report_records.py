@@ -49,3 +49,31 @@ def confounded() -> RunRecord:
         ),
     )
     return run("scale", 10.0, 100, verdict="confounded", layers=layers, changes=changes)
+
+
+def ledger(runs_dir, records) -> None:
+    """``records`` written into ``runs_dir/ledger.sqlite`` as a sweep writes them (begin, finish)."""
+    from loop.store.ledger import Ledger
+
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    with Ledger(runs_dir / "ledger.sqlite") as book:
+        for r in records:
+            book.finish(book.begin(r.sweep, r.sweep, r.variant, "0" * 64, "onnxruntime", r.generation), r)
+
+
+def generation(sweep: str, g: int, candidates: int, start_id: int = 1, layers: int = 3) -> list[RunRecord]:
+    """Study generation ``g`` as sweep ``sweep``: its ``base`` reference at 100 fps, then
+    candidates ``c0``... at 100 + i fps with SNR 20 + i, each with an output scale moved on one layer."""
+    from dataclasses import replace
+
+    from loop.core.record import Scores
+
+    names = tuple(LayerPrint(f"conv{k}") for k in range(layers))
+    base = run("base", 100.0, 100, id=start_id, verdict="reference", generation=g, layers=names)
+    out = [replace(base, sweep=sweep)]
+    for i in range(candidates):
+        moved = (Change(f"conv{i % layers}", "out_scale", "t: scale 0.1 -> 0.2 (2.00x), zero point 0 -> 0"),)
+        r = run(f"c{i}", 100.0 + i, 100, id=start_id + 1 + i, verdict="clean", generation=g, layers=names,
+                changes=moved, scores=Scores.from_json({"snr_db": 20.0 + i, "output_mean": 0.5 + i}))  # fmt: skip
+        out.append(replace(r, sweep=sweep))
+    return out

@@ -3,20 +3,39 @@
 Everything is inline: the styles, and every plot as SVG from :mod:`loop.report.plots`; the
 page loads nothing, so it opens the same with no network. Sections appear where the ledger
 has their data, and say so where it has none.
+
+The page is streamed: each section and each figure goes to the file as it is made, and a
+figure is cleared once its SVG is written, so memory stays flat however long the ledger (every
+figure held until the end took 1.2 GB at 2,000 runs). It is written to a temporary file beside
+its target and renamed over it, and only to a new or regular file outside what loop keeps in
+the runs folder. Every stored string is shown through :func:`~loop.core.text.for_person`, cut.
 """
 
 from __future__ import annotations
 
 import html
+import io
+import json
 import math
-from collections.abc import Callable, Sequence
+import os
+import re
+import stat
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 from loop.core.errors import LoopError
 from loop.core.kinds import NOT_COMPARABLE, Status, Verdict
 from loop.core.record import RunRecord
 from loop.core.registry import DEFAULT_LINK
+from loop.core.text import LIMIT, for_person
 from loop.report import perturbed_layer
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from loop.api import Result
 
 INSTALL = "loop report needs matplotlib: pip install 'loop[report]'"
 STYLE = """
@@ -28,33 +47,35 @@ td:first-child,th:first-child{text-align:left}
 .confounded td{background:#fdecea}.apart{color:#666}.note{color:#555;font-size:13px}
 .plots{display:flex;flex-wrap:wrap;gap:1em}.plots svg{max-width:100%;height:auto}
 """
+GRID_ROWS = 200  # candidates in one audit grid; a bigger generation takes several
+PARETO_KEYS = ("snr_db", "rate_ratio")
+STUDY = re.compile(r"^(?P<study>.+)-g(?P<generation>\d+)(?:-o[0-9a-f]+)?$")
 
 
-def _esc(value: object) -> str:
-    return html.escape("-" if value is None else str(value))
+def _esc(value: object, limit: int = LIMIT) -> str:
+    """A stored value as page text: cut before :func:`for_person` scans it (a 100 MB error
+    was copied whole into the page), then HTML-escaped."""
+    return html.escape("-" if value is None else for_person(str(value)[: limit + 1], limit))
 
 
 def _num(value: float | None, spec: str) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], classes: Sequence[str] = ()) -> str:
-    head = "".join(f"<th>{_esc(h)}</th>" for h in headers)
-    body = "".join(
-        f"<tr class='{cls}'>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>"
-        for row, cls in zip(rows, list(classes) + [""] * len(rows), strict=False)
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], classes: Sequence[str] = ()) -> Iterator[str]:
+    yield "<table><tr>" + "".join(f"<th>{_esc(h)}</th>" for h in headers) + "</tr>"
+    for i, row in enumerate(rows):
+        cls = classes[i] if i < len(classes) else ""
+        yield f"<tr class='{cls}'>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>"
+    yield "</table>"
 
 
-def _glance_row(r: RunRecord, runs: Sequence[RunRecord]) -> list[str]:
-    from loop.report.plots import label
-
+def _glance_row(r: RunRecord, name: str) -> list[str]:
     m, parts = r.measure, r.measure.data.get("ttfo_parts") or {}
     ci = m.rate.ci95 if m.rate else None
     split = " / ".join(_num(parts.get(k), ".2f") for k in ("open_ms", "transfer_ms", "first_ms"))
     return [
-        _esc(label(r, runs)),
+        _esc(name),
         _esc(r.verdict if r.status == Status.OK else f"{r.status} at {r.stage}"),
         f"{_num(m.ttfo_ms, '.2f')} <span class='note'>({split})</span>",
         _num(m.median_fps, ".1f") + (f" <span class='note'>[{ci[0]:.1f}, {ci[1]:.1f}]</span>" if ci else ""),
@@ -78,145 +99,366 @@ GLANCE = [
 
 
 def glance(runs: Sequence[RunRecord]) -> str:
+    return "".join(_glance(runs))
+
+
+def _glance(runs: Sequence[RunRecord]) -> Iterator[str]:
+    from loop.report.plots import labels
+
+    names = dict(zip(map(id, runs), labels(runs), strict=True))
     used = [r for r in runs if r.status == Status.OK and r.verdict not in NOT_COMPARABLE]
-    apart = [r for r in runs if r not in used]
-    text = _table(GLANCE, [_glance_row(r, runs) for r in used])
-    if apart:
-        text += "<p class='apart'>Recorded, not used in comparisons (confounded, no reference, failed):</p>"
-        text += _table(
-            GLANCE,
-            [_glance_row(r, runs) for r in apart],
-            ["confounded" if r.verdict == Verdict.CONFOUNDED else "apart" for r in apart],
+    apart = [r for r in runs if r.status != Status.OK or r.verdict in NOT_COMPARABLE]
+    yield from _table(GLANCE, (_glance_row(r, names[id(r)]) for r in used))
+    if not apart:
+        return
+    yield "<p class='apart'>Recorded, not used in comparisons (confounded, no reference, failed):</p>"
+    classes = ["confounded" if r.verdict == Verdict.CONFOUNDED else "apart" for r in apart]
+    yield from _table(GLANCE, (_glance_row(r, names[id(r)]) for r in apart), classes)
+    yield "<ul class='note'>"
+    for r in apart:
+        why = "; ".join(f"{c.layer} {c.what}: {c.detail}" for c in r.changes if not c.allowed)
+        yield f"<li>{_esc(r.variant)}: {_esc(why or r.why_apart or r.verdict)}</li>"
+    yield "</ul>"
+
+
+def study_of(sweep: str) -> str:
+    """The study a generation's sweep belongs to (``NAME-gN``, ``NAME-gN-o<hash>``): ``NAME``."""
+    found = STUDY.match(sweep)
+    return found["study"] if found else sweep
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def raced(runs_dir: Path, sweep: str) -> dict[int, dict[str, Any]]:
+    """Each raced run's ratio to its reference, by run id, from ``studies/SWEEP.race.json``
+    (as :class:`loop.study.Study` reads it); {} where there is none. A file that is not what a
+    race writes is a :class:`LoopError` naming it, and its generation keeps the ledger's ratios."""
+    from loop.store.files import read_regular, safe_component
+
+    path = runs_dir / "studies" / f"{sweep}.race.json"
+    try:
+        safe_component(path.name)
+        data = json.loads(read_regular(path))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, LoopError) as exc:
+        raise LoopError(f"{path}: unreadable ({exc.__class__.__name__}); ratios from the ledger") from None
+    try:
+        by_sha = {str(c["artifact_sha"]): c for c in data["candidates"]}
+        found = {int(i): {**by_sha[sha], **{k: data.get(k) for k in ("rounds", "flags", "floor_pct")}}
+                 for i, sha in data["runs"].items() if sha in by_sha}  # fmt: skip
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise LoopError(f"{path}: not a race ({exc.__class__.__name__}); ratios from the ledger") from None
+    bad = [f for f in found.values() if not all(_positive(f.get(k)) for k in ("ratio", "low", "high"))]
+    if bad or any(f.get("floor_pct") is not None and not _positive(f["floor_pct"]) for f in found.values()):
+        raise LoopError(f"{path}: a ratio that is not a positive number; ratios from the ledger")
+    return found
+
+
+def search_results(runs: Sequence[RunRecord], runs_dir: Path) -> tuple[dict[str, list[Result]], list[str]]:
+    """Each study's candidates as results (rate ratio to their generation's reference, from its
+    race where one ran), by study name, and a line for each race file that could not be used."""
+    from loop.api import result_of
+    from loop.study import _with_race
+
+    by_sweep: dict[str, list[RunRecord]] = {}
+    for r in runs:
+        if r.generation is not None:
+            by_sweep.setdefault(r.sweep, []).append(r)
+    studies: dict[str, list[Result]] = {}
+    notes: list[str] = []
+    for sweep, members in by_sweep.items():
+        ref = next((r for r in members if r.variant == "base"), None)
+        try:
+            race = raced(runs_dir, sweep)
+        except LoopError as exc:
+            race = {}
+            notes.append(str(exc))
+        mine = [r for r in members if r is not ref and r.verdict != Verdict.REFERENCE]
+        studies.setdefault(study_of(sweep), []).extend(
+            _with_race(result_of(i, r, ref), race) for i, r in enumerate(mine)
         )
-        why = [
-            "; ".join(f"{c.layer} {c.what}: {c.detail}" for c in r.changes if not c.allowed) or r.why_apart or r.verdict
-            for r in apart
-        ]
-        text += (
-            "<ul class='note'>"
-            + "".join(f"<li>{_esc(r.variant)}: {_esc(w)}</li>" for r, w in zip(apart, why, strict=True))
-            + "</ul>"
-        )
-    return text
+    return studies, notes
+
+
+def front(results: Sequence[Result]) -> list[Result]:
+    """The usable results no other usable one beats on SNR and rate ratio beyond their intervals
+    (the rule of ``Study.pareto``: within noise, neither dominates), as arrays: pair by pair in
+    Python it took seconds at 2,000 candidates."""
+    import numpy as np
+
+    pool = [r for r in results if r.usable and all(r.value(k) is not None for k in PARETO_KEYS)]
+    if not pool:
+        return []
+    spans = np.array([[r.interval(k) for k in PARETO_KEYS] for r in pool])  # (n, keys, lo/hi)
+    lo, hi = spans[:, :, 0], spans[:, :, 1]
+    beaten = [bool(((hi >= lo[i]).all(axis=1) & (lo > hi[i]).any(axis=1)).any()) for i in range(len(pool))]
+    return [r for r, b in zip(pool, beaten, strict=True) if not b]
 
 
 class Page:
-    """The report's sections in order; each is skipped with a line saying why when empty."""
+    """The report's sections in order, each written to ``out`` as it is made; a section with
+    nothing to show says why."""
 
-    def __init__(self, runs: Sequence[RunRecord], link: str, runs_dir: Path) -> None:
+    def __init__(
+        self, runs: Sequence[RunRecord], link: str, runs_dir: Path, out: TextIO, scores: Sequence[str] = ("snr_db",)
+    ) -> None:
         from loop.report.plots import svg
 
         self.runs, self.link, self.runs_dir, self.svg = list(runs), link, runs_dir, svg
-        self.parts: list[str] = []
+        self.out, self.scores = out, list(scores)
         self.drawn = 0  # figures so far: each takes its own id salt
 
-    def section(self, title: str, body: Callable[[], str], missing: str) -> None:
-        content = body()
-        self.parts.append(f"<h2>{_esc(title)}</h2>" + (content or f"<p class='note'>{_esc(missing)}</p>"))
+    def section(self, title: str, body: Callable[[], Iterable[str]], missing: str) -> None:
+        self.out.write(f"<h2>{_esc(title)}</h2>")
+        wrote = False
+        for chunk in body():
+            self.out.write(chunk)
+            wrote = wrote or bool(chunk)
+        if not wrote:
+            self.out.write(f"<p class='note'>{_esc(missing)}</p>")
 
-    def plots(self, figures: Sequence[object]) -> str:
-        if not figures:
-            return ""
-        first, self.drawn = self.drawn, self.drawn + len(figures)
-        drawn = (self.svg(f, f"loop-{first + i}") for i, f in enumerate(figures))  # type: ignore[arg-type]
-        return "<div class='plots'>" + "".join(drawn) + "</div>"
+    def plots(self, figures: Iterable[Figure]) -> Iterator[str]:
+        """Each figure's SVG as soon as it is drawn; the figure is cleared right after, so one
+        figure at a time is in memory (``figures`` is best a generator)."""
+        opened = False
+        for fig in figures:
+            if not opened:
+                opened = True
+                yield "<div class='plots'>"
+            yield self.svg(fig, f"loop-{self.drawn}")
+            self.drawn += 1
+            fig.clear()
+        if opened:
+            yield "</div>"
 
-    def audit(self) -> str:
+    def audit(self) -> Iterator[str]:
+        """One grid per sweep (a study's generation is a sweep), GRID_ROWS candidates a grid."""
         from loop.report.plots import audit_grid
 
-        audited = [r for r in self.runs if r.changes]
-        from loop.report.plots import label
+        by_sweep: dict[str, list[RunRecord]] = {}
+        for r in self.runs:
+            if r.changes:
+                by_sweep.setdefault(r.sweep, []).append(r)
+        if not by_sweep:
+            return
+        yield (
+            "<p class='note'>A row per candidate, a column per layer; a cell says what changed there "
+            "(K kernel, B bias, I input scale, O output scale) and the largest magnitude (x the rounding "
+            "bound, or the scale ratio): green inside the footprint, hatched red outside.</p>"
+        )
 
-        return self.plots([audit_grid(r, label(r, self.runs)) for r in audited])
+        def grids() -> Iterator[Figure]:
+            for sweep, audited in by_sweep.items():
+                for at in range(0, len(audited), GRID_ROWS):
+                    part = audited[at : at + GRID_ROWS]
+                    more = f" (rows {at + 1}-{at + len(part)} of {len(audited)})" if len(audited) > GRID_ROWS else ""
+                    yield audit_grid(part, f"{for_person(sweep[: LIMIT + 1])}{more}")
 
-    def ladders(self) -> str:
+        yield from self.plots(grids())
+
+    def searches(self) -> Iterator[str]:
+        from loop.report.plots import pareto
+
+        studies, notes = search_results(self.runs, self.runs_dir)
+        studies = {k: v for k, v in studies.items() if any(r.value("rate_ratio") is not None for r in v)}
+        if not studies:
+            return
+        yield (
+            "<p class='note'>SNR against rate ratio to each generation's reference (the base compiled with "
+            "the same options), from the generation's interleaved race where one ran, else from the two "
+            "runs' own figures; intervals as bars where known. Confounded and host-busy candidates are "
+            "drawn as x and kept off the front.</p>"
+        )
+        yield "".join(f"<p class='note'>{_esc(n)}</p>" for n in notes)
+        drawn = (
+            [r for r in found if r.value("rate_ratio") is not None and r.value("snr_db") is not None]
+            for found in studies.values()
+        )
+        yield from self.plots(
+            pareto(found, front(found), f"Search: {for_person(name[: LIMIT + 1])}")
+            for name, found in zip(studies, drawn, strict=True)
+        )
+
+    def ladders(self) -> Iterator[str]:
         from loop.measure.ladder import depth_knee, frame_ladder
         from loop.measure.link import fit, rungs_of
         from loop.report.plots import depth_ladder, link_ladder
 
         ok = [r for r in self.runs if r.status == Status.OK and r.measure.median_fps]
         rungs = frame_ladder(ok)  # one network at several frame sizes, not networks side by side
-        figs = []
-        if rungs:
-            try:
-                model = fit("ladder", rungs_of(rungs), "this report's rungs")
-            except LoopError:
-                model = None
-            figs.append(link_ladder(rungs, model))
-        figs += [depth_ladder(r, depth_knee(r.measure.by_depth)) for r in ok if len(r.measure.by_depth) > 1]
-        return self.plots(figs)
 
-    def roofline(self) -> str:
+        def figures() -> Iterator[Figure]:
+            if rungs:
+                try:
+                    model = fit("ladder", rungs_of(rungs), "this report's rungs")
+                except LoopError:
+                    model = None
+                yield link_ladder(rungs, model)
+            for r in ok:
+                if len(r.measure.by_depth) > 1:
+                    yield depth_ladder(r, depth_knee(r.measure.by_depth))
+
+        yield from self.plots(figures())
+
+    def roofline(self) -> Iterator[str]:
         from loop.measure.link import load
         from loop.report.plots import roofline
 
         measured = [r for r in self.runs if r.status == Status.OK and r.measure.median_fps and r.measure.bytes_in]
         if not measured:
-            return ""
+            return
         model = load(self.runs_dir, self.link)
-        note = (
+        yield (
             f"<p class='note'>Ceiling: {_esc(model.name)} ({_esc(model.source)}). A point under the line is "
             "compute-bound here; where the line passes below a point, that run would be link-bound on that link.</p>"
         )
-        return note + self.plots([roofline(measured, model)])
+        yield from self.plots(roofline(measured, model) for _ in (1,))
 
-    def ttfo(self) -> str:
+    def ttfo(self) -> Iterator[str]:
         from loop.report.plots import ttfo_bars
 
         timed = [r for r in self.runs if r.measure.ttfo_ms is not None]
-        return self.plots([ttfo_bars(timed)]) if timed else ""
+        yield from self.plots(ttfo_bars(timed) for _ in (1,) if timed)
 
-    def generations(self) -> str:
+    def generations(self) -> Iterator[str]:
         from loop.report.plots import generations
 
         gens = [r for r in self.runs if r.generation is not None and r.verdict != Verdict.REFERENCE]
         if not gens:
-            return ""
-        score = "snr_db" if any(r.scores.snr_db is not None for r in gens) else "output_mean"
-        return self.plots([generations(gens, score)])
+            return
+        have = sorted({k for r in gens for k, v in r.scores.data.items() if isinstance(v, (int, float))})
+        asked = [k for k in self.scores if k in have]
+        yield from self.plots(generations(gens, key) for key in asked)
+        missing = [k for k in self.scores if k not in have]
+        if missing or not asked:
+            yield (
+                f"<p class='note'>No generation has {_esc(', '.join(missing) or 'the scores asked')}; "
+                f"scores here: {_esc(', '.join(have) or 'none')} (loop report --score KEY).</p>"
+            )
 
-    def devices(self) -> str:
+    def devices(self) -> Iterator[str]:
         from loop.report.plots import device_bars
 
         many = [r for r in self.runs if r.scores.devices]
-        return self.plots([device_bars(many)]) if many else ""
+        yield from self.plots(device_bars(many) for _ in (1,) if many)
 
 
-def render(runs: Sequence[RunRecord], title: str, link: str, runs_dir: Path) -> str:
-    page = Page(runs, link, runs_dir)
+def write_page(
+    out: TextIO,
+    runs: Sequence[RunRecord],
+    title: str,
+    link: str,
+    runs_dir: Path,
+    scores: Sequence[str] = ("snr_db",),
+) -> None:
+    """The report, section by section, to ``out``."""
+    import matplotlib
+
+    from loop.report.plots import RC
+
+    page = Page(runs, link, runs_dir, out, scores)
     layer = perturbed_layer(runs)
-    page.section("The sweep at a glance", lambda: glance(runs), "no runs")
-    page.section(
-        f"The audit{f' (perturbed: {layer})' if layer else ''}", page.audit, "no run changed anything the audit sees"
-    )
-    page.section("Ladders", page.ladders, "no link ladder (rungs of two frame sizes or more) and no depth ladder here")
-    page.section("The bus roofline", page.roofline, "no run with a rate and bytes")
-    page.section("Time to first output", page.ttfo, "no run measured a first output")
-    page.section("Generations", page.generations, "no loop.evaluate generations here")
-    page.section("Devices side by side", page.devices, "every run here ran on one device")
-    return (
-        f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_esc(title)}</title>"
-        f"<style>{STYLE}</style></head><body><h1>{_esc(title)}</h1>{''.join(page.parts)}</body></html>"
-    )
+    out.write(f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_esc(title)}</title>")
+    out.write(f"<style>{STYLE}</style></head><body><h1>{_esc(title)}</h1>")
+    with matplotlib.rc_context(RC):  # every text made while the page is drawn is plain text
+        page.section("The sweep at a glance", lambda: _glance(runs), "no runs")
+        page.section(
+            f"The audit{f' (perturbed: {for_person(layer[: LIMIT + 1])})' if layer else ''}",
+            page.audit,
+            "no run changed anything the audit sees",
+        )
+        page.section("Searches: SNR against rate", page.searches, "no study generation with a rate ratio here")
+        page.section("Ladders", page.ladders, "no link ladder (rungs of two frame sizes or more) and no depth ladder")
+        page.section("The bus roofline", page.roofline, "no run with a rate and bytes")
+        page.section("Time to first output", page.ttfo, "no run measured a first output")
+        page.section("Generations", page.generations, "no study or loop.evaluate generations here")
+        page.section("Devices side by side", page.devices, "every run here ran on one device")
+    out.write("</body></html>")
 
 
-def write_report(runs_dir: Path, sweep: str | None, out: Path | None, link: str = DEFAULT_LINK) -> Path:
-    """Render the ledger's runs (one sweep's with its ``loop.evaluate`` generations ``NAME-gN``,
-    or all) to ``out`` (default RUNS/report.html)."""
+def render(
+    runs: Sequence[RunRecord], title: str, link: str, runs_dir: Path, scores: Sequence[str] = ("snr_db",)
+) -> str:
+    """The report as one string (for tests and callers that want it in memory)."""
+    buf = io.StringIO()
+    write_page(buf, runs, title, link, runs_dir, scores)
+    return buf.getvalue()
+
+
+def output_path(out: Path | None, runs_dir: Path) -> Path:
+    """Where the report goes: ``out`` (default RUNS/report.html) if it may be written there. Refused,
+    as the user's error naming ``-o``: a path that exists and is not a regular file (a folder, a
+    device, a pipe, a link), and anything in the runs folder but an .html file at its top,
+    since the rest is loop's own (the ledger, artifacts, cache, links, studies, generations)."""
+    target = out or runs_dir / "report.html"
+    try:
+        mode: int | None = os.lstat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise LoopError(f"{target}: {exc.strerror}", field="-o") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a link" if stat.S_ISLNK(mode) else "not a regular file"
+        raise LoopError(f"{target} is {kind}; the report is written only to a new or a regular file", field="-o")
+    where, runs = target.parent.resolve() / target.name, Path(runs_dir).resolve()
+    inside = where.relative_to(runs).parts if where.is_relative_to(runs) else None
+    if inside is not None and (len(inside) != 1 or where.suffix.lower() not in (".html", ".htm")):
+        raise LoopError(
+            f"{target} is in the runs folder {runs_dir}, which holds loop's own files; "
+            "write the report elsewhere, or as an .html file at its top",
+            field="-o",
+        )
+    return target
+
+
+@contextmanager
+def _replacing(target: Path) -> Iterator[TextIO]:
+    """A text file that becomes ``target`` when the block ends well: written under a temporary
+    name beside it (never through a link), fsynced, renamed over it; removed on any failure,
+    so a failed report leaves the old page, or none."""
+    from loop.store.files import FLAGS, NOFOLLOW, temp_name
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / temp_name(target.name)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | FLAGS, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_report(
+    runs_dir: Path,
+    sweep: str | None,
+    out: Path | None,
+    link: str = DEFAULT_LINK,
+    scores: Sequence[str] = ("snr_db",),
+) -> Path:
+    """Render the ledger's runs (one sweep's with its generations ``NAME-gN``, or all) to ``out``
+    (default RUNS/report.html), with the generations plotted by each of ``scores``."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         raise LoopError(INSTALL) from None
-    from loop.store.files import atomic_write
     from loop.store.ledger import Ledger
 
+    target = output_path(out, runs_dir)
     with Ledger.open_existing(runs_dir / "ledger.sqlite") as book:
         runs = [r for r in book.records() if sweep is None or r.in_sweep(sweep)]
     if not runs:
-        raise LoopError(f"no runs{f' of sweep {sweep!r}' if sweep else ''} in {runs_dir}")
+        raise LoopError(f"no runs{f' of sweep {for_person(sweep)!r}' if sweep else ''} in {runs_dir}")
     title = f"loop report: {sweep or ', '.join(sorted({r.sweep for r in runs}))}"
-    target = out or runs_dir / "report.html"
-    return atomic_write(target, render(latest(runs), title, link, runs_dir).encode())
+    with _replacing(target) as f:
+        write_page(f, latest(runs), title, link, runs_dir, scores)
+    return target
 
 
 def latest(runs: Sequence[RunRecord]) -> list[RunRecord]:
@@ -227,3 +469,6 @@ def latest(runs: Sequence[RunRecord]) -> list[RunRecord]:
     for run in sorted(runs, key=lambda r: r.id):
         last[(run.sweep, run.variant)] = run
     return sorted(last.values(), key=lambda r: r.id)
+
+
+__all__ = ["front", "output_path", "render", "search_results", "write_page", "write_report"]

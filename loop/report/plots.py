@@ -2,8 +2,13 @@
 
 Every artist a reader (or a test) needs to find carries an SVG id (``gid``): ``rungs``,
 ``plateau``, ``depths``, ``knee``, ``runs``, ``ceiling``, ``best``, ``ttfo-open-0`` (a bar
-each), ``devices-0``, ``cell-ROW-COL-STATE`` ... . ``svg`` renders
-with text kept as text and ids salted, so a report is the same bytes for the same ledger.
+each), ``devices-0``, ``cell-ROW-COL-STATE``, ``usable``, ``apart``, ``front``,
+``usable-ratio-ci`` ... . ``svg`` renders with text kept as text and ids salted, so a report is
+the same bytes for the same ledger.
+
+Every name shown is a stored string (a variant, a sweep, an ONNX node, a link) and passes
+:func:`~loop.core.text.for_person`; every text is drawn with math parsing off, so a ``$`` in
+a name is a dollar sign, never mathtext that fails to parse and ends the report.
 """
 
 from __future__ import annotations
@@ -13,23 +18,41 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loop.core.kinds import Verdict
 from loop.core.record import RunRecord
+from loop.core.text import for_person
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from loop.api import Result
     from loop.measure.link import LinkModel
 
 AUDIT_COLUMNS = ("kernel", "bias", "in_scale", "out_scale")
+NAME = 60  # characters of a name on a plot: an axis of 200-character names has no room left
+# rcParams the report draws under: "$" is text (a name with "$\\frac{a$" ended the report
+# with a ParseSyntaxException), and text stays text in the SVG
+RC: dict[Any, Any] = {"text.parse_math": False, "svg.fonttype": "none", "svg.id": None}
+
+
+def shown(text: object, limit: int = NAME) -> str:
+    """A stored string as a plot shows it: :func:`for_person`, cut first, so a 100 MB string
+    is never scanned or copied whole."""
+    return for_person(str(text)[: limit + 1], limit)
 
 
 def label(run: RunRecord, runs: Sequence[RunRecord]) -> str:
     """The variant's name, with its sweep where the runs shown span several (generations)."""
-    return run.variant if len({r.sweep for r in runs}) <= 1 else f"{run.sweep}/{run.variant}"
+    return shown(run.variant if len({r.sweep for r in runs}) <= 1 else f"{run.sweep}/{run.variant}")
+
+
+def labels(runs: Sequence[RunRecord]) -> list[str]:
+    """:func:`label` of each run, the sweeps counted once (per run it was quadratic)."""
+    many = len({r.sweep for r in runs}) > 1
+    return [shown(f"{r.sweep}/{r.variant}" if many else r.variant) for r in runs]
 
 
 INSIDE, OUTSIDE, SAME = "#4c9a6a", "#d62728", "#f2f2f2"
@@ -46,9 +69,12 @@ def svg(fig: Figure, salt: str = "loop") -> str:
     Its own ids (clip paths, markers) are hashed from ``salt`` and their content: figures on
     one page take their own salt, so what one figure refers to no other figure defines."""
     import matplotlib
+    from matplotlib.text import Text
 
+    for made in fig.findobj(Text):  # made before the rc below: titles, labels, legends, annotations
+        made.set_parse_math(False)
     buf = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt, "svg.id": None}):
+    with matplotlib.rc_context({**RC, "svg.hashsalt": salt}):  # ticks made while drawing
         fig.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
     return re.sub(r"<metadata>.*?</metadata>", "", text[text.index("<svg") :], flags=re.S)
@@ -92,7 +118,7 @@ def depth_ladder(run: RunRecord, knee: int | None) -> Figure:
     if knee is not None:
         ax.axvline(knee, color=OUTSIDE, ls="--", gid="knee")
         ax.annotate(f"knee at depth {knee}", (0.02, 0.92), xycoords="axes fraction")
-    ax.set(xscale="log", xlabel="queue depth", ylabel="frames/s", title=f"Depth ladder: {run.variant}")
+    ax.set(xscale="log", xlabel="queue depth", ylabel="frames/s", title=f"Depth ladder: {shown(run.variant)}")
     ax.set_xscale("log", base=2)
     return fig
 
@@ -102,13 +128,14 @@ def roofline(runs: Sequence[RunRecord], model: LinkModel) -> Figure:
     fig = figure()
     ax = fig.add_subplot()
     pts = [(float((r.measure.bytes_in or 0) + (r.measure.bytes_out or 0)), r.measure.median_fps or 0.0) for r in runs]
-    named = [(b, f, r.variant) for r, (b, f) in zip(runs, pts, strict=True) if b > 0 and f > 0]
+    named = [(b, f, shown(r.variant)) for r, (b, f) in zip(runs, pts, strict=True) if b > 0 and f > 0]
     lo, hi = min(b for b, _, _ in named) / 4, max(b for b, _, _ in named) * 4
     grid = [lo * (hi / lo) ** (i / 63) for i in range(64)]
-    ax.plot(grid, [1 / model.busy_s(b) for b in grid], color=OUTSIDE, gid="ceiling", label=f"{model.name} ceiling")
+    ceiling = f"{shown(model.name)} ceiling"
+    ax.plot(grid, [1 / model.busy_s(b) for b in grid], color=OUTSIDE, gid="ceiling", label=ceiling)
     ax.plot([b for b, _, _ in named], [f for _, f, _ in named], "o", gid="runs", label="runs (compute here)")
     for (b, f), names in _huddles(named).items():
-        ax.annotate(", ".join(names), (b, f), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.annotate(shown(", ".join(names), 2 * NAME), (b, f), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set(xscale="log", yscale="log", xlabel="bytes per inference", ylabel="frames/s", title="Bus roofline")
     ax.legend(loc="lower left", fontsize=8)
     return fig
@@ -129,10 +156,9 @@ def ttfo_bars(runs: Sequence[RunRecord]) -> Figure:
     """Time to first output per variant, stacked: open, transfer (where known), first inference."""
     fig = figure(6.4, 0.5 + 0.3 * max(len(runs), 2))
     ax = fig.add_subplot()
-    left = [0.0] * len(runs)
+    left, names = [0.0] * len(runs), labels(runs)
     for part, color in (("open_ms", "#9ecae1"), ("transfer_ms", "#fd8d3c"), ("first_ms", "#3182bd")):
         widths = [float((r.measure.data.get("ttfo_parts") or {}).get(part) or 0.0) for r in runs]
-        names = [label(r, runs) for r in runs]
         bars = ax.barh(names, widths, left=left, color=color, label=part[:-3])
         for i, bar in enumerate(bars):
             bar.set_gid(f"ttfo-{part[:-3]}-{i}")  # one id a bar: an SVG id is unique
@@ -174,40 +200,127 @@ def audit_cells(run: RunRecord) -> dict[tuple[str, str], Cell]:
     return cells
 
 
-def audit_grid(run: RunRecord, title: str | None = None) -> Figure:
-    """Layers x {kernel, bias, in_scale, out_scale}: grey unchanged, green inside the
-    footprint, red (hatched) outside, with the magnitude written in the cell."""
+LETTERS = {"kernel": "K", "bias": "B", "in_scale": "I", "out_scale": "O"}
+
+
+def layer_cells(run: RunRecord) -> dict[str, Cell]:
+    """Layer -> one cell: what changed there as letters (K kernel, B bias, I input scale, O
+    output scale) with the largest magnitude, outside the footprint if any part was."""
+    parts: dict[str, list[tuple[str, Cell]]] = {}
+    for (layer, what), cell in audit_cells(run).items():
+        parts.setdefault(layer, []).append((what, cell))
+    out: dict[str, Cell] = {}
+    for layer, found in parts.items():
+        state = "outside" if any(c.state == "outside" for _, c in found) else "inside"
+        sizes = [c.magnitude for _, c in found if c.magnitude is not None]
+        letters = "".join(LETTERS[w] for w in AUDIT_COLUMNS if any(w == what for what, _ in found))
+        out[layer] = Cell(state, max(sizes, default=None), letters + (f" {max(sizes):.3g}x" if sizes else ""))
+    return out
+
+
+def _layer_order(runs: Sequence[RunRecord]) -> list[str]:
+    """The layers in graph order as fingerprinted, then any only a change names."""
+    seen = dict.fromkeys(lay.name for r in runs for lay in r.layers)
+    return [*seen, *sorted({c.layer for r in runs for c in r.changes} - seen.keys())]
+
+
+def audit_grid(runs: Sequence[RunRecord], title: str) -> Figure:
+    """One generation's audit in one figure: a row per candidate, a column per layer, each cell
+    what changed there (:func:`layer_cells`): green inside the footprint, hatched red outside,
+    grey where nothing did. One figure per variant made a report of 500 variants 25 s and 4.4 MB."""
     from matplotlib.patches import Rectangle
 
-    layers = [lay.name for lay in run.layers] or sorted({c.layer for c in run.changes})
-    cells = audit_cells(run)
-    fig = figure(5.2, 0.8 + 0.28 * max(len(layers), 2))
+    columns = _layer_order(runs)
+    fig = figure(min(2.5 + 0.55 * len(columns), 80.0), 1.6 + 0.22 * max(len(runs), 2))
     ax = fig.add_subplot()
-    for y, layer in enumerate(layers):
-        for x, col in enumerate(AUDIT_COLUMNS):
-            cell = cells.get((layer, col), Cell("same", None, ""))
-            color = {"same": SAME, "inside": INSIDE, "outside": OUTSIDE}[cell.state]
+    ax.set_facecolor(SAME)
+    for y, run in enumerate(runs):
+        cells = layer_cells(run)
+        for x, layer in enumerate(columns):
+            cell = cells.get(layer)
+            if cell is None:
+                continue  # unchanged: the grey behind; an artist per empty cell cost most of the time
             ax.add_patch(
                 Rectangle(
                     (x, y),
-                    0.95,
-                    0.9,
-                    facecolor=color,
-                    edgecolor="#7f0000" if cell.state == "outside" else color,  # the hatch's colour
+                    1,
+                    1,
+                    facecolor=INSIDE if cell.state == "inside" else OUTSIDE,
+                    edgecolor="#7f0000" if cell.state == "outside" else INSIDE,  # the hatch's colour
                     linewidth=0,
                     hatch="//" if cell.state == "outside" else None,
                     gid=f"cell-{y}-{x}-{cell.state}",
                 )
             )
-            if cell.magnitude is not None:
-                ax.text(x + 0.47, y + 0.45, f"{cell.magnitude:.3g}x", ha="center", va="center", fontsize=7)
-    ax.set(xlim=(0, len(AUDIT_COLUMNS)), ylim=(len(layers), 0), title=f"{title or run.variant}: {run.verdict}")
-    ax.set_xticks([i + 0.47 for i in range(len(AUDIT_COLUMNS))], AUDIT_COLUMNS)
-    ax.set_yticks([i + 0.45 for i in range(len(layers))], layers, fontsize=7)
+            # out of the layout: constrained layout measured every cell's text, not just the labels
+            ax.text(x + 0.5, y + 0.5, cell.detail, ha="center", va="center", fontsize=6, in_layout=False)
+    ax.hlines(range(len(runs) + 1), 0, len(columns), color="white", linewidth=1)
+    ax.vlines(range(len(columns) + 1), 0, len(runs), color="white", linewidth=1)
+    ax.set(xlim=(0, len(columns)), ylim=(len(runs), 0), title=shown(title, 2 * NAME))
+    ax.set_xticks([i + 0.5 for i in range(len(columns))], [shown(c, 40) for c in columns], fontsize=7, rotation=90)
+    ax.set_yticks(
+        [i + 0.5 for i in range(len(runs))], [f"{shown(r.variant, 40)}: {r.verdict}" for r in runs], fontsize=7
+    )
     ax.tick_params(length=0)
     for side in ax.spines.values():
         side.set_visible(False)
     return fig
+
+
+def pareto(results: Sequence[Result], front: Sequence[Result], title: str) -> Figure:
+    """SNR against rate ratio to the reference: usable candidates as dots, those kept apart
+    (confounded, host-busy) as x and never on the front, each with its intervals as error bars
+    where known (the ratio's widened by the A/A floor); the front ringed and joined."""
+    fig = figure(6.4, 4.4)
+    ax = fig.add_subplot()
+    _pareto_points(ax, [r for r in results if r.usable], "o", "usable", "usable")
+    _pareto_points(ax, [r for r in results if not r.usable], "x", "apart", "apart: confounded, host busy")
+    ring = sorted(((float(r.value("rate_ratio") or 0.0), float(r.value("snr_db") or 0.0), r) for r in front),
+                  key=lambda p: p[:2])  # fmt: skip
+    if ring:
+        xs, ys = [x for x, _, _ in ring], [y for _, y, _ in ring]
+        ax.plot(xs, ys, "o-", mfc="none", ms=11, color=INSIDE, gid="front", label="front (ties within noise kept)")
+        for x, y, r in ring[:FRONT_NAMES]:
+            ax.annotate(
+                shown(f"{r.sweep}/{r.variant}", 30), (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points"
+            )
+    ax.axvline(1.0, color="#999999", linewidth=0.8, linestyle=":")
+    ax.set(xlabel="rate ratio to the reference (>1: faster)", ylabel="SNR dB", title=shown(title, 2 * NAME))
+    ax.legend(fontsize=8)
+    return fig
+
+
+FRONT_NAMES = 20  # named points on the front; past that the names cover the plot
+
+
+def _pareto_points(ax: Axes, results: Sequence[Result], marker: str, gid: str, name: str) -> None:
+    """The results as ``marker``s under id ``gid``, with their intervals as bars where known
+    (ids ``GID-ratio-ci`` and ``GID-snr-ci``)."""
+    if not results:
+        return
+    color = INSIDE if gid == "usable" else OUTSIDE
+    xs, ys = [float(r.value("rate_ratio") or 0.0) for r in results], [float(r.value("snr_db") or 0.0) for r in results]
+    ax.plot(xs, ys, marker, ls="none", color=color, gid=gid, label=name)
+    for key, part in (("rate_ratio", "ratio"), ("snr_db", "snr")):
+        known = [(x, y, r.interval(key)) for x, y, r in zip(xs, ys, results, strict=True) if _spread(r, key)]
+        if not known:
+            continue
+        at = [x if key == "rate_ratio" else y for x, y, _ in known]
+        err = [[m - lo for m, (_, _, (lo, _)) in zip(at, known, strict=True)],
+               [hi - m for m, (_, _, (_, hi)) in zip(at, known, strict=True)]]  # fmt: skip
+        x, y = [x for x, _, _ in known], [y for _, y, _ in known]
+        ratio = key == "rate_ratio"
+        bars = ax.errorbar(
+            x, y, xerr=err if ratio else None, yerr=None if ratio else err, fmt="none", ecolor=color, elinewidth=0.8
+        )
+        for lines in bars.lines[2]:
+            lines.set_gid(f"{gid}-{part}-ci")
+
+
+def _spread(result: Result, key: str) -> bool:
+    """Whether the value has an interval of its own (a score without one is a point)."""
+    lo, hi = result.interval(key)
+    return math.isfinite(lo) and math.isfinite(hi) and hi > lo
 
 
 def generations(runs: Sequence[RunRecord], score: str) -> Figure:
@@ -228,7 +341,7 @@ def generations(runs: Sequence[RunRecord], score: str) -> Figure:
         if here:
             best.append((g, max(here)))
     ax.step([g for g, _ in best], [s for _, s in best], where="post", color=INSIDE, gid="best", label="best so far")
-    ax.set(xlabel="generation", ylabel=score, title="Generations")
+    ax.set(xlabel="generation", ylabel=shown(score), title=f"Generations: {shown(score)}")
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -252,7 +365,7 @@ def device_bars(runs: Sequence[RunRecord]) -> Figure:
     """Each further device's SNR against the first device's outputs, per variant."""
     fig = figure()
     ax = fig.add_subplot()
-    rows = [(r.variant, d.device, d.snr_db_vs_first) for r in runs for d in r.scores.devices]
+    rows = [(shown(r.variant), shown(d.device), d.snr_db_vs_first) for r in runs for d in r.scores.devices]
     labels = [f"{v}\n{d}" for v, d, _ in rows]
     bars = ax.bar(labels, [min(s, 120.0) if s is not None else 0.0 for _, _, s in rows])
     for i, bar in enumerate(bars):

@@ -12,7 +12,7 @@ pytest.importorskip("matplotlib", reason="loop report needs the report extra")
 
 from report_records import SEED, confounded, run
 
-from loop.core.record import Scores
+from loop.core.record import Change, Scores
 from loop.measure.link import LinkModel, fit, rungs_of
 from loop.report.page import render
 from loop.report.plots import (
@@ -151,10 +151,16 @@ def test_the_audit_grid_shows_outside_cells_unmistakably():
     cells = audit_cells(r)
     assert cells[("conv1", "out_scale")].state == "inside" and cells[("conv1", "out_scale")].magnitude == 2.0
     assert cells[("conv2", "bias")].state == "outside" and cells[("conv2", "bias")].magnitude == 7.5
-    text = svg(audit_grid(r))
+    clean = run("weights", 10.0, 100, layers=r.layers, changes=(Change("conv1", "kernel", "weight scale x1.05"),))
+    fig = audit_grid([r, clean], "s")
+    text = svg(fig)
+    # a row per candidate, a column per layer; a cell only where something changed
     ids = re.findall(r'id="(cell-[0-9]+-[0-9]+-[a-z]+)"', text)
-    assert sorted(i for i in ids if i.endswith("outside")) == ["cell-1-0-outside", "cell-1-1-outside"]
-    assert "cell-0-3-inside" in ids and len(ids) == 8 and "7.5x" in text
+    assert sorted(ids) == ["cell-0-0-inside", "cell-0-1-outside", "cell-1-0-inside"]
+    drawn = {t.get_text() for t in fig.axes[0].texts}
+    assert drawn == {"O 2x", "KB 7.5x", "K 1.05x"}  # what changed there, and the largest magnitude
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["scale: confounded", "weights: n/a"]
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["conv1", "conv2"]
 
 
 def test_the_page_holds_every_section_and_loads_nothing(tmp_path: Path):

@@ -166,11 +166,13 @@ def dfc_layer(onnx_node: str, layer_names: dict[str, str]) -> str:
     a name the DFC does not know would be refused by it, or matched to another layer."""
     if onnx_node in layer_names:
         return layer_names[onnx_node]
-    ranked = sorted(
-        layer_names.items(),
-        key=lambda item: -max(SequenceMatcher(None, onnx_node, name).ratio() for name in item),
-    )
-    near = ", ".join(f"{for_person(dfc)} (from {for_person(onnx)})" for onnx, dfc in ranked[:3])
+    best: dict[str, tuple[float, str]] = {}  # each DFC layer once, by its closest name
+    for onnx, dfc in layer_names.items():
+        score = max(SequenceMatcher(None, onnx_node, name).ratio() for name in (onnx, dfc))
+        if score > best.get(dfc, (-1.0, ""))[0]:
+            best[dfc] = (score, onnx)
+    ranked = sorted(best.items(), key=lambda item: -item[1][0])[:3]
+    near = ", ".join(f"{for_person(dfc)} (from {for_person(onnx)})" for dfc, (_, onnx) in ranked)
     raise HailoCompileError(
         f"ONNX node '{for_person(onnx_node)}' has no Dataflow Compiler layer (no layer of the parsed "
         f"network lists it among its original names); nearest DFC layers: {near or 'none'}"

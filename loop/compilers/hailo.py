@@ -314,26 +314,14 @@ class HailoCompiler(Compiler):
                 "the hailo backend takes single-input models for now "
                 f"(this one has {len(calibration)} inputs: {', '.join(calibration)})"
             )
-        from hailo_sdk_client import ClientRunner
-
         own = HailoOptions.of(options)
         hw_arch, net = own.hw_arch or "hailo10h", own.net_name or "loop_net"
-        folder = self._dir()
-        onnx_path = folder / f"{net}.onnx"
-        onnx_path.write_bytes(model)
         stages: dict[str, float] = {}
-        with timed(stages, "startup_s"):
-            runner = ClientRunner(hw_arch=hw_arch)
-        with named_errors("parse"):
-            shapes = self._input_shapes(model, calibration)
-            with timed(stages, "parse_s"):
-                parsed = runner.translate_onnx_model(str(onnx_path), net, net_input_shapes=shapes)
-        hn = (hn_dict(parsed[0]) if isinstance(parsed, tuple) else {}) or hn_dict(self._hn(runner))
-        script = model_script(options, len(calibration), layer_names_from_hn(hn))
-        with timed(stages, "script_s"):
-            runner.load_model_script(script)
+        folder = self._dir()
+        runner, script = self._parse(model, calibration, options, folder / f"{net}.onnx", stages)
+        frames = nchw_to_nhwc(calibration)
         with named_errors("optimize"), dfc_log() as log, timed(stages, "optimize_s"):
-            runner.optimize(nchw_to_nhwc(calibration))
+            runner.optimize(frames)
         har = folder / f"{net}.har"
         with timed(stages, "save_s"):
             runner.save_har(str(har))
@@ -354,6 +342,26 @@ class HailoCompiler(Compiler):
             "weights": residency(layers, layers_from, hw_arch),
         }
         return Quantized(self.name, data, info=info, stages=stages)
+
+    def _parse(
+        self, model: bytes, calibration: np.ndarray, options: CompileOptions, onnx_path: Path, stages: dict[str, float]
+    ) -> tuple[Any, str]:
+        """A runner holding the parsed network and its model script, each DFC call timed alone."""
+        from hailo_sdk_client import ClientRunner
+
+        own = HailoOptions.of(options)
+        onnx_path.write_bytes(model)
+        with timed(stages, "startup_s"):
+            runner = ClientRunner(hw_arch=own.hw_arch or "hailo10h")
+        with named_errors("parse"):
+            shapes = self._input_shapes(model, calibration)
+            with timed(stages, "parse_s"):
+                parsed = runner.translate_onnx_model(str(onnx_path), onnx_path.stem, net_input_shapes=shapes)
+        hn = (hn_dict(parsed[0]) if isinstance(parsed, tuple) else {}) or hn_dict(self._hn(runner))
+        script = model_script(options, len(calibration), layer_names_from_hn(hn))
+        with timed(stages, "script_s"):
+            runner.load_model_script(script)
+        return runner, script
 
     @staticmethod
     def _input_shapes(model: bytes, calibration: np.ndarray) -> dict[str, list[int]]:

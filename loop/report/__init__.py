@@ -114,7 +114,7 @@ def sweep_summary(runs: Sequence[RunRecord]) -> str:
         text += "\n\nRecorded, not used in comparisons:\n" + table(headers, [summary_row(r, layer) for r in apart])
         for r in apart:
             text += "\n" + _why(r)
-    notes = [f"  {for_person(r.variant)}: {for_person(w, None)}" for r in runs for w in r.warnings]
+    notes = [f"  {for_person(r.variant)}: {_one_line(w)}" for r in runs for w in r.warnings]
     notes += [f"  {for_person(r.variant)}: {f}: {NOTED_FLAGS[f]}" for r in runs for f in r.flags if f in NOTED_FLAGS]
     notes += [host_busy_line(r) for r in runs if Flag.HOST_BUSY in r.flags]
     if notes:
@@ -137,9 +137,9 @@ def host_busy_line(run: RunRecord) -> str:
 def _why(run: RunRecord) -> str:
     name = for_person(run.variant)
     if run.status != Status.OK:
-        return f"  {name}: {for_person(run.why_apart, None)}"
+        return f"  {name}: {_one_line(run.why_apart)}"
     if run.verdict != Verdict.CONFOUNDED:
-        return f"  {name}: {run.verdict}: {for_person(run.why_apart, None)}"
+        return f"  {name}: {run.verdict}: {_one_line(run.why_apart)}"
     lines = [f"  {name}: confounded; outside the footprint:"]
     lines += [f"    {_change(c)}" for c in run.changes if not c.allowed]
     inside = [c for c in run.changes if c.allowed and c.what in ("out_scale", "in_scale")]
@@ -149,14 +149,19 @@ def _why(run: RunRecord) -> str:
 
 def _change(change: Change) -> str:
     """``layer what: detail``, each part as a person may see it (a layer is an ONNX node's name)."""
-    return f"{for_person(change.layer)} {for_person(change.what)}: {for_person(change.detail, None)}"
+    return f"{for_person(change.layer)} {for_person(change.what)}: {_one_line(change.detail)}"
 
 
 WHY_WIDTH = 72  # the table stays a line a run; `loop runs --json` has the whole text
 
 
+def _one_line(text: object) -> str:
+    """A stored string (an error, a compiler's warning) on one line, as a person may see it."""
+    return for_person(" ".join(str(text).split()), None)
+
+
 def _clip(text: str, width: int) -> str:
-    one = for_person(" ".join(text.split()), None)  # escaped before it is measured
+    one = _one_line(text)  # escaped before it is measured
     return one if len(one) <= width else one[: width - 3] + "..."
 
 

@@ -189,3 +189,11 @@ def test_every_table_shows_hostile_names_and_stored_strings_escaped():
         assert not [c for c in ("\x1b", "\x07", "\r", "\u202e") if c in text], repr(text)
         assert "\\x1b[2J" in text and "\\u202e" in text, text
     assert "MB/s from \\x1b[2J" in texts[3]
+
+
+def test_a_multi_line_error_or_warning_is_one_line_of_the_summary():
+    failed = replace(FAILED, error="onnxruntime refused the model:\n  Node (conv1)\tbad input")
+    noted = replace(BASE, info={"warnings": ["first\nsecond"]})
+    lines = sweep_summary([noted, failed]).splitlines()
+    assert "  slow: failed at compile: onnxruntime refused the model: Node (conv1) bad input" in lines
+    assert "  base: first second" in lines

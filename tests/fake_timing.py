@@ -19,6 +19,7 @@ class VirtualSession(Session):
         self.inputs, self.outputs = (), ()
         self.ms, self.noise, self.rng = ms_per_frame, noise, rng
         self.frames_timed, self.seconds = 0, 0.0
+        self.options: RuntimeOptions | None = None
 
     def infer(self, frames: Sequence[np.ndarray], out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
         return []
@@ -46,6 +47,7 @@ class VirtualDevice(Device):
     def open(self, artifact: Artifact, options: RuntimeOptions) -> VirtualSession:
         factor = self.slower[len(self.opened)] if len(self.opened) < len(self.slower) else 1.0
         session = VirtualSession(float(artifact.data) * factor, self.noise, self.rng)
+        session.options = options
         self.opened.append(session)
         return session
 

@@ -39,3 +39,10 @@ def test_bytes_and_a_path_load_the_same_model(tmp_path: Path) -> None:
     from_path, from_bytes = session(path, providers=("CPUExecutionProvider",)), session(path.read_bytes())
     assert from_path.get_providers() == from_bytes.get_providers() == ["CPUExecutionProvider"]
     assert [o.name for o in from_path.get_outputs()] == [o.name for o in from_bytes.get_outputs()] == ["y"]
+
+
+def test_spin_off_reaches_the_session_and_on_is_the_runtimes_default() -> None:
+    key = "session.intra_op.allow_spinning"
+    assert session(identity_relu(), spin=False).get_session_options().get_session_config_entry(key) == "0"
+    with pytest.raises(Exception, match="does not have configuration"):  # left to ONNX Runtime: it spins
+        session(identity_relu()).get_session_options().get_session_config_entry(key)

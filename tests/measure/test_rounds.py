@@ -21,6 +21,7 @@ def test_the_faster_is_found_the_same_holds_one_and_the_beaten_leave_the_race():
     assert r.dropped[2] is None and r.dropped[1] is not None and r.dropped[3] is not None  # beaten by c2
     assert r.control is not None and r.control[1] <= 1.0 <= r.control[2] and r.floor_pct < 5
     assert len(device.opened) == 5  # the A/A control: a second session of the reference
+    assert not any(s.options.spin for s in device.opened)  # idle pools would steal the timed one's cores
 
 
 def test_rounds_stop_at_the_target_and_keep_at_least_three():

@@ -32,6 +32,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <sstream>
 #include <string>
@@ -50,7 +51,7 @@ namespace {
 
 // The shim's own statuses sit at 1000 and up so they never collide with a hailo_status
 // (2 is HAILO_INVALID_ARGUMENT, 5 HAILO_INSUFFICIENT_BUFFER).
-constexpr int ABI_VERSION = 2;
+constexpr int ABI_VERSION = 3;
 constexpr int LOOP_BAD_BUFFER = 1000;
 constexpr int LOOP_TEXT_TOO_SMALL = 1001;
 constexpr int LOOP_BAD_ARGUMENT = 1002;
@@ -122,7 +123,7 @@ struct Stream {
 using Slot = std::vector<std::unique_ptr<PageBuffer>>;
 
 struct Session {
-    std::unique_ptr<VDevice> vdevice;
+    std::shared_ptr<VDevice> vdevice;  // this process's, shared with every other session and hold (shared_vdevice)
     std::shared_ptr<InferModel> model;
     ConfiguredInferModel configured;
     bool is_configured = false;
@@ -207,6 +208,56 @@ Expected<std::unique_ptr<VDevice>> create_vdevice(const Options &o) {
     }
     if (!o.group_id.empty()) params.group_id = o.group_id.c_str();
     return VDevice::create(params);
+}
+
+// One VDevice per process and device selection, shared by every session and hold of the process.
+// On Hailo-10H each VDevice::create is a client of the device's HRPC server, which makes a second
+// "UNIQUE" one wait 5 s and fail (hailort_server.cpp, VDeviceManager::create_vdevice), so two
+// sessions of one process (compare's A, B and A') must never each create their own. The map holds
+// weak references: the VDevice goes when its last session or hold does, which frees the device for
+// other processes (hailortcli). Heap-allocated and never destroyed, so nothing of it runs during
+// static destruction, after HailoRT's own singletons may be gone.
+struct SharedEntry {
+    std::weak_ptr<VDevice> vdevice;
+    std::string group;  // the group_id it was created with
+};
+
+std::mutex &registry_mutex() {
+    static auto *mutex = new std::mutex;
+    return *mutex;
+}
+
+std::map<std::string, SharedEntry> &registry() {
+    static auto *entries = new std::map<std::string, SharedEntry>;
+    return *entries;
+}
+
+struct Hold {
+    std::shared_ptr<VDevice> vdevice;
+    std::string group;  // the group_id the shared VDevice was created with
+};
+
+Expected<Hold> shared_vdevice(const Options &o) {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    auto &entry = registry()[o.device_id];
+    if (auto live = entry.vdevice.lock()) return Hold{live, entry.group};
+    auto created = create_vdevice(o);
+    if (!created) return make_unexpected(created.status());
+    std::shared_ptr<VDevice> vdevice(created.release());
+    entry = SharedEntry{vdevice, o.group_id};
+    return Hold{vdevice, o.group_id};
+}
+
+std::string group_name(const std::string &group) {
+    return group.empty() ? std::string(HAILO_DEFAULT_VDEVICE_GROUP_ID) : group;
+}
+
+// A session that asked for another group than the process's VDevice was created with still uses
+// it: a second VDevice of another group would be refused by HailoRT all the same.
+void note_group(std::vector<std::string> &notes, const Hold &hold, const Options &o) {
+    if (group_name(hold.group) == group_name(o.group_id)) return;
+    notes.push_back("shares this process's VDevice, created with group_id '" + group_name(hold.group) +
+                    "', not the '" + group_name(o.group_id) + "' asked for");
 }
 
 std::string json_escape(const std::string &text) {
@@ -310,19 +361,27 @@ void float_for_invalid_quant(Session &s) {
     }
 }
 
-// HailoRT refuses hardware latency for several physical inputs or on-chip NMS (configure fails
-// with HAILO_INVALID_OPERATION, libhailort/src/core_op/resource_manager/resource_manager.cpp).
-std::string latency_refusal(Session &s) {
-    if (s.model->inputs().size() > 1) return "the model has several inputs";
-    for (const auto &out : s.model->outputs()) {
-        if (out.is_nms()) return "the model has NMS outputs";
+// HailoRT refuses hardware latency for several physical inputs (planes counted) or an output stream
+// of order HAILO_NMS_ON_CHIP (configure fails with HAILO_INVALID_OPERATION: create_hw_latency_meter in
+// libhailort/src/core_op/resource_manager/resource_manager.cpp). The HEF's stream infos are those
+// physical streams (LayerInfoUtils::get_stream_infos_from_layer_info); an InferModel output's is_nms()
+// is also true for NMS done on the host, which HailoRT measures. Unreadable: configure decides.
+std::string latency_refusal(const std::string &hef_path) {
+    auto hef = Hef::create(hef_path);
+    if (!hef) return "";
+    auto inputs = hef->get_input_stream_infos();
+    if (inputs && inputs->size() > 1) return "the model has " + std::to_string(inputs->size()) + " physical inputs";
+    auto outputs = hef->get_output_stream_infos();
+    if (!outputs) return "";
+    for (const auto &info : outputs.value()) {
+        if (info.format.order == HAILO_FORMAT_ORDER_HAILO_NMS_ON_CHIP) return "the model has on-chip NMS";
     }
     return "";
 }
 
-void ask_for_latency(Session &s, bool requested) {
+void ask_for_latency(Session &s, bool requested, const std::string &hef_path) {
     if (!requested) return;
-    std::string refusal = latency_refusal(s);
+    std::string refusal = latency_refusal(hef_path);
     if (!refusal.empty()) {
         s.notes.push_back("hardware latency not measured: HailoRT refuses it when " + refusal);
         return;
@@ -343,17 +402,17 @@ Expected<ConfiguredInferModel> configure_model(Session &s) {
     return s.model->configure();
 }
 
-void apply_options(Session &s, const Options &o) {
+void apply_options(Session &s, const Options &o, const std::string &hef_path) {
     s.dma_map = o.dma_map;
     if (o.has_batch) s.model->set_batch_size(o.batch_size);  // else HAILO_DEFAULT_BATCH_SIZE, as hailortcli
     if (o.power_mode == "ultra_performance") s.model->set_power_mode(HAILO_POWER_MODE_ULTRA_PERFORMANCE);
     if (o.power_mode == "performance") s.model->set_power_mode(HAILO_POWER_MODE_PERFORMANCE);
     float_for_invalid_quant(s);
-    ask_for_latency(s, o.hw_latency);
+    ask_for_latency(s, o.hw_latency, hef_path);
 }
 
-int configure(Session &s, const Options &o) {
-    apply_options(s, o);
+int configure(Session &s, const Options &o, const std::string &hef_path) {
+    apply_options(s, o, hef_path);
     auto configured = configure_model(s);
     if (!configured) return fail(configured.status(), "configure failed");
     s.configured = configured.release();
@@ -504,13 +563,14 @@ int open_session(const char *hef_path, const char *options, void **handle) {
     int status = parse_options(options, o);
     if (status != HAILO_SUCCESS) return status;
     auto session = std::make_unique<Session>();
-    auto vdevice = create_vdevice(o);
-    if (!vdevice) return fail(vdevice.status(), "cannot open a Hailo device");
-    session->vdevice = vdevice.release();
+    auto hold = shared_vdevice(o);
+    if (!hold) return fail(hold.status(), "cannot open a Hailo device");
+    session->vdevice = hold->vdevice;
+    note_group(session->notes, hold.value(), o);
     auto model = session->vdevice->create_infer_model(hef_path);
     if (!model) return fail(model.status(), std::string("cannot load HEF ") + hef_path);
     session->model = model.release();
-    status = configure(*session, o);
+    status = configure(*session, o, hef_path);
     if (status != HAILO_SUCCESS) return status;
     *handle = session.release();
     return HAILO_SUCCESS;
@@ -563,16 +623,19 @@ int infer(Session &s, void **inputs, size_t *input_sizes, size_t n_inputs, void 
     return HAILO_SUCCESS;
 }
 
-int health_text(Session *s, char *json, size_t capacity, size_t *needed) {
-    std::unique_ptr<VDevice> own;
-    VDevice *vdevice = s ? s->vdevice.get() : nullptr;
-    if (!vdevice) {
-        auto created = create_vdevice(Options{});
-        if (!created) return fail(created.status(), "health: cannot open a Hailo device");
-        own = created.release();
-        vdevice = own.get();
-    }
-    auto devices = vdevice->get_physical_devices();
+int acquire(const char *options, void **device) {
+    Options o;
+    int status = parse_options(options, o);
+    if (status != HAILO_SUCCESS) return status;
+    auto hold = shared_vdevice(o);
+    if (!hold) return fail(hold.status(), "cannot open a Hailo device");
+    *device = new Hold(hold.release());
+    return HAILO_SUCCESS;
+}
+
+// Read through the held VDevice: the very device the sessions of this selection use.
+int health_text(Hold &hold, char *json, size_t capacity, size_t *needed) {
+    auto devices = hold.vdevice->get_physical_devices();
     if (!devices) return fail(devices.status(), "health: cannot list physical devices");
     if (devices->empty()) return fail(HAILO_INVALID_OPERATION, "health: no physical device");
     return write_text(health_json(devices->front().get()), json, capacity, needed, "health");
@@ -631,8 +694,23 @@ LOOP_HRT_EXPORT int loop_hrt_hw_latency(void *handle, double *hw_latency_ms) {
     });
 }
 
-LOOP_HRT_EXPORT int loop_hrt_health(void *handle, char *json, size_t capacity, size_t *needed) {
-    return guarded("health", [&] { return health_text(static_cast<Session *>(handle), json, capacity, needed); });
+LOOP_HRT_EXPORT int loop_hrt_device_acquire(const char *options, void **device) {
+    if (!device) return fail(LOOP_BAD_ARGUMENT, "device_acquire: null argument");
+    *device = nullptr;
+    return guarded("device_acquire", [&] { return acquire(options, device); });
+}
+
+LOOP_HRT_EXPORT int loop_hrt_device_release(void *device) {
+    if (!device) return HAILO_SUCCESS;
+    return guarded("device_release", [&] {
+        delete static_cast<Hold *>(device);
+        return HAILO_SUCCESS;
+    });
+}
+
+LOOP_HRT_EXPORT int loop_hrt_health(void *device, char *json, size_t capacity, size_t *needed) {
+    if (!device) return fail(LOOP_BAD_ARGUMENT, "health: null device hold");
+    return guarded("health", [&] { return health_text(*static_cast<Hold *>(device), json, capacity, needed); });
 }
 
 LOOP_HRT_EXPORT size_t loop_hrt_last_error(char *text, size_t capacity) {

@@ -5,6 +5,14 @@ declared in ``hailort_shim.sigs``; :mod:`loop.hailort.shim` finds and binds it. 
 lines (its ``hailort.log`` and stderr) are captured per call and handed out by
 :meth:`HailoRTDevice.health`; a USB power-limit warning marks a run power-limited.
 
+A process has one VDevice per device (the shim's, shared by every session and hold of the
+process): on Hailo-10H a second "UNIQUE" VDevice of one host waits 5 s and fails, so ``loop
+compare``'s two or three sessions, a depth ladder and a health read must all go through one. The
+device object holds it from its first use (:meth:`HailoRTDevice.select`, ``open``, ``health``)
+until :meth:`HailoRTDevice.release`, which the vendor cross-check calls first: ``hailortcli`` is
+another process, refused while this one holds the device. So the time to first output's ``open``
+is loading and configuring the HEF, not creating the VDevice (once per process, not per session).
+
 Each session owns page-aligned, page-rounded buffers for every input and output, as
 ``hailo/infer_model.hpp`` asks, so the shim can keep DMA mappings for the session's life.
 Hardware latency is measured only when asked (``RuntimeOptions.hw_latency``): HailoRT refuses it
@@ -21,6 +29,7 @@ import math
 import mmap
 import os
 import re
+import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -63,6 +72,7 @@ LATENCY_OFF_NOTE = (
     "hardware latency not measured: off unless measure.hw_latency is true (hailortcli measures "
     "rates with it off; HailoRT refuses it for several physical inputs or on-chip NMS)"
 )
+HAILO_TIMEOUT = 4
 _POWER_LIMIT = re.compile(r"USB-C source electrical current advertised", re.IGNORECASE)
 _LOG_LEVEL = re.compile(r"\[(warning|error|critical)\]\s*(?:\[[^\]]*\]\s*)*(.*)", re.IGNORECASE)
 
@@ -149,12 +159,19 @@ class HailoLog:
         return lines
 
 
-def noisy(shim: ShimCaller, log: HailoLog, func: str, *args: Any) -> None:
-    """A call during which HailoRT may print to fd 2: capture it for health()."""
+def noisy(log: HailoLog, call: Callable[[], int]) -> int:
+    """A call during which HailoRT may print to fd 2: capture it for health(); its status."""
     with captured_stderr() as err:
-        status = getattr(shim.binding, func)(*args)
+        status = call()
     log.add_stderr(err.getvalue())
-    shim.check(status)
+    return status
+
+
+def hef_file(artifact: Artifact) -> tempfile.TemporaryDirectory[str]:
+    """A folder holding the artifact as ``model.hef``: HailoRT may read it after create_infer_model."""
+    folder = tempfile.TemporaryDirectory(prefix="loop-hef-")
+    (Path(folder.name) / f"model{artifact.suffix}").write_bytes(artifact.data)
+    return folder
 
 
 class HailoRTSession(Session):
@@ -165,8 +182,10 @@ class HailoRTSession(Session):
         log: HailoLog,
         hw_latency_asked: bool,
         hef_dir: tempfile.TemporaryDirectory[str],
+        reopen: Callable[[], ctypes.c_void_p] | None = None,
     ) -> None:
         self.shim, self.handle, self.log, self.hef_dir = shim, handle, log, hef_dir
+        self._reopen, self.on_close = reopen, lambda: None
         layout = json.loads(shim.text("loop_hrt_layout", handle))
         self.inputs = tuple(layout_from_json(e) for e in layout["inputs"])
         self.outputs = tuple(layout_from_json(e) for e in layout["outputs"])
@@ -183,6 +202,19 @@ class HailoRTSession(Session):
         check_frames(self.inputs, frames, "input")
         for stage, frame in zip(self._ins, frames, strict=True):
             stage.load(frame)
+
+    def _checked(self, call: Callable[[], int], what: str) -> None:
+        """``call``'s status checked; a HAILO_TIMEOUT first closes and reopens the session and retries
+        the call once: after a timeout HailoRT's jobs may still be in flight and the configured model
+        is not to be trusted, while a fresh one lets the run go on (notes say it happened)."""
+        status = call()
+        if status == HAILO_TIMEOUT and self._reopen is not None:
+            old, self.handle = self.handle, ctypes.c_void_p()
+            self.shim.binding.loop_hrt_close(old)  # gone either way; its status says nothing more
+            self.handle = self._reopen()
+            self.notes += (f"HAILO_TIMEOUT (4) in {what}: the session was reopened and the call retried once",)
+            status = call()
+        self.shim.check(status)
 
     def _run(self) -> int:
         return self.shim.binding.loop_hrt_infer(
@@ -202,7 +234,7 @@ class HailoRTSession(Session):
             check_frames(self.outputs, out, "output", exact=False)
             if not all(o.flags.c_contiguous and o.flags.writeable for o in out):
                 raise BufferSizeError("output buffers must be writeable and C-contiguous")
-        self.shim.check(self._run())
+        self._checked(self._run, "infer")
         if out is None:
             return [stage.view.copy() for stage in self._outs]
         for target, stage in zip(out, self._outs, strict=True):
@@ -212,26 +244,17 @@ class HailoRTSession(Session):
     def bound(self, frames: Sequence[np.ndarray]) -> Callable[[], object]:
         """The frames are copied in once; each call is then the shim's run alone."""
         self._load(frames)
-        return lambda: self.shim.check(self._run())
+        return lambda: self._checked(self._run, "infer")
 
     def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
         """Run ``count`` frames keeping ``depth`` in flight (capped at the async queue size)."""
         self._load(frames)
         elapsed, hw = ctypes.c_double(), ctypes.c_double()
         depth = max(1, min(depth, self.async_queue_size))
-        noisy(
-            self.shim,
-            self.log,
-            "loop_hrt_pipelined",
-            self.handle,
-            self._in_ptrs,
-            self._in_sizes,
-            len(self._ins),
-            count,
-            depth,
-            ctypes.byref(elapsed),
-            ctypes.byref(hw),
-        )
+        ins = (self._in_ptrs, self._in_sizes, len(self._ins))
+        run = self.shim.binding.loop_hrt_pipelined
+        call = lambda: run(self.handle, *ins, count, depth, ctypes.byref(elapsed), ctypes.byref(hw))  # noqa: E731
+        self._checked(lambda: noisy(self.log, call), "pipelined")
         return elapsed.value
 
     def hw_latency_ms(self) -> float | None:
@@ -240,14 +263,21 @@ class HailoRTSession(Session):
         return None if math.isnan(hw.value) else hw.value
 
     def close(self) -> None:
+        """The handle first: removing the HEF can raise (Windows refuses to delete a file HailoRT
+        still has open), and a handle left open holds the device for good."""
         if self.handle:
             handle, self.handle = self.handle, ctypes.c_void_p()
-            self.hef_dir.cleanup()
-            self.shim.check(self.shim.binding.loop_hrt_close(handle))
+            try:
+                self.shim.check(self.shim.binding.loop_hrt_close(handle))
+            finally:
+                self.on_close()
+                self.hef_dir.cleanup()
 
 
 class HailoRTDevice(Device):
-    """Hailo silicon through HailoRT (via ``shim/``); ``device_id`` picks one of several devices."""
+    """Hailo silicon through HailoRT (via ``shim/``); ``device_id`` picks one of several devices.
+
+    Holds this process's VDevice from its first use until :meth:`release` (see the module)."""
 
     name = "hailort"
 
@@ -256,7 +286,10 @@ class HailoRTDevice(Device):
         self.device_id = device_id
         self.log = HailoLog()
         self._shim: ShimCaller | None = None
-        self._session: HailoRTSession | None = None
+        self._sessions: list[HailoRTSession] = []
+        self._hold: ctypes.c_void_p | None = None
+        self._held_group: str | None = None
+        self._group: str | None = None  # the group_id of the last options seen (select, open)
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -272,37 +305,61 @@ class HailoRTDevice(Device):
             self._shim = ShimCaller(load_shim(*locate(self.library)))
         return self._shim
 
+    def select(self, options: RuntimeOptions) -> None:
+        self._group = options.group_id
+
+    def _held(self) -> ctypes.c_void_p:
+        """The hold on this process's VDevice, taken with the device_id and the group_id selected;
+        retaken when the group changed and no session keeps the old one alive."""
+        if self._hold is not None and self._held_group != self._group and not self._sessions:
+            self.release()
+        if self._hold is None:
+            shim, hold = self.shim(), ctypes.c_void_p()
+            text = options_text(RuntimeOptions(group_id=self._group), self.device_id).encode()
+            shim.check(noisy(self.log, lambda: shim.binding.loop_hrt_device_acquire(text, ctypes.byref(hold))))
+            self._hold, self._held_group = hold, self._group
+        return self._hold
+
+    def release(self) -> bool:
+        """Let go of this process's VDevice; True when nothing of this device holds it any more
+        (a session still open keeps it, and the device, until it closes)."""
+        if self._hold is not None:
+            hold, self._hold = self._hold, None
+            self.shim().binding.loop_hrt_device_release(hold)
+        return not self._sessions
+
+    def _open_handle(self, hef: Path, text: bytes) -> ctypes.c_void_p:
+        shim, handle = self.shim(), ctypes.c_void_p()
+        shim.check(noisy(self.log, lambda: shim.binding.loop_hrt_open(str(hef).encode(), text, ctypes.byref(handle))))
+        return handle
+
     def open(self, artifact: Artifact, options: RuntimeOptions) -> HailoRTSession:
         if artifact.backend != "hailo":
             raise HailoRTError(f"hailort runs HEF artifacts, not '{artifact.backend}' ones")
-        shim = self.shim()
-        # Kept until close: HailoRT may read the HEF file after create_infer_model.
-        hef_dir = tempfile.TemporaryDirectory(prefix="loop-hef-")
-        hef = Path(hef_dir.name) / f"model{artifact.suffix}"
-        hef.write_bytes(artifact.data)
+        self.select(options)
+        self._held()
+        hef_dir = hef_file(artifact)
+        hef, text = Path(hef_dir.name) / f"model{artifact.suffix}", options_text(options, self.device_id).encode()
         handle = ctypes.c_void_p()
         try:
-            noisy(
-                shim,
-                self.log,
-                "loop_hrt_open",
-                str(hef).encode(),
-                options_text(options, self.device_id).encode(),
-                ctypes.byref(handle),
+            handle = self._open_handle(hef, text)
+            session = HailoRTSession(
+                self.shim(), handle, self.log, options.hw_latency, hef_dir, lambda: self._open_handle(hef, text)
             )
-            self._session = HailoRTSession(shim, handle, self.log, options.hw_latency, hef_dir)
         except BaseException:
-            if handle:  # a handle left open makes every later open fail with 74
-                shim.binding.loop_hrt_close(handle)
+            if handle:  # a handle left open holds the device
+                self.shim().binding.loop_hrt_close(handle)
             hef_dir.cleanup()
             raise
-        return self._session
+        self._sessions.append(session)
+        session.on_close = lambda: self._sessions.remove(session)
+        return session
 
     def health(self) -> Health:
+        """Read through this process's VDevice, as the sessions see it (same device_id and group_id)."""
         warnings = self.log.take()
         try:
-            handle = self._session.handle if self._session and self._session.handle else None
-            facts = json.loads(self.shim().text("loop_hrt_health", handle))
+            facts = json.loads(self.shim().text("loop_hrt_health", self._held()))
         except (LoopError, OSError, ValueError) as exc:
             return Health(warnings=(*warnings, f"[loop] health unreadable: {exc}"))
         return Health(
@@ -316,5 +373,17 @@ class HailoRTDevice(Device):
         return {"device": self.name, "shim": str(self._shim.binding.path) if self._shim else "not loaded"}
 
     def vendor_benchmark(self, artifact_path: Path, loop_fps: float, options: RuntimeOptions) -> dict[str, Any] | None:
-        """``hailortcli benchmark`` on the same HEF, where hailortcli is on PATH."""
-        return hailortcli.measuring_stick(artifact_path, loop_fps, options)
+        """``hailortcli benchmark`` on the same HEF, where hailortcli is on PATH, run with this
+        process's VDevice released: 5.x opens its own VDevice and is refused while another process
+        holds the device. A failure is recorded beside the run (``error``), never raised: the
+        run was measured already."""
+        if not hailortcli.available()[0]:
+            return None
+        released = self.release()
+        try:
+            found = hailortcli.measuring_stick(artifact_path, loop_fps, options)
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            found = {"error": str(exc), "agree": None, "comparable": False}
+        if found is not None:
+            found["device_released"] = released
+        return found

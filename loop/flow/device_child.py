@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -123,6 +124,15 @@ class _Stages:
         self._t = t
 
 
+def vendor_check(device: Device, job: DeviceJob, measured: dict[str, Any], folder: Path) -> dict[str, Any] | None:
+    """The vendor's benchmark beside a run already measured: whatever goes wrong in it is recorded
+    with the run (``error``, flagged ``vendor-check-failed``), never a failure of the run."""
+    try:
+        return measuring_stick(device, _artifact_file(job.artifact, folder), measured, job.protocol)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}", "agree": None, "comparable": False}
+
+
 def execute(job: DeviceJob, devices: dict[str, Device], folder: Path, tell: Callable[[str], None]) -> RunResult:
     """One device's stages in this process; every failure is a value naming its stage."""
     stages = _Stages(tell)
@@ -144,8 +154,7 @@ def execute(job: DeviceJob, devices: dict[str, Device], folder: Path, tell: Call
             frame = device_frame(job.inputs, 0, result.devices[job.device].inputs)
             result.measure = measure(device, job.artifact, frame, job.protocol).to_dict()
             stages("vendor-benchmark")
-            path = _artifact_file(job.artifact, folder)
-            result.vendor = measuring_stick(device, path, result.measure, job.protocol)
+            result.vendor = vendor_check(device, job, result.measure, folder)
         stages("health")
         result.health = asdict(device.health())
     except Exception as exc:

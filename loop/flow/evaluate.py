@@ -19,7 +19,7 @@ from loop.core.record import Change
 from loop.core.registry import DEVICES, split_device
 from loop.core.sessions import session as onnx_session
 from loop.core.vocab import CompileResult, LayerPrint, TensorLayout
-from loop.devices.base import VENDOR_BENCHMARK, VENDOR_DISAGREES
+from loop.devices.base import VENDOR_BENCHMARK, VENDOR_CHECK_FAILED, VENDOR_DISAGREES
 from loop.flow.runner import DeviceRun, RunResult, RunTask, StageTimeouts
 from loop.judge import audit as audit_mod
 from loop.judge import score as score_mod
@@ -201,7 +201,7 @@ def evaluate_variant(
     clock.lap("score_s")
     m, stick = ran.measure or {}, ran.vendor
     flags += [Flag(f) for f in m.get("flags", [])]  # the protocol's, as its dict holds them
-    flags += [Flag(VENDOR_DISAGREES)] if stick and stick["comparable"] and not stick["agree"] else []
+    flags += _vendor_flags(stick)
     info = {"no_reference": against.missing} if verdict.verdict == Verdict.NO_REFERENCE and against.missing else {}
     outcome = RunOutcome(
         name,
@@ -216,6 +216,17 @@ def evaluate_variant(
         info={**info, "runner": _where(ran), "device_identity": _identity(ran)},
     )
     return outcome, made
+
+
+def _vendor_flags(stick: dict[str, Any] | None) -> list[Flag]:
+    """The vendor cross-check's word on a measured run: it disagreed, or it failed (with why, cut
+    short); either way the run stands."""
+    if not stick:
+        return []
+    if stick.get("error"):
+        reason = (str(stick["error"]).strip().splitlines() or ["no reason given"])[0]
+        return [Flag(f"{VENDOR_CHECK_FAILED}: {reason[:160]}")]
+    return [Flag(VENDOR_DISAGREES)] if stick.get("comparable") and not stick.get("agree") else []
 
 
 def _where(ran: RunResult) -> dict[str, str | None]:

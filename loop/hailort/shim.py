@@ -31,17 +31,20 @@ from loop.hailort.sigs import Binding, bind
 ENV_LIBRARY = "LOOP_HAILORT_SHIM"
 ENV_DLL_DIR = "LOOP_HAILORT_DLL_DIR"
 SIGS_NAME = "hailort_shim.sigs"
-ABI_VERSION = 2
+ABI_VERSION = 3
 BAD_BUFFER, TEXT_TOO_SMALL, BAD_ARGUMENT, CAUGHT_EXCEPTION = 1000, 1001, 1002, 1003
 STATUS_HINTS: dict[int, str] = {
     2: "HAILO_INVALID_ARGUMENT: HailoRT refused an argument (an unknown device_id, say)",
+    4: "HAILO_TIMEOUT: the device did not answer in time (a hung or overloaded device, or a USB link that "
+    "dropped); the session is reopened once and the call retried, a second timeout ends the call",
     6: "HAILO_INVALID_OPERATION: HailoRT refused the operation",
     7: "HAILO_NOT_IMPLEMENTED: this device needs the InferModel path",
     13: "HAILO_OPEN_FILE_FAILURE: a file or device node could not be opened",
     14: "HAILO_FILE_OPERATION_FAILURE: a file could not be read (a HEF cut short?)",
     26: "HAILO_INVALID_HEF: the file is not a HEF this HailoRT can read",
     64: "HAILO_DRIVER_NOT_INSTALLED: the Hailo driver is not installed or not running",
-    73: "HAILO_DEVICE_IN_USE: the device is held by another process",
+    73: "HAILO_DEVICE_IN_USE: the device is held by another process (on Hailo-10H what 74 is when a "
+    "device_id was given; see 74)",
     74: "HAILO_OUT_OF_PHYSICAL_DEVICES: no free Hailo device (none connected, or held by another process; "
     "on Hailo-10H processes share a device only when every one opens it with the same "
     'measure.group_id, and with the default "UNIQUE" a second open waits about 5 s, then fails)',

@@ -246,6 +246,7 @@ def runtime_options(spec: MeasureSpec) -> RuntimeOptions:
 def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], spec: MeasureSpec) -> Measurement:
     """Run the whole protocol on ``artifact`` with ``frames`` in the device's own dtype."""
     options = runtime_options(spec)
+    device.select(options)  # health before any session: on the device and group the sessions will use
     before = device.health()
     probe = LoadProbe.start()
     with captured_stderr() as err:

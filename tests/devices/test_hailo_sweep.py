@@ -5,7 +5,9 @@ flow and the ledger are the same as on ONNX Runtime; it shows nothing about sili
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -125,5 +127,134 @@ def test_hailo_sweep_on_a_multi_input_model_opens_without_latency(tmp_path, monk
     assert base["status"] == "ok" and asked["status"] == "ok", (base["error"], asked["error"])
     assert base["measure"]["hw_latency_ms"] is None and asked["measure"]["hw_latency_ms"] is None
     assert any("off unless measure.hw_latency is true" in n for n in base["measure"]["notes"])
-    assert any("configure refused it (status 6" in n for n in asked["measure"]["notes"])
+    assert any("2 physical inputs" in n for n in asked["measure"]["notes"])
     assert ledger.record(base["id"]).info["layout_source"] == "shim"  # read from the HEF, not guessed from the HN
+
+
+def stand_in_hailortcli(folder: Path, events: Path, monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> None:
+    """A script named hailortcli (a stand-in, not Hailo's tool). Like ``hailortcli benchmark`` 5.x it
+    opens a VDevice of its own, so it is refused (74) while another live process holds the device
+    (read from the FAKE HailoRT's events file); else it prints a 5.x summary. ``fail``: always refused."""
+    tool = folder / "hailortcli"
+    tool.write_text(
+        textwrap.dedent(f"""\
+        #!{sys.executable}
+        import os, sys
+        if sys.argv[1:2] == ["--version"]:
+            print("HailoRT-CLI version 5.2.0"); sys.exit(0)
+        live = {{}}
+        for line in open({str(events)!r}).read().splitlines() if os.path.exists({str(events)!r}) else []:
+            word, pid = line.split()[0], int(line.split()[-1])
+            live[pid] = live.get(pid, 0) + (1 if word == "create" else -1)
+        def alive(pid):
+            try:
+                os.kill(pid, 0)
+                return True
+            except OSError:
+                return False
+        if {fail!r} or any(n > 0 and alive(pid) for pid, n in live.items()):
+            print("[HailoRT] [error] Failed to create vdevice. there are not enough free devices.", file=sys.stderr)
+            sys.exit(74)
+        print("=======\\nSummary\\n=======\\nnet: FPS: 1168.00")
+        """)
+    )
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+
+
+def vdevices_by_process(events: Path) -> dict[int, tuple[int, int]]:
+    """Per process: how many VDevices it created, and the most it held at once."""
+    out: dict[int, tuple[int, int]] = {}
+    live: dict[int, int] = {}
+    for line in events.read_text().splitlines():
+        word, pid = line.split()[0], int(line.split()[-1])
+        live[pid] = live.get(pid, 0) + (1 if word == "create" else -1)
+        creates, peak = out.get(pid, (0, 0))
+        out[pid] = (creates + (word == "create"), max(peak, live[pid]))
+    return out
+
+
+def fake_hailort_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shim: Path, events: Path) -> Path:
+    fake_sdk(monkeypatch, "FAKEHEF in=4x4x3 out=4x4x2\n")
+    monkeypatch.setenv("LOOP_HAILORT_SHIM", str(shim))
+    monkeypatch.setenv("HAILORT_LOGGER_PATH", str(tmp_path))
+    monkeypatch.setenv("FAKE_HAILORT_EVENTS", str(events))
+    conv_model(tmp_path / "net.onnx")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        textwrap.dedent("""\
+        sweep: hailo-side-by-side
+        base: net.onnx
+        backend: hailo
+        devices: [hailort, hailo-emulator]
+        calibration: {count: 4}
+        inputs: {count: 2}
+        compile: {hw_arch: hailo10h, optimization_level: 0}
+        measure: {warmup: 1, frames: 8, repeats: 1, depth: [1, 4], ttfo_repeats: 2, latency_frames: 2, min_duration_s: 0}
+        variants:
+          - name: base
+          - name: deeper
+            measure: {depth: [2]}
+        """)
+    )
+    return sweep
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the stand-in hailortcli is a POSIX script")
+def test_side_by_side_sweep_and_compare_hold_one_vdevice_per_process(tmp_path, monkeypatch, shim_over_fake_hailort):
+    """Issue 25, items 1 and 2: with devices [hailort, hailo-emulator] over the REAL shim and a FAKE
+    HailoRT (which refuses a second "UNIQUE" VDevice as Hailo-10H's server does), each process holds
+    one VDevice at a time, the vendor check runs with it released (the stand-in hailortcli is refused
+    otherwise), and ``loop compare`` of the two runs opens its three sessions on one VDevice."""
+    events = tmp_path / "events"
+    sweep = fake_hailort_sweep(tmp_path, monkeypatch, shim_over_fake_hailort, events)
+    stand_in_hailortcli(tmp_path, events, monkeypatch)
+    result = run_sweep(parse(sweep), tmp_path / "runs", SweepOptions(jobs=1, progress=False))
+    ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
+    runs = [ledger.record(o.run_id).to_json() for o in result.outcomes]
+    assert [r["status"] for r in runs] == ["ok", "ok"], [r["error"] for r in runs]
+    for run in runs:
+        stick = run["measure"]["hailortcli"]
+        assert (stick["fps"], stick["device_released"]) == (1168.0, True)
+        assert "hailo-emulator" in run["scores"]["devices"]
+    swept = vdevices_by_process(events)
+    assert swept and all(peak == 1 for _, peak in swept.values())
+    assert sorted(creates for creates, _ in swept.values()) == [3]  # once, then again after each vendor check
+    events.unlink()
+    both = [str(runs[0]["id"]), str(runs[1]["id"])]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loop.cli",
+            "compare",
+            *both,
+            "--runs",
+            str(tmp_path / "runs"),
+            "--rounds",
+            "2",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["basis"] == "interleaved"
+    assert list(vdevices_by_process(events).values()) == [(1, 1)]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the stand-in hailortcli is a POSIX script")
+def test_a_failing_vendor_check_flags_a_measured_run(tmp_path, monkeypatch, shim_over_fake_hailort):
+    """Issue 25, item 2: hailortcli failing (refused the device, say) failed a run already measured,
+    at stage vendor-benchmark. Now the run stands, flagged with why."""
+    events = tmp_path / "events"
+    sweep = fake_hailort_sweep(tmp_path, monkeypatch, shim_over_fake_hailort, events)
+    stand_in_hailortcli(tmp_path, events, monkeypatch, fail=True)
+    result = run_sweep(parse(sweep), tmp_path / "runs", SweepOptions(jobs=1, progress=False))
+    run = Ledger(tmp_path / "runs" / "ledger.sqlite").record(result.outcomes[0].run_id).to_json()
+    assert run["status"] == "ok", run["error"]
+    assert run["measure"]["rate_fps"]["median"] > 0
+    assert "hailortcli benchmark failed (74)" in run["measure"]["hailortcli"]["error"]
+    (flag,) = [f for f in run["flags"] if f.startswith("vendor-check-failed")]
+    assert flag.startswith("vendor-check-failed: hailortcli benchmark failed (74): [HailoRT] [error] Failed")

@@ -256,15 +256,20 @@ def test_time_to_first_output_closes_when_the_first_call_fails(
     assert ttfo > 0
 
 
-def test_group_id_shares_a_device_and_unique_is_refused_with_a_hint(loopback_shim_lib: Path) -> None:
-    """Item 6: on Hailo-10H sharing goes by group_id; a UNIQUE second open ends in 74."""
+def test_devices_of_one_process_share_its_device_whatever_the_group(loopback_shim_lib: Path) -> None:
+    """Issue 25, item 1: the sessions and holds of one process share its one device (the shim's one
+    VDevice per process); a held device is let go by release(), and only then is it free."""
     first, second = HailoRTDevice(library=str(loopback_shim_lib)), HailoRTDevice(library=str(loopback_shim_lib))
-    with first.open(loopback_artifact(), RuntimeOptions()), pytest.raises(HailoRTError) as err:
-        second.open(loopback_artifact(), RuntimeOptions())
-    assert err.value.status == 74 and "group_id" in str(err.value) and "UNIQUE" in str(err.value)
-    shared = RuntimeOptions(group_id="loop")
-    with first.open(loopback_artifact(), shared), second.open(loopback_artifact(), shared) as session:
-        assert session.infer([np.zeros((1, 4, 4, 3), np.uint8)])[0].shape == (1, 2, 2, 3)
+    lib = ctypes.CDLL(str(loopback_shim_lib))
+    held = lib.loopback_device_holds()  # other tests' devices, never released, hold it too
+    with (
+        first.open(loopback_artifact(), RuntimeOptions()),
+        second.open(loopback_artifact(), RuntimeOptions(group_id="g")),
+    ):
+        assert (lib.loopback_device_holds() - held, open_handles(loopback_shim_lib)) == (2, 2)
+        assert not first.release()  # its session still holds the device
+    assert first.release() and second.release() and lib.loopback_device_holds() == held
+    assert status_line(74, "").count("group_id") == 1 and "UNIQUE" in status_line(74, "")
 
 
 def test_an_unknown_device_id_is_hailort_status_2_not_a_buffer_error(loopback_shim_lib: Path) -> None:

@@ -52,8 +52,10 @@ def shim_lib(shim_over_fake_hailort: Path, tmp_path: Path, monkeypatch: pytest.M
 
 
 @pytest.fixture()
-def device(shim_lib: Path) -> HailoRTDevice:
-    return HailoRTDevice(library=str(shim_lib))
+def device(shim_lib: Path) -> Iterator[HailoRTDevice]:
+    device = HailoRTDevice(library=str(shim_lib))
+    yield device
+    device.release()  # the device holds the process's VDevice from its first use until released
 
 
 def test_every_declared_symbol_resolves_and_the_abi_matches(shim_lib: Path, shim_sigs_path: Path) -> None:
@@ -81,17 +83,29 @@ def test_asked_latency_clears_after_each_read(device: HailoRTDevice, shim_lib: P
 
 
 def test_several_physical_inputs_configure_without_latency(device: HailoRTDevice, shim_lib: Path) -> None:
-    """Item 2: configure failed with status 6 for such models; the shim now retries without it."""
+    """Item 2: configure failed with status 6 for such models; the shim counts the HEF's physical
+    input streams (planes included) first, so the model configures once, without it."""
     with device.open(fake_hef(PLAIN + " planes=2"), RuntimeOptions(hw_latency=True)) as session:
-        assert any("configure refused it (status 6" in note for note in session.notes)
+        assert any("the model has 2 physical inputs" in note for note in session.notes)
         assert session.infer([np.ones((1, 4, 4, 3), np.uint8)])[0].shape == (1, 2, 2, 3)
-    assert counters(shim_lib)["configures"] == 2
-
-
-def test_nms_outputs_are_not_asked_for_latency(device: HailoRTDevice, shim_lib: Path) -> None:
-    with device.open(fake_hef("FAKEHEF in=4x4x3 out=2x2x3 out=2x2x3:nms"), RuntimeOptions(hw_latency=True)) as s:
-        assert any("NMS outputs" in note for note in s.notes)
     assert counters(shim_lib)["configures"] == 1
+
+
+def test_on_chip_nms_outputs_are_not_asked_for_latency(device: HailoRTDevice, shim_lib: Path) -> None:
+    with device.open(fake_hef("FAKEHEF in=4x4x3 out=2x2x3 out=2x2x3:nms"), RuntimeOptions(hw_latency=True)) as s:
+        assert any("on-chip NMS" in note for note in s.notes)
+    assert counters(shim_lib)["configures"] == 1
+
+
+def test_nms_on_the_host_still_measures_hardware_latency(device: HailoRTDevice, shim_lib: Path) -> None:
+    """Issue 25, item 8: any NMS output was refused, while HailoRT refuses only an output stream of
+    order HAILO_NMS_ON_CHIP (resource_manager.cpp); NMS that HailoRT runs on the host is measured."""
+    frame = np.zeros((1, 4, 4, 3), np.uint8)
+    with device.open(fake_hef("FAKEHEF in=4x4x3 out=2x2x3:hostnms"), RuntimeOptions(hw_latency=True)) as s:
+        assert not any("not measured" in note for note in s.notes)
+        s.pipelined([frame], 8, 2)
+        assert (s.hw_latency_ms() or 0) > 0
+    assert counters(shim_lib)["last_latency_flags"] == 3
 
 
 def test_several_quantization_params_are_read_as_float32(device: HailoRTDevice) -> None:
@@ -119,17 +133,42 @@ def test_hef_layout_needs_no_device(shim_lib: Path, tmp_path: Path) -> None:
     assert counters(shim_lib)["live_vdevices"] == 0
 
 
-def test_group_id_decides_who_shares(shim_lib: Path) -> None:
-    """Item 6: with the default "UNIQUE" a second VDevice fails with 74 (the server waits 5 s first)."""
+def test_every_session_of_a_process_shares_one_vdevice(shim_lib: Path) -> None:
+    """Issue 25, item 1: each session created its own "UNIQUE" VDevice, so the second session of one
+    process (compare's B, a ladder's next depth) failed with 74 on Hailo-10H. Now one per process."""
     first, second = HailoRTDevice(library=str(shim_lib)), HailoRTDevice(library=str(shim_lib))
-    with first.open(fake_hef(), RuntimeOptions()), pytest.raises(HailoRTError) as err:
-        second.open(fake_hef(), RuntimeOptions())
-    assert err.value.status == 74 and "group_id" in str(err.value)
-    with (
-        first.open(fake_hef(), RuntimeOptions(group_id="sweep")),
-        second.open(fake_hef(), RuntimeOptions(group_id="sweep")),
-    ):
-        assert counters(shim_lib)["live_vdevices"] == 2
+    frame = [np.zeros((1, 4, 4, 3), np.uint8)]
+    try:
+        with (
+            first.open(fake_hef(), RuntimeOptions()) as a,
+            second.open(fake_hef(), RuntimeOptions()) as b,
+            first.open(fake_hef(), RuntimeOptions()) as a_again,
+        ):
+            assert all(s.infer(frame)[0].shape == (1, 2, 2, 3) for s in (a, b, a_again))
+            assert not a.notes[:-1]  # the same group as asked: nothing to say
+    finally:
+        first.release(), second.release()
+    seen = counters(shim_lib)
+    assert (seen["vdevice_creates"], seen["peak_live_vdevices"], seen["live_vdevices"]) == (1, 1, 0)
+
+
+def test_a_second_vdevice_is_refused_as_the_server_refuses_it(shim_lib: Path) -> None:
+    """The fake refuses a second "UNIQUE" VDevice (hailort_server.cpp): 74, or 73 when a device_id
+    was given (vdevice_hrpc_client.cpp). One process asking for the device by id and without one
+    holds two VDevices, which is what the shim's one-per-device_id still cannot merge."""
+    anyone = HailoRTDevice(library=str(shim_lib))
+    anyone.health()
+    try:
+        with pytest.raises(HailoRTError) as err:
+            HailoRTDevice(library=str(shim_lib), device_id="fake/0").open(fake_hef(), RuntimeOptions())
+        assert err.value.status == 73 and "HAILO_DEVICE_IN_USE" in str(err.value)
+    finally:
+        anyone.release()
+
+
+def test_a_session_asking_another_group_shares_and_says_so(device: HailoRTDevice) -> None:
+    with device.open(fake_hef(), RuntimeOptions(group_id="sweep")), device.open(fake_hef(), RuntimeOptions()) as s:
+        assert any("created with group_id 'sweep', not the 'UNIQUE' asked for" in n for n in s.notes)
 
 
 def test_architecture_mismatch_is_93(device: HailoRTDevice) -> None:
@@ -201,9 +240,64 @@ def test_health_reads_the_serial_without_a_length_and_survives_a_nul(
     monkeypatch.setenv("FAKE_HAILORT_BOARD_NUL", "1")
     with device.open(fake_hef(), RuntimeOptions()):
         health = device.health()
-        facts = json.loads(device.shim().text("loop_hrt_health", device._session.handle))  # type: ignore[union-attr]
+        facts = json.loads(device.shim().text("loop_hrt_health", device._held()))
     assert (health.device_id, health.temperature_c, health.device_path) == ("FAKESERIAL01", 41.5, "fake/0")
     assert facts["board"] == "Hailo" and not any("unreadable" in w for w in health.warnings)
+
+
+def test_health_reads_the_device_and_group_the_sessions_use(shim_lib: Path) -> None:
+    """Issue 25, item 3: health with no session open opened a default VDevice: the first device of
+    the host (not device_id's) in group "UNIQUE" (not group_id's), which on a shared Hailo-10H
+    waits 5 s and fails. Now it reads through the process's VDevice, as the sessions will."""
+    device = HailoRTDevice(library=str(shim_lib), device_id="fake/1")
+    device.select(RuntimeOptions(group_id="sweep"))
+    try:
+        health = device.health()
+        assert health.device_path == "fake/1" and not any("unreadable" in w for w in health.warnings)
+        assert counters(shim_lib)["active_group"] == "sweep"
+        with device.open(fake_hef(), RuntimeOptions(group_id="sweep")):
+            device.health()
+    finally:
+        device.release()
+    assert counters(shim_lib)["vdevice_creates"] == 1  # health's VDevice is the sessions' one
+
+
+def test_a_timeout_reopens_the_session_once_and_a_second_one_ends_the_call(
+    device: HailoRTDevice, shim_lib: Path
+) -> None:
+    """Issue 25, item 8: HAILO_TIMEOUT (4) had no hint and left the session dead (jobs in flight,
+    nothing reopened). One timeout now reopens the session and retries; a second is one clear line."""
+    fail_runs = ctypes.CDLL(str(shim_lib)).fake_hailort_fail_runs
+    frame = [np.arange(48, dtype=np.uint8).reshape(1, 4, 4, 3)]
+    with device.open(fake_hef(), RuntimeOptions()) as session:
+        expected = session.infer(frame)[0]
+        fail_runs(4, 1)
+        assert np.array_equal(session.infer(frame)[0], expected)
+        fail_runs(4, 1)
+        assert session.pipelined(frame, 6, 2) > 0
+        assert sum("HAILO_TIMEOUT (4)" in n for n in session.notes) == 2
+        fail_runs(4, 2)
+        with pytest.raises(HailoRTError) as err:
+            session.infer(frame)
+    assert err.value.status == 4 and "HAILO_TIMEOUT: the device did not answer in time" in str(err.value)
+    assert counters(shim_lib)["configures"] == 4  # the first open and three reopens
+
+
+def test_close_closes_the_handle_even_when_the_hef_cannot_be_removed(
+    device: HailoRTDevice, shim_lib: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25, item 8: the HEF folder went first, so a removal that raised (Windows refuses to delete
+    a file HailoRT still has open) left the handle, and with it the device, held for good."""
+    session = device.open(fake_hef(), RuntimeOptions())
+
+    def refuse() -> None:
+        raise PermissionError("the file is in use")
+
+    monkeypatch.setattr(session.hef_dir, "cleanup", refuse)
+    with pytest.raises(PermissionError):
+        session.close()
+    assert not session.handle and device.release()
+    assert counters(shim_lib)["live_vdevices"] == 0
 
 
 def test_a_tight_output_buffer_is_not_written_past(

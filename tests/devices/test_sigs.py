@@ -63,6 +63,8 @@ def test_shim_sigs_declares_the_expected_abi(shim_sigs_path: Path) -> None:
         "loop_hrt_infer",
         "loop_hrt_pipelined",
         "loop_hrt_hw_latency",
+        "loop_hrt_device_acquire",
+        "loop_hrt_device_release",
         "loop_hrt_health",
         "loop_hrt_last_error",
         "loop_hrt_close",

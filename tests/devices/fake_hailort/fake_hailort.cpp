@@ -4,16 +4,22 @@
 // (shim/hailort_shim.cpp) can be compiled, loaded through ctypes and driven by the tests. The
 // behaviours it mimics are HailoRT v5.2.0's, each named where it is implemented below.
 //
-// Its "HEF" is a text file of tokens: "FAKEHEF in=HxWxC [in=...] out=HxWxC[:multiquant][:nms] [...]
-// [planes=N] [arch=NAME] [throw=open|layout|run]". Inputs are uint8 (scale 1/128, zero point 128);
+// Its "HEF" is a text file of tokens: "FAKEHEF in=HxWxC [in=...] out=HxWxC[:multiquant][:nms|:hostnms]
+// [...] [planes=N] [arch=NAME] [throw=open|layout|run]". Inputs are uint8 (scale 1/128, zero point 128);
 // outputs uint8 (scale 0.5, zero point 3) unless ":multiquant" makes their quantization info
-// INVALID_QUANT_INFO, as a HEF with per-feature output scales does. Anything else is refused
-// with HAILO_INVALID_HEF. Each output byte is a deterministic function of every input byte.
+// INVALID_QUANT_INFO, as a HEF with per-feature output scales does. ":nms" is NMS on the chip (its
+// physical stream is of order HAILO_NMS_ON_CHIP), ":hostnms" NMS that HailoRT runs on the host (an
+// NMS output over an ordinary stream). Anything else is refused with HAILO_INVALID_HEF. Each output
+// byte is a deterministic function of every input byte.
 //
+// Devices: "fake/0" (the one a VDevice without device ids gets) and "fake/1".
 // Environment: FAKE_HAILORT_ARCH (the device's architecture, default hailo10h),
 // FAKE_HAILORT_BOARD_NUL=1 (a board name with a NUL inside its stated length),
-// FAKE_HAILORT_PAGE_TAIL=1 (writes fill the rest of an output's last page, as the DMA may).
-// fake_hailort_counters() reports what the shim asked for; fake_hailort_reset() clears it.
+// FAKE_HAILORT_PAGE_TAIL=1 (writes fill the rest of an output's last page, as the DMA may),
+// FAKE_HAILORT_EVENTS=<file> (each VDevice created or destroyed appends "create <group> <pid>" or
+// "destroy <pid>": what processes of a sweep did, for tests and for a stand-in hailortcli).
+// fake_hailort_counters() reports what the shim asked for; fake_hailort_reset() clears it;
+// fake_hailort_fail_runs(status, n) makes the next n runs (sync or async) answer status.
 #include "hailo/hailort.hpp"
 
 #include <cstdio>
@@ -37,6 +43,7 @@ constexpr size_t QUEUE_SIZE = 4;
 struct Counters {
     int dma_maps = 0, dma_unmaps = 0, live_vdevices = 0, configures = 0, output_binds = 0, misaligned_outputs = 0;
     int last_batch = -1, last_power_mode = -1, last_latency_flags = 0, shutdowns = 0;
+    int vdevice_creates = 0, peak_live_vdevices = 0, fail_runs = 0, fail_status = 0;
     std::string active_group;
 };
 
@@ -44,6 +51,12 @@ std::mutex g_mutex;
 Counters g_counters;
 
 size_t page() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+void record_event(const std::string &what) {
+    const char *path = std::getenv("FAKE_HAILORT_EVENTS");
+    if (!path) return;
+    std::ofstream(path, std::ios::app) << what << " " << getpid() << "\n";
+}
 
 bool env_on(const char *name) {
     const char *value = std::getenv(name);
@@ -62,7 +75,8 @@ struct FakeStreamState {
     hailo_3d_image_shape_t shape;
     hailo_format_t format;
     hailo_quant_info_t quant;
-    bool nms = false;
+    bool nms = false;  // an NMS output
+    bool on_chip = false;  // its NMS runs on the chip (physical stream of order HAILO_NMS_ON_CHIP)
     bool throws = false;
 
     size_t frame_size() const {
@@ -88,7 +102,8 @@ bool parse_stream(const std::string &text, bool output, size_t index, FakeStream
     s.format = {HAILO_FORMAT_TYPE_UINT8, output ? HAILO_FORMAT_ORDER_NHWC : HAILO_FORMAT_ORDER_NHWC, HAILO_FORMAT_FLAGS_NONE};
     s.quant = output ? hailo_quant_info_t{OUT_ZP, OUT_SCALE, 0, 0} : hailo_quant_info_t{IN_ZP, IN_SCALE, 0, 0};
     if (text.find(":multiquant") != std::string::npos) s.quant = hailo_quant_info_t{0, 0, 0, 0};  // INVALID_QUANT_INFO
-    s.nms = text.find(":nms") != std::string::npos;
+    s.on_chip = text.find(":nms") != std::string::npos;
+    s.nms = s.on_chip || text.find(":hostnms") != std::string::npos;
     return parse_shape(text.substr(0, text.find(':')), s.shape);
 }
 
@@ -201,6 +216,34 @@ Expected<std::vector<hailo_vstream_info_t>> Hef::get_output_vstream_infos(const 
     return out;
 }
 
+namespace {
+
+hailo_stream_info_t stream_info(const FakeStreamState &s, hailo_stream_direction_t direction) {
+    hailo_stream_info_t info{};
+    std::snprintf(info.name, sizeof info.name, "%s", s.name.c_str());
+    info.direction = direction;
+    info.format = s.format;
+    if (s.on_chip) info.format.order = HAILO_FORMAT_ORDER_HAILO_NMS_ON_CHIP;
+    return info;
+}
+
+}  // namespace
+
+// layer_info.hpp (get_stream_infos_from_layer_info): one physical stream per plane of an input.
+Expected<std::vector<hailo_stream_info_t>> Hef::get_input_stream_infos(const std::string &) const {
+    std::vector<hailo_stream_info_t> out;
+    for (auto &s : m_spec->inputs) {
+        for (int plane = 0; plane < m_spec->planes; plane++) out.push_back(stream_info(s, HAILO_H2D_STREAM));
+    }
+    return out;
+}
+
+Expected<std::vector<hailo_stream_info_t>> Hef::get_output_stream_infos(const std::string &) const {
+    std::vector<hailo_stream_info_t> out;
+    for (auto &s : m_spec->outputs) out.push_back(stream_info(s, HAILO_D2H_STREAM));
+    return out;
+}
+
 // ---------------------------------------------------------------- infer model
 
 const std::string InferModel::InferStream::name() const { return m_state->name; }
@@ -253,10 +296,10 @@ private:
     hailo_latency_measurement_flags_t m_latency = HAILO_LATENCY_NONE;
 };
 
-// resource_manager.cpp (create_hw_latency_meter): refused for several physical inputs or NMS.
+// resource_manager.cpp (create_hw_latency_meter): refused for several physical inputs or on-chip NMS.
 bool latency_refused(const FakeHefSpec &spec) {
     bool nms = false;
-    for (auto &o : spec.outputs) nms = nms || o.nms;
+    for (auto &o : spec.outputs) nms = nms || o.on_chip;
     return nms || spec.inputs.size() * size_t(spec.planes) > 1;
 }
 
@@ -308,8 +351,21 @@ hailo_status ConfiguredInferModel::wait_for_async_ready(std::chrono::millisecond
     return frames_count <= QUEUE_SIZE ? HAILO_SUCCESS : HAILO_INVALID_OPERATION;
 }
 
+namespace {
+
+// fake_hailort_fail_runs: the status a run answers instead of running, while any are left.
+hailo_status injected_failure() {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_counters.fail_runs <= 0) return HAILO_SUCCESS;
+    g_counters.fail_runs--;
+    return static_cast<hailo_status>(g_counters.fail_status);
+}
+
+}  // namespace
+
 hailo_status ConfiguredInferModel::run(const Bindings &bindings, std::chrono::milliseconds) {
     auto &spec = *m_state->spec;
+    if (auto failure = injected_failure()) return failure;
     if (spec.throw_at == "run") throw std::runtime_error("fake HailoRT: thrown on purpose (throw=run)");
     std::vector<MemoryView> ins, outs;
     for (auto &s : spec.inputs) ins.push_back(bindings.state()->inputs.at(s.name));
@@ -362,7 +418,8 @@ namespace {
 
 class FakeDevice : public Device {
 public:
-    const char *get_dev_id() const override { return "fake/0"; }
+    explicit FakeDevice(std::string id) : m_id(std::move(id)) {}
+    const char *get_dev_id() const override { return m_id.c_str(); }
     Expected<hailo_chip_temperature_info_t> get_chip_temperature() override {
         return hailo_chip_temperature_info_t{41.5f, 41.0f, 1};
     }
@@ -380,14 +437,18 @@ public:
         }
         return id;
     }
+
+private:
+    std::string m_id;
 };
 
 class FakeVDevice : public VDevice {
 public:
-    explicit FakeVDevice(std::string group) : m_group(std::move(group)) {}
+    FakeVDevice(std::string group, std::string device) : m_group(std::move(group)), m_device(std::move(device)) {}
     ~FakeVDevice() override {
         std::lock_guard<std::mutex> lock(g_mutex);
         g_counters.live_vdevices--;
+        record_event("destroy");
     }
     Expected<std::shared_ptr<InferModel>> create_infer_model(const std::string &hef_path, const std::string &) override {
         auto spec = std::make_shared<FakeHefSpec>();
@@ -419,11 +480,15 @@ private:
 }  // namespace
 
 // hailort_server.cpp (VDeviceManager::create_vdevice): with "UNIQUE" or another group while a
-// VDevice is open, the server waits 5 s and the client gets HAILO_OUT_OF_PHYSICAL_DEVICES. The
-// fake answers at once. vdevice.cpp: an unknown device_id is HAILO_INVALID_ARGUMENT.
+// VDevice is open, the server waits 5 s and answers HAILO_DEVICE_IN_USE; the client
+// (vdevice_hrpc_client.cpp, create_available_vdevice) passes that on when device ids were given and
+// otherwise reports HAILO_OUT_OF_PHYSICAL_DEVICES. The fake answers at once, within one process
+// (a process's VDevices stand for the server's clients). vdevice.cpp: an unknown device_id is
+// HAILO_INVALID_ARGUMENT.
 Expected<std::unique_ptr<VDevice>> VDevice::create(const hailo_vdevice_params_t &params) {
     std::string group = params.group_id ? params.group_id : HAILO_DEFAULT_VDEVICE_GROUP_ID;
-    if (params.device_ids && std::strcmp(params.device_ids[0].id, "fake/0") != 0) {
+    std::string device = params.device_ids ? params.device_ids[0].id : "fake/0";  // the first free one
+    if (device != "fake/0" && device != "fake/1") {
         std::fprintf(stderr, "[HailoRT] [error] VDevice creation failed. device_id %s not found\n", params.device_ids[0].id);
         return make_unexpected(HAILO_INVALID_ARGUMENT);
     }
@@ -432,11 +497,14 @@ Expected<std::unique_ptr<VDevice>> VDevice::create(const hailo_vdevice_params_t 
     if (g_counters.live_vdevices > 0 && !shared) {
         std::fprintf(stderr, "[HailoRT] [error] Failed to create vdevice. there are not enough free devices. "
                              "requested: 1, found: 0\n");
-        return make_unexpected(HAILO_OUT_OF_PHYSICAL_DEVICES);
+        return make_unexpected(params.device_ids ? HAILO_DEVICE_IN_USE : HAILO_OUT_OF_PHYSICAL_DEVICES);
     }
     g_counters.live_vdevices++;
+    g_counters.vdevice_creates++;
+    if (g_counters.live_vdevices > g_counters.peak_live_vdevices) g_counters.peak_live_vdevices = g_counters.live_vdevices;
     g_counters.active_group = group;
-    return std::unique_ptr<VDevice>(new FakeVDevice(group));
+    record_event("create " + group);
+    return std::unique_ptr<VDevice>(new FakeVDevice(group, device));
 }
 
 Expected<std::unique_ptr<VDevice>> VDevice::create() {
@@ -471,7 +539,10 @@ extern "C" HAILORTAPI size_t fake_hailort_counters(char *json, size_t capacity) 
         << ", \"live_vdevices\": " << g_counters.live_vdevices << ", \"configures\": " << g_counters.configures
         << ", \"output_binds\": " << g_counters.output_binds << ", \"misaligned_outputs\": " << g_counters.misaligned_outputs
         << ", \"last_batch\": " << g_counters.last_batch << ", \"last_power_mode\": " << g_counters.last_power_mode
-        << ", \"last_latency_flags\": " << g_counters.last_latency_flags << ", \"shutdowns\": " << g_counters.shutdowns << "}";
+        << ", \"last_latency_flags\": " << g_counters.last_latency_flags << ", \"shutdowns\": " << g_counters.shutdowns
+        << ", \"vdevice_creates\": " << g_counters.vdevice_creates
+        << ", \"peak_live_vdevices\": " << g_counters.peak_live_vdevices
+        << ", \"active_group\": \"" << g_counters.active_group << "\"}";
     std::string text = out.str();
     if (json && capacity > text.size()) std::memcpy(json, text.c_str(), text.size() + 1);
     return text.size() + 1;
@@ -483,5 +554,12 @@ extern "C" HAILORTAPI void fake_hailort_reset(void) {
     std::string group = hailort::g_counters.active_group;
     hailort::g_counters = hailort::Counters{};
     hailort::g_counters.live_vdevices = live;  // open VDevices are state, not counts
+    hailort::g_counters.peak_live_vdevices = live;
     hailort::g_counters.active_group = group;
+}
+
+extern "C" HAILORTAPI void fake_hailort_fail_runs(int status, int count) {
+    std::lock_guard<std::mutex> lock(hailort::g_mutex);
+    hailort::g_counters.fail_status = status;
+    hailort::g_counters.fail_runs = count;
 }

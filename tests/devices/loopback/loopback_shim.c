@@ -1,7 +1,7 @@
 /*
  * LOOPBACK TEST DOUBLE. This is not HailoRT and runs on no Hailo hardware.
  *
- * It implements the ABI declared in shim/hailort_shim.sigs (version 2) so that the Python
+ * It implements the ABI declared in shim/hailort_shim.sigs (version 3) so that the Python
  * binding (loop/hailort/sigs.py, loop/hailort/shim.py) and the device (loop/devices/hailort.py) can be
  * exercised for real, through ctypes, without a Hailo device. The tests compile it with the
  * system C compiler into a temporary directory. (The real shim's C++ is exercised separately,
@@ -15,16 +15,17 @@
  * notes, as the shim does. badquant reports the output as uint8 with scale 0 (HailoRT's
  * INVALID_QUANT_INFO), which a correct shim never does: it checks that Python refuses it.
  * Options understood: hw_latency, device_id (only "loopback/0" exists: others give 2, as
- * HailoRT's VDevice does), group_id (a second open while one is held gives 74 unless both name
- * the same group other than "UNIQUE", as on Hailo-10H).
+ * HailoRT's VDevice does). Sessions and holds (loop_hrt_device_acquire) of one process share its
+ * one device whatever their group_id, as the shim's one VDevice per process; refusals between
+ * processes are the fake HailoRT's to show (tests/devices/fake_hailort).
  * Timings are measured with a real clock around a real (tiny) computation; they say nothing
  * about any accelerator.
  *
  * Build with -DLOOPBACK_OMIT_HW_LATENCY to drop one symbol (to test the missing-symbol
  * error). Set LOOPBACK_EMIT_WARNING=1 to make open() print HailoRT's USB power warning text to
  * stderr, to test log capture; LOOPBACK_HEALTH_NUL=1 to put a NUL inside the health text, as
- * the first shim did with a board name. loopback_open_handles() (not in the .sigs) counts the
- * handles not yet closed.
+ * the first shim did with a board name. loopback_open_handles() and loopback_device_holds() (not in
+ * the .sigs) count the sessions not yet closed and the holds not yet released.
  */
 #include <math.h>
 #include <stdint.h>
@@ -44,7 +45,6 @@
 #define BAD_ARGUMENT 1002
 #define INVALID_ARGUMENT 2
 #define INVALID_HEF 26
-#define OUT_OF_PHYSICAL_DEVICES 74
 #define HEF_NOT_COMPATIBLE 93
 #define QUEUE_SIZE 4
 
@@ -58,7 +58,7 @@ typedef struct {
 
 static _Thread_local char last_error[256];
 static int open_handles;
-static char active_group[64];
+static int device_holds;
 
 static int fail(int status, const char *what) {
     snprintf(last_error, sizeof last_error, "loopback: %s (status %d)", what, status);
@@ -129,19 +129,30 @@ static int read_hef(const char *hef_path, unsigned s[6], int *planes, int *bad_q
     return 0;
 }
 
+/* The process has one device, shared by all its sessions and holds, as the shim's one VDevice. */
 static int claim_device(const char *options) {
-    char device[64], group[64];
+    char device[64];
     option(options, "device_id", device, sizeof device);
-    option(options, "group_id", group, sizeof group);
     if (device[0] && strcmp(device, "loopback/0") != 0) return fail(INVALID_ARGUMENT, "device_id not found");
-    if (!group[0]) strcpy(group, "UNIQUE");
-    int shared = strcmp(group, "UNIQUE") != 0 && strcmp(group, active_group) == 0;
-    if (open_handles > 0 && !shared) return fail(OUT_OF_PHYSICAL_DEVICES, "device in use by another VDevice");
-    strcpy(active_group, group);
     return 0;
 }
 
-EXPORT int loop_hrt_abi_version(void) { return 2; }
+EXPORT int loop_hrt_abi_version(void) { return 3; }
+
+EXPORT int loop_hrt_device_acquire(const char *options, void **device) {
+    int status;
+    if (!device) return fail(BAD_ARGUMENT, "device_acquire: null argument");
+    *device = NULL;
+    if ((status = claim_device(options))) return status;
+    *device = &device_holds;
+    device_holds++;
+    return 0;
+}
+
+EXPORT int loop_hrt_device_release(void *device) {
+    if (device) device_holds--;
+    return 0;
+}
 
 EXPORT int loop_hrt_open(const char *hef_path, const char *options, void **handle) {
     unsigned s[6];
@@ -244,9 +255,9 @@ EXPORT int loop_hrt_hw_latency(void *handle, double *hw_latency_ms) {
 #endif
 
 /* No chip, so no temperature: null, never invented. */
-EXPORT int loop_hrt_health(void *handle, char *json, size_t capacity, size_t *needed) {
+EXPORT int loop_hrt_health(void *device, char *json, size_t capacity, size_t *needed) {
     static const char with_nul[] = "{\"device_path\": \"loopback/0\", \"board\": \"Hailo\0-10H\"}";
-    (void)handle;
+    if (!device) return fail(BAD_ARGUMENT, "health: null device hold");
     if (getenv("LOOPBACK_HEALTH_NUL")) {
         if (needed) *needed = sizeof with_nul;
         if (capacity < sizeof with_nul) return fail(TEXT_TOO_SMALL, "text buffer too small");
@@ -276,3 +287,4 @@ EXPORT int loop_hrt_close(void *handle) {
 }
 
 EXPORT int loopback_open_handles(void) { return open_handles; }
+EXPORT int loopback_device_holds(void) { return device_holds; }

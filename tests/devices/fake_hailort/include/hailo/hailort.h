@@ -26,11 +26,13 @@ typedef float float32_t;
 typedef enum {
     HAILO_SUCCESS = 0,
     HAILO_INVALID_ARGUMENT = 2,
+    HAILO_TIMEOUT = 4,
     HAILO_INSUFFICIENT_BUFFER = 5,
     HAILO_INVALID_OPERATION = 6,
     HAILO_OPEN_FILE_FAILURE = 13,
     HAILO_INVALID_HEF = 26,
     HAILO_NOT_AVAILABLE = 65,
+    HAILO_DEVICE_IN_USE = 73,
     HAILO_OUT_OF_PHYSICAL_DEVICES = 74,
     HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE = 93
 } hailo_status;
@@ -45,7 +47,8 @@ typedef enum {
 typedef enum {
     HAILO_FORMAT_ORDER_AUTO = 0,
     HAILO_FORMAT_ORDER_NHWC = 1,
-    HAILO_FORMAT_ORDER_HAILO_NMS = 9
+    HAILO_FORMAT_ORDER_HAILO_NMS = 9,
+    HAILO_FORMAT_ORDER_HAILO_NMS_ON_CHIP = 21
 } hailo_format_order_t;
 
 typedef enum { HAILO_FORMAT_FLAGS_NONE = 0 } hailo_format_flags_t;
@@ -142,6 +145,13 @@ typedef struct {
     };
     hailo_quant_info_t quant_info;
 } hailo_vstream_info_t;
+
+/* A physical stream; only the fields the shim reads (HailoRT's struct has more). */
+typedef struct {
+    hailo_format_t format;
+    hailo_stream_direction_t direction;
+    char name[HAILO_MAX_STREAM_NAME_SIZE];
+} hailo_stream_info_t;
 
 #ifdef __cplusplus
 extern "C" {

@@ -93,6 +93,8 @@ public:
     static Expected<Hef> create(const std::string &hef_path);
     Expected<std::vector<hailo_vstream_info_t>> get_input_vstream_infos(const std::string &name = "") const;
     Expected<std::vector<hailo_vstream_info_t>> get_output_vstream_infos(const std::string &name = "") const;
+    Expected<std::vector<hailo_stream_info_t>> get_input_stream_infos(const std::string &name = "") const;
+    Expected<std::vector<hailo_stream_info_t>> get_output_stream_infos(const std::string &name = "") const;
     explicit Hef(std::shared_ptr<FakeHefSpec> spec) : m_spec(std::move(spec)) {}
 
 private:

@@ -265,13 +265,14 @@ class HailoRTSession(Session):
     def close(self) -> None:
         """The handle first: removing the HEF can raise (Windows refuses to delete a file HailoRT
         still has open), and a handle left open holds the device for good."""
-        if self.handle:
-            handle, self.handle = self.handle, ctypes.c_void_p()
-            try:
+        handle, self.handle = self.handle, ctypes.c_void_p()
+        try:
+            if handle:
                 self.shim.check(self.shim.binding.loop_hrt_close(handle))
-            finally:
-                self.on_close()
-                self.hef_dir.cleanup()
+        finally:
+            on_close, self.on_close = self.on_close, lambda: None  # once, even after a reopen that failed
+            on_close()
+            self.hef_dir.cleanup()
 
 
 class HailoRTDevice(Device):
@@ -321,8 +322,8 @@ class HailoRTDevice(Device):
         return self._hold
 
     def release(self) -> bool:
-        """Let go of this process's VDevice; True when nothing of this device holds it any more
-        (a session still open keeps it, and the device, until it closes)."""
+        """Let go of this object's hold on the process's VDevice; True when none of its sessions is
+        open either (one still open keeps the VDevice, and the device, until it closes)."""
         if self._hold is not None:
             hold, self._hold = self._hold, None
             self.shim().binding.loop_hrt_device_release(hold)

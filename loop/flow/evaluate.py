@@ -18,6 +18,7 @@ from loop.core.kinds import Flag, Stage, Status, Verdict
 from loop.core.record import Change
 from loop.core.registry import DEVICES, split_device
 from loop.core.sessions import session as onnx_session
+from loop.core.text import for_person
 from loop.core.vocab import CompileResult, LayerPrint, TensorLayout
 from loop.devices.base import VENDOR_BENCHMARK, VENDOR_CHECK_FAILED, VENDOR_DISAGREES
 from loop.flow.runner import DeviceRun, RunResult, RunTask, StageTimeouts
@@ -225,7 +226,7 @@ def _vendor_flags(stick: dict[str, Any] | None) -> list[Flag]:
         return []
     if stick.get("error"):
         reason = (str(stick["error"]).strip().splitlines() or ["no reason given"])[0]
-        return [Flag(f"{VENDOR_CHECK_FAILED}: {reason[:160]}")]
+        return [Flag(f"{VENDOR_CHECK_FAILED}: {for_person(reason, 160)}")]  # the tool's text, shown as flags are
     return [Flag(VENDOR_DISAGREES)] if stick.get("comparable") and not stick.get("agree") else []
 
 

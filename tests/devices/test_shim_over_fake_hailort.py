@@ -335,3 +335,17 @@ def test_dma_mappings_are_made_once_per_session(device: HailoRTDevice, shim_lib:
     # one input and one output staging buffer, plus one output per pipelined slot (2)
     assert (during["dma_maps"], during["dma_unmaps"]) == (4, 0)
     assert after["dma_unmaps"] == 4
+
+
+def test_a_session_whose_reopen_failed_still_closes(device: HailoRTDevice, shim_lib: Path) -> None:
+    """A timeout whose reopen fails (the HEF gone, here) leaves no handle; closing the session must
+    still count it closed, or the device would never be free to release."""
+    session = device.open(fake_hef(), RuntimeOptions())
+    for hef in Path(session.hef_dir.name).iterdir():
+        hef.unlink()
+    ctypes.CDLL(str(shim_lib)).fake_hailort_fail_runs(4, 1)
+    with pytest.raises(HailoRTError) as err:
+        session.infer([np.zeros((1, 4, 4, 3), np.uint8)])
+    assert err.value.status == 13 and not session.handle
+    session.close()
+    assert device.release() and counters(shim_lib)["live_vdevices"] == 0

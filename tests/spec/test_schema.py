@@ -91,7 +91,7 @@ def test_errors_land_on_the_yaml_line(text: str, line: int, field: str, words: s
 
 def test_an_unknown_key_lists_the_known_ones() -> None:
     err = _error("sweep: s\nbase: b\nmeasure: {frame: 3}\nvariants: [{name: a}]\n")
-    assert err.field == "measure.frame" and "(known: batch_size, depth, dma_map" in err.message
+    assert err.field == "measure.frame" and "(known: batch_size, budget_s, depth, dma_map" in err.message
 
 
 def test_a_long_value_is_shortened_in_the_message() -> None:

@@ -138,11 +138,16 @@ def clip_bounds(node: onnx.NodeProto, consts: dict[str, np.ndarray]) -> tuple[fl
 
 
 def follow_activations(
-    tensor: str, graph: onnx.GraphProto, consts: dict[str, np.ndarray] | None = None
+    tensor: str,
+    graph: onnx.GraphProto,
+    consts: dict[str, np.ndarray] | None = None,
+    consumers: dict[str, list[onnx.NodeProto]] | None = None,
 ) -> tuple[str, tuple[float, float]]:
-    """The tensor actually quantized after ``tensor``, and the bounds of what was removed."""
+    """The tensor actually quantized after ``tensor``, and the bounds of what was removed.
+    A caller following many tensors passes ``consumers`` made once: made per call, it costs
+    the whole graph each time (minutes for 100,000 nodes)."""
     consts = consts if consts is not None else constants(graph)
-    consumers = _consumers(graph)
+    consumers = consumers if consumers is not None else _consumers(graph)
     lo, hi = -np.inf, np.inf
     while len(consumers.get(tensor, [])) == 1 and consumers[tensor][0].op_type in FOLDED_ACTIVATIONS:
         node = consumers[tensor][0]
@@ -168,6 +173,7 @@ def analyse(model: onnx.ModelProto) -> Structure:
     graph = model.graph
     consts = constants(graph)
     inits = {t.name for t in graph.initializer}
+    consumers = _consumers(graph)
     layers: list[Layer] = []
     bounds: dict[str, tuple[float, float]] = {}
     for node in graph.node:
@@ -177,13 +183,13 @@ def analyse(model: onnx.ModelProto) -> Structure:
         if weight is None and node.op_type != "MatMul":
             continue  # a Conv or Gemm over a computed kernel is not quantized as a layer
         bias = node.input[2] if len(node.input) > 2 and node.input[2] in consts else None
-        out, bound = follow_activations(node.output[0], graph, consts)
+        out, bound = follow_activations(node.output[0], graph, consts, consumers)
         if bound != (-np.inf, np.inf):
             bounds[out] = bound
         layers.append(Layer(node.name, node.op_type, len(layers), weight, bias, node.input[0], out))
     values = [v for v in graph.input if v.name not in inits]
     shape = tuple(int(d.dim_value) for d in values[0].type.tensor_type.shape.dim) if values else ()
-    grids, clamps = _grids(graph, consts, _opset(model))
+    grids, clamps = _grids(graph, consts, _opset(model), consumers)
     bounds.update(clamps)
     return Structure(
         tuple(layers),
@@ -206,7 +212,7 @@ def _pad_shares(node: onnx.NodeProto, consts: dict[str, np.ndarray]) -> bool:
 
 
 def _grids(
-    graph: onnx.GraphProto, consts: dict[str, np.ndarray], opset: int
+    graph: onnx.GraphProto, consts: dict[str, np.ndarray], opset: int, consumers: dict[str, list[onnx.NodeProto]]
 ) -> tuple[dict[str, str], dict[str, tuple[float, float]]]:
     """For each tensor whose quantization grid is another tensor's, that tensor; and for each
     tensor whose grid also does a removed clamp's work, the clamp's bounds.
@@ -219,7 +225,6 @@ def _grids(
     parent: dict[str, str] = {}
     clamps: dict[str, tuple[float, float]] = {}
     quantized: set[str] = set()  # what the quantizer has marked so far, in its node order
-    consumers = _consumers(graph)
     ends = {v.name for v in graph.input} | {v.name for v in graph.output}
     for node in graph.node:
         src = node.input[0] if node.input else ""
@@ -240,12 +245,21 @@ def _grids(
                 quantized.update(node.output)
         elif node.op_type not in UNQUANTIZED_OUTPUTS:
             quantized.update(n for n in (src, *node.output) if n and n not in consts)
-    return {t: _root(parent, t) for t in parent}, clamps
+    return _roots(parent), clamps
 
 
-def _root(parent: dict[str, str], tensor: str) -> str:
-    seen = set()
-    while tensor in parent and tensor not in seen:
-        seen.add(tensor)
-        tensor = parent[tensor]
-    return tensor
+def _roots(parent: dict[str, str]) -> dict[str, str]:
+    """Each tensor's last ancestor along ``parent``, every link walked once: walking from
+    each tensor anew costs the square of a chain's length (a Relu chain of 100,000 nodes)."""
+    root: dict[str, str] = {}
+    for start in parent:
+        path, tensor, on_path = [], start, set()
+        while tensor in parent and tensor not in root and tensor not in on_path:
+            path.append(tensor)
+            on_path.add(tensor)
+            tensor = parent[tensor]
+        # a tensor already resolved lends its root; a cycle (no valid graph has one) ends where it closes
+        end = root.get(tensor, tensor)
+        for t in path:
+            root[t] = end
+    return root

@@ -14,6 +14,7 @@ A recipe is deterministic from its seed::
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -230,10 +231,16 @@ def _name_nodes(model: onnx.ModelProto, path: Path) -> None:
     taken = set(names)
     for i, node in enumerate(model.graph.node):
         if not node.name:
-            node.name = next(
-                n for n in (f"{node.op_type}_{i}{s}" for s in ("", *map(str, range(1, 99)))) if n not in taken
-            )
+            node.name = _free(f"{node.op_type}_{i}", taken)
             taken.add(node.name)
+
+
+def _free(name: str, taken: set[str]) -> str:
+    """``name``, or the first of ``name1``, ``name2``... not taken. Candidates are made only when
+    needed: a tuple of them per node made 100,000 unnamed nodes take seconds (collector passes)."""
+    if name not in taken:
+        return name
+    return next(f"{name}{k}" for k in itertools.count(1) if f"{name}{k}" not in taken)
 
 
 def parse_input_shapes(items: Sequence[str]) -> dict[str, list[int]]:

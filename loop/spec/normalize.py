@@ -9,6 +9,9 @@ function of the model does not change. Every rewrite is returned as a note for t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
@@ -33,15 +36,24 @@ def _constant_tensor(node: onnx.NodeProto) -> onnx.TensorProto | None:
 def constants_to_initializers(model: onnx.ModelProto) -> int:
     """Replace every ``Constant`` node that holds a tensor by an initializer of its output's name."""
     graph = model.graph
-    moved = 0
-    for node in [n for n in graph.node if n.op_type == "Constant"]:
-        tensor = _constant_tensor(node)
-        if tensor is None:
-            continue
-        graph.initializer.append(tensor)
-        graph.node.remove(node)
-        moved += 1
-    return moved
+    tensors = [_constant_tensor(n) if n.op_type == "Constant" else None for n in graph.node]
+    graph.initializer.extend(t for t in tensors if t is not None)
+    _keep_only(graph.node, [t is None for t in tensors])
+    return sum(t is not None for t in tensors)
+
+
+def _keep_only(items: Any, keep: Sequence[bool]) -> None:
+    """Keep the messages of a repeated field whose flag is set, in order, in one pass: removing
+    them one at a time searches the field each time (minutes for 100,000 nodes)."""
+    if all(keep):
+        return
+    kept = []
+    for item, wanted in zip(items, keep, strict=True):
+        if wanted:
+            kept.append(type(item)())
+            kept[-1].CopyFrom(item)  # a copy: the field's own elements go with the field's contents
+    del items[:]
+    items.extend(kept)
 
 
 def bypass_identities(model: onnx.ModelProto) -> int:
@@ -49,12 +61,9 @@ def bypass_identities(model: onnx.ModelProto) -> int:
     graph = model.graph
     inits = {t.name for t in graph.initializer}
     outputs = {o.name for o in graph.output}
-    rename: dict[str, str] = {}
-    for node in [n for n in graph.node if n.op_type == "Identity" and n.input[0] in inits]:
-        if node.output[0] in outputs:
-            continue
-        rename[node.output[0]] = node.input[0]
-        graph.node.remove(node)
+    bypass = [n.op_type == "Identity" and n.input[0] in inits and n.output[0] not in outputs for n in graph.node]
+    rename = {n.output[0]: n.input[0] for n, gone in zip(graph.node, bypass, strict=True) if gone}
+    _keep_only(graph.node, [not gone for gone in bypass])
     for node in graph.node:
         for i, name in enumerate(node.input):
             if name in rename:
@@ -67,12 +76,11 @@ def drop_initializer_inputs(model: onnx.ModelProto) -> int:
     allows an initializer that is not an input)."""
     graph = model.graph
     inits = {t.name for t in graph.initializer}
-    listed = [v for v in graph.input if v.name in inits]
-    for value in listed:
-        graph.input.remove(value)
-    if listed:
+    listed = [v.name in inits for v in graph.input]
+    _keep_only(graph.input, [not x for x in listed])
+    if any(listed):
         model.ir_version = max(model.ir_version, 4)
-    return len(listed)
+    return sum(listed)
 
 
 def normalize(model: onnx.ModelProto) -> list[str]:

@@ -46,6 +46,12 @@ th,td{border:1px solid #ddd;padding:.25em .5em;text-align:right}th{background:#f
 td:first-child,th:first-child{text-align:left}
 .confounded td{background:#fdecea}.apart{color:#666}.note{color:#555;font-size:13px}
 .plots{display:flex;flex-wrap:wrap;gap:1em}.plots svg{max-width:100%;height:auto}
+.grid{overflow-x:auto;margin:.5em 0}table.audit caption{text-align:left;font-weight:bold;padding:.25em 0}
+table.audit td{min-width:2.6em;text-align:center;background:#f2f2f2;font-size:11px;white-space:nowrap}
+table.audit td.inside{background:#4c9a6a;color:#fff}
+table.audit td.outside{background:repeating-linear-gradient(45deg,#d62728 0 5px,#7f0000 5px 7px);color:#fff}
+table.audit th.layer{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:normal;font-size:11px}
+table.audit th{font-weight:normal;font-size:12px}
 """
 GRID_ROWS = 200  # candidates in one audit grid; a bigger generation takes several
 PARETO_KEYS = ("snr_db", "rate_ratio")
@@ -198,6 +204,50 @@ def front(results: Sequence[Result]) -> list[Result]:
     return [r for r, b in zip(pool, beaten, strict=True) if not b]
 
 
+def audit_grid(runs: Sequence[RunRecord], title: str) -> Iterator[str]:
+    """One generation's audit as one HTML grid: a row per candidate, a column per layer, each
+    cell what changed there (:func:`~loop.report.plots.layer_cells`). A table, not a figure:
+    one figure per variant made a report of 500 variants 25 s and 4.4 MB, and even one figure
+    per generation spent most of a 2,000-run report laying out its labels."""
+    from loop.report.plots import layer_cells, layer_order
+
+    columns = layer_order(runs)
+    head = "".join(f"<th class='layer'>{_esc(c, 60)}</th>" for c in columns)
+    yield f"<div class='grid'><table class='audit'><caption>{_esc(title)}</caption><tr><th></th>{head}</tr>"
+    for y, run in enumerate(runs):
+        cells, why = layer_cells(run), _changes_by_layer(run)
+        row = "".join(
+            "<td></td>"
+            if (c := cells.get(layer)) is None
+            else f"<td class='{c.state}' data-cell='{y}-{x}-{c.state}' title='{why[layer]}'>{_esc(c.detail)}</td>"
+            for x, layer in enumerate(columns)
+        )
+        yield f"<tr><th>{_esc(run.variant, 60)}: {_esc(run.verdict)}</th>{row}</tr>"
+    yield "</table></div>"
+
+
+def _changes_by_layer(run: RunRecord) -> dict[str, str]:
+    """Each layer's changes in words, for its cell's tooltip: every detail cut, then the whole."""
+    found: dict[str, list[str]] = {}
+    for c in run.changes:
+        found.setdefault(c.layer, []).append(f"{c.what}: {for_person(c.detail[: LIMIT + 1])}")
+    return {layer: _esc("; ".join(parts), 4 * LIMIT) for layer, parts in found.items()}
+
+
+FRONT = ["generation", "candidate", "rate ratio [95% CI]", "SNR dB", "ratio from"]
+
+
+def _front_table(best: Sequence[Result]) -> Iterator[str]:
+    """The front's candidates, fastest first, by name: on the plot their names covered one another."""
+    rows = []
+    for r in sorted(best, key=lambda r: -(r.value("rate_ratio") or 0.0)):
+        lo, hi = r.interval("rate_ratio")
+        ratio = f"{_num(r.rate_ratio, '.3f')} <span class='note'>[{lo:.3f}, {hi:.3f}]</span>"
+        rows.append([_esc(r.sweep), _esc(r.variant), ratio, _num(r.value("snr_db"), ".2f"), _esc(r.ratio_basis)])
+    yield "<p class='note'>On the front:</p>"
+    yield from _table(FRONT, rows)
+
+
 class Page:
     """The report's sections in order, each written to ``out`` as it is made; a section with
     nothing to show says why."""
@@ -236,8 +286,6 @@ class Page:
 
     def audit(self) -> Iterator[str]:
         """One grid per sweep (a study's generation is a sweep), GRID_ROWS candidates a grid."""
-        from loop.report.plots import audit_grid
-
         by_sweep: dict[str, list[RunRecord]] = {}
         for r in self.runs:
             if r.changes:
@@ -247,17 +295,14 @@ class Page:
         yield (
             "<p class='note'>A row per candidate, a column per layer; a cell says what changed there "
             "(K kernel, B bias, I input scale, O output scale) and the largest magnitude (x the rounding "
-            "bound, or the scale ratio): green inside the footprint, hatched red outside.</p>"
+            "bound, or the scale ratio): green inside the footprint, hatched red outside, grey where "
+            "nothing changed. Each cell's changes in full are its tooltip.</p>"
         )
-
-        def grids() -> Iterator[Figure]:
-            for sweep, audited in by_sweep.items():
-                for at in range(0, len(audited), GRID_ROWS):
-                    part = audited[at : at + GRID_ROWS]
-                    more = f" (rows {at + 1}-{at + len(part)} of {len(audited)})" if len(audited) > GRID_ROWS else ""
-                    yield audit_grid(part, f"{for_person(sweep[: LIMIT + 1])}{more}")
-
-        yield from self.plots(grids())
+        for sweep, audited in by_sweep.items():
+            for at in range(0, len(audited), GRID_ROWS):
+                part = audited[at : at + GRID_ROWS]
+                more = f" (rows {at + 1}-{at + len(part)} of {len(audited)})" if len(audited) > GRID_ROWS else ""
+                yield from audit_grid(part, f"{for_person(sweep[: LIMIT + 1])}{more}")
 
     def searches(self) -> Iterator[str]:
         from loop.report.plots import pareto
@@ -273,14 +318,11 @@ class Page:
             "drawn as x and kept off the front.</p>"
         )
         yield "".join(f"<p class='note'>{_esc(n)}</p>" for n in notes)
-        drawn = (
-            [r for r in found if r.value("rate_ratio") is not None and r.value("snr_db") is not None]
-            for found in studies.values()
-        )
-        yield from self.plots(
-            pareto(found, front(found), f"Search: {for_person(name[: LIMIT + 1])}")
-            for name, found in zip(studies, drawn, strict=True)
-        )
+        for name, found in studies.items():
+            drawn = [r for r in found if r.value("rate_ratio") is not None and r.value("snr_db") is not None]
+            best = front(drawn)
+            yield from self.plots(pareto(drawn, best, f"Search: {for_person(name[: LIMIT + 1])}") for _ in (1,))
+            yield from _front_table(best)
 
     def ladders(self) -> Iterator[str]:
         from loop.measure.ladder import depth_knee, frame_ladder

@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -135,7 +136,10 @@ def roofline(runs: Sequence[RunRecord], model: LinkModel) -> Figure:
     ax.plot(grid, [1 / model.busy_s(b) for b in grid], color=OUTSIDE, gid="ceiling", label=ceiling)
     ax.plot([b for b, _, _ in named], [f for _, f, _ in named], "o", gid="runs", label="runs (compute here)")
     for (b, f), names in _huddles(named).items():
-        ax.annotate(shown(", ".join(names), 2 * NAME), (b, f), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        # out of the layout: a long label past the frame collapsed the axes to nothing
+        ax.annotate(shown(", ".join(names[:3]) + more, 2 * NAME), (b, f), fontsize=7, xytext=(3, 3),
+                    textcoords="offset points", annotation_clip=False, in_layout=False)  # fmt: skip
     ax.set(xscale="log", yscale="log", xlabel="bytes per inference", ylabel="frames/s", title="Bus roofline")
     ax.legend(loc="lower left", fontsize=8)
     return fig
@@ -152,25 +156,46 @@ def _huddles(points: Sequence[tuple[float, float, str]], near: float = 0.05) -> 
     return huddles
 
 
+TTFO_PARTS = (("open_ms", "#9ecae1"), ("transfer_ms", "#fd8d3c"), ("first_ms", "#3182bd"))
+TTFO_BARS = 40  # a bar a variant up to this many; past it, a bar a sweep: 2,000 bars took a third of a report
+
+
 def ttfo_bars(runs: Sequence[RunRecord]) -> Figure:
-    """Time to first output per variant, stacked: open, transfer (where known), first inference."""
-    fig = figure(6.4, 0.5 + 0.3 * max(len(runs), 2))
+    """Time to first output per variant, stacked: open, transfer (where known), first inference;
+    past TTFO_BARS variants, each sweep's median of each part."""
+    rows = _ttfo_rows(runs)
+    fig = figure(6.4, 0.5 + 0.3 * max(len(rows), 2))
     ax = fig.add_subplot()
-    left, names = [0.0] * len(runs), labels(runs)
-    for part, color in (("open_ms", "#9ecae1"), ("transfer_ms", "#fd8d3c"), ("first_ms", "#3182bd")):
-        widths = [float((r.measure.data.get("ttfo_parts") or {}).get(part) or 0.0) for r in runs]
-        bars = ax.barh(names, widths, left=left, color=color, label=part[:-3])
+    left, ys = [0.0] * len(rows), list(range(len(rows)))
+    for k, (part, color) in enumerate(TTFO_PARTS):
+        widths = [parts[k] for _, parts in rows]
+        bars = ax.barh(ys, widths, left=left, color=color, label=part[:-3])
         for i, bar in enumerate(bars):
             bar.set_gid(f"ttfo-{part[:-3]}-{i}")  # one id a bar: an SVG id is unique
         left = [a + b for a, b in zip(left, widths, strict=True)]
-    ax.set(xlabel="ms", title="Time to first output")
+    ax.set_yticks(ys, [name for name, _ in rows])  # by position: two runs of one name stay two bars
+    many = len(runs) > TTFO_BARS
+    ax.set(xlabel="ms", title="Time to first output" + (" (each sweep's medians)" if many else ""))
     ax.invert_yaxis()
     ax.legend(fontsize=8)
     return fig
 
 
+def _ttfo_rows(runs: Sequence[RunRecord]) -> list[tuple[str, tuple[float, ...]]]:
+    parts = [tuple(float((r.measure.data.get("ttfo_parts") or {}).get(p) or 0.0) for p, _ in TTFO_PARTS) for r in runs]
+    if len(runs) <= TTFO_BARS:
+        return list(zip(labels(runs), parts, strict=True))
+    by_sweep: dict[str, list[tuple[float, ...]]] = {}
+    for run, found in zip(runs, parts, strict=True):
+        by_sweep.setdefault(run.sweep, []).append(found)
+    return [
+        (shown(f"{sweep}: {len(found)} runs"), tuple(statistics.median(col) for col in zip(*found, strict=True)))
+        for sweep, found in by_sweep.items()
+    ]
+
+
 @dataclass(frozen=True)
-class Cell:
+class Cell:  # one cell of the audit grid (drawn as HTML by loop.report.page: no figure to lay out)
     state: str  # "same", "inside" or "outside"
     magnitude: float | None  # x the rounding bound (bias), the scale ratio, the weight scale ratio
     detail: str
@@ -218,59 +243,17 @@ def layer_cells(run: RunRecord) -> dict[str, Cell]:
     return out
 
 
-def _layer_order(runs: Sequence[RunRecord]) -> list[str]:
+def layer_order(runs: Sequence[RunRecord]) -> list[str]:
     """The layers in graph order as fingerprinted, then any only a change names."""
     seen = dict.fromkeys(lay.name for r in runs for lay in r.layers)
     return [*seen, *sorted({c.layer for r in runs for c in r.changes} - seen.keys())]
 
 
-def audit_grid(runs: Sequence[RunRecord], title: str) -> Figure:
-    """One generation's audit in one figure: a row per candidate, a column per layer, each cell
-    what changed there (:func:`layer_cells`): green inside the footprint, hatched red outside,
-    grey where nothing did. One figure per variant made a report of 500 variants 25 s and 4.4 MB."""
-    from matplotlib.patches import Rectangle
-
-    columns = _layer_order(runs)
-    fig = figure(min(2.5 + 0.55 * len(columns), 80.0), 1.6 + 0.22 * max(len(runs), 2))
-    ax = fig.add_subplot()
-    ax.set_facecolor(SAME)
-    for y, run in enumerate(runs):
-        cells = layer_cells(run)
-        for x, layer in enumerate(columns):
-            cell = cells.get(layer)
-            if cell is None:
-                continue  # unchanged: the grey behind; an artist per empty cell cost most of the time
-            ax.add_patch(
-                Rectangle(
-                    (x, y),
-                    1,
-                    1,
-                    facecolor=INSIDE if cell.state == "inside" else OUTSIDE,
-                    edgecolor="#7f0000" if cell.state == "outside" else INSIDE,  # the hatch's colour
-                    linewidth=0,
-                    hatch="//" if cell.state == "outside" else None,
-                    gid=f"cell-{y}-{x}-{cell.state}",
-                )
-            )
-            # out of the layout: constrained layout measured every cell's text, not just the labels
-            ax.text(x + 0.5, y + 0.5, cell.detail, ha="center", va="center", fontsize=6, in_layout=False)
-    ax.hlines(range(len(runs) + 1), 0, len(columns), color="white", linewidth=1)
-    ax.vlines(range(len(columns) + 1), 0, len(runs), color="white", linewidth=1)
-    ax.set(xlim=(0, len(columns)), ylim=(len(runs), 0), title=shown(title, 2 * NAME))
-    ax.set_xticks([i + 0.5 for i in range(len(columns))], [shown(c, 40) for c in columns], fontsize=7, rotation=90)
-    ax.set_yticks(
-        [i + 0.5 for i in range(len(runs))], [f"{shown(r.variant, 40)}: {r.verdict}" for r in runs], fontsize=7
-    )
-    ax.tick_params(length=0)
-    for side in ax.spines.values():
-        side.set_visible(False)
-    return fig
-
-
 def pareto(results: Sequence[Result], front: Sequence[Result], title: str) -> Figure:
     """SNR against rate ratio to the reference: usable candidates as dots, those kept apart
     (confounded, host-busy) as x and never on the front, each with its intervals as error bars
-    where known (the ratio's widened by the A/A floor); the front ringed and joined."""
+    where known (the ratio's widened by the A/A floor); the front ringed and joined (named in the
+    page's table beside it: names on the points covered one another)."""
     fig = figure(6.4, 4.4)
     ax = fig.add_subplot()
     _pareto_points(ax, [r for r in results if r.usable], "o", "usable", "usable")
@@ -280,17 +263,10 @@ def pareto(results: Sequence[Result], front: Sequence[Result], title: str) -> Fi
     if ring:
         xs, ys = [x for x, _, _ in ring], [y for _, y, _ in ring]
         ax.plot(xs, ys, "o-", mfc="none", ms=11, color=INSIDE, gid="front", label="front (ties within noise kept)")
-        for x, y, r in ring[:FRONT_NAMES]:
-            ax.annotate(
-                shown(f"{r.sweep}/{r.variant}", 30), (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points"
-            )
     ax.axvline(1.0, color="#999999", linewidth=0.8, linestyle=":")
     ax.set(xlabel="rate ratio to the reference (>1: faster)", ylabel="SNR dB", title=shown(title, 2 * NAME))
     ax.legend(fontsize=8)
     return fig
-
-
-FRONT_NAMES = 20  # named points on the front; past that the names cover the plot
 
 
 def _pareto_points(ax: Axes, results: Sequence[Result], marker: str, gid: str, name: str) -> None:

@@ -57,11 +57,11 @@ def test_a_huge_stored_string_is_cut_on_the_page(tmp_path: Path):
 def test_each_figure_is_written_before_the_next_is_made_and_then_cleared(tmp_path: Path, monkeypatch):
     events: list[str] = []
     made: list[object] = []
-    grid = plots.audit_grid
+    plot = plots.generations
 
     def spy(*args, **kw):
         events.append("made")
-        made.append(fig := grid(*args, **kw))
+        made.append(fig := plot(*args, **kw))
         return fig
 
     class Out(io.StringIO):
@@ -69,17 +69,19 @@ def test_each_figure_is_written_before_the_next_is_made_and_then_cleared(tmp_pat
             events.extend("wrote" for _ in range(text.count("<svg")))
             return super().write(text)
 
-    monkeypatch.setattr(plots, "audit_grid", spy)
+    monkeypatch.setattr(plots, "generations", spy)
     runs = [*generation("s-g0", 0, 3), *generation("s-g1", 1, 3, start_id=10)]
-    write_page(Out(), runs, "t", "hailo10h-usb-1.5a", tmp_path)
-    assert events[:4] == ["made", "wrote", "made", "wrote"]  # one grid a generation, streamed
+    out = Out()
+    write_page(out, runs, "t", "hailo10h-usb-1.5a", tmp_path, scores=("snr_db", "output_mean"))
+    assert events.count("made") == 2 and "made', 'wrote', 'made', 'wrote" in str(events)  # streamed
     assert all(not fig.axes for fig in made)  # cleared as soon as written
+    assert "Generations: snr_db" in out.getvalue() and "Generations: output_mean" in out.getvalue()
 
 
 def test_a_generation_is_one_audit_grid_not_a_figure_a_variant(tmp_path: Path):
     page = render(generation("s-g0", 0, 40), "t", "hailo10h-usb-1.5a", tmp_path)
     audit = page[page.index("The audit") : page.index("<h2>", page.index("The audit"))]
-    assert audit.count("<svg") == 1 and audit.count('id="cell-') == 40
+    assert audit.count("<svg") == 0 and audit.count("<table class='audit'>") == 1 and audit.count("data-cell=") == 40
 
 
 @pytest.fixture

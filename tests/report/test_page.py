@@ -17,7 +17,6 @@ from loop.measure.link import LinkModel, fit, rungs_of
 from loop.report.page import render
 from loop.report.plots import (
     audit_cells,
-    audit_grid,
     depth_ladder,
     device_bars,
     generations,
@@ -147,20 +146,26 @@ def test_devices_side_by_side_bars_are_each_devices_snr():
 
 
 def test_the_audit_grid_shows_outside_cells_unmistakably():
+    from loop.report.page import audit_grid
+
     r = confounded()
     cells = audit_cells(r)
     assert cells[("conv1", "out_scale")].state == "inside" and cells[("conv1", "out_scale")].magnitude == 2.0
     assert cells[("conv2", "bias")].state == "outside" and cells[("conv2", "bias")].magnitude == 7.5
     clean = run("weights", 10.0, 100, layers=r.layers, changes=(Change("conv1", "kernel", "weight scale x1.05"),))
-    fig = audit_grid([r, clean], "s")
-    text = svg(fig)
-    # a row per candidate, a column per layer; a cell only where something changed
-    ids = re.findall(r'id="(cell-[0-9]+-[0-9]+-[a-z]+)"', text)
-    assert sorted(ids) == ["cell-0-0-inside", "cell-0-1-outside", "cell-1-0-inside"]
-    drawn = {t.get_text() for t in fig.axes[0].texts}
-    assert drawn == {"O 2x", "KB 7.5x", "K 1.05x"}  # what changed there, and the largest magnitude
-    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["scale: confounded", "weights: n/a"]
-    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["conv1", "conv2"]
+    grid = "".join(audit_grid([r, clean], "s"))
+    ET.fromstring(grid)  # well-formed: one table
+    # a row per candidate, a column per layer: what changed there, and the largest magnitude
+    found = re.findall(r"<td class='(\w+)' data-cell='([0-9-]+\w+)' title='([^']*)'>([^<]*)</td>", grid)
+    assert [(c, d) for c, d, _, _ in found] == [
+        ("inside", "0-0-inside"),
+        ("outside", "0-1-outside"),
+        ("inside", "1-0-inside"),
+    ]
+    assert [t for *_, t in found] == ["O 2x", "KB 7.5x", "K 1.05x"]
+    assert "kernel: kernel aaaa -&gt; bbbb; bias: max |Δ| 0.3" in found[1][2]  # the tooltip says it in full
+    assert re.findall(r"<tr><th>([^<]*)</th>", grid) == ["", "scale: confounded", "weights: n/a"]
+    assert re.findall(r"<th class='layer'>([^<]*)</th>", grid) == ["conv1", "conv2"]
 
 
 def test_the_page_holds_every_section_and_loads_nothing(tmp_path: Path):

@@ -128,3 +128,11 @@ def test_loop_report_takes_a_score_key(tmp_path: Path):
     result = CliRunner().invoke(main, ["report", "--runs", str(runs_dir), "--score", "output_mean", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert "Generations: output_mean" in out.read_text() and "Search: s" in out.read_text()
+
+
+def test_the_front_is_named_in_a_table_beside_its_plot(tmp_path: Path):
+    page = render(study(tmp_path), "t", "hailo10h-usb-1.5a", tmp_path)
+    table = page[page.index("On the front:") :]
+    table = table[: table.index("</table>")]
+    assert "<td>s-g1</td><td>c0</td><td>1.200 <span class='note'>[1.151, 1.251]</span></td><td>20.00</td>" in table
+    assert "interleaved, 20 rounds" in table and "<td>c1</td>" not in table  # c1 of g1 is confounded

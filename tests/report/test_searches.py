@@ -19,8 +19,9 @@ from loop.api import Result
 from loop.cli import main
 from loop.core.record import Change, Figures
 from loop.measure.stats import widened
-from loop.report.page import front, render, search_results
+from loop.report.page import render
 from loop.report.plots import pareto, svg
+from loop.report.searches import front, search_results
 from loop.study import _dominates
 
 
@@ -111,14 +112,36 @@ def test_generations_are_plotted_by_each_score_asked_and_the_rest_named(tmp_path
     assert "No generation has accuracy; scores here: output_mean, snr_db" in gens
 
 
-def test_a_race_file_that_is_not_one_is_named_and_the_ledger_ratios_kept(tmp_path: Path):
+NOT_RACES = {
+    "a negative ratio": (
+        '{"runs": {"11": "aaa"}, "candidates": [{"artifact_sha": "aaa", "ratio": -1}]}',
+        "not a positive",
+    ),
+    "no dropped": (
+        '{"runs": {"11": "a"}, "candidates": [{"artifact_sha": "a", "ratio": 1, "low": 1, "high": 1}]}',
+        "not a",
+    ),
+    "a list": ("[1, 2]", "not a race"),
+    "not JSON": ("{", "unreadable"),
+    "a folder": (None, "unreadable"),
+}
+
+
+@pytest.mark.parametrize("case", list(NOT_RACES))
+def test_a_race_file_that_is_not_one_is_named_and_the_ledger_ratios_kept(tmp_path: Path, case: str):
     runs = study(tmp_path)
-    (tmp_path / "studies" / "s-g1.race.json").write_text('{"runs": {"11": "aaa"}, "candidates": [{"ratio": -1}]}')
+    text, said = NOT_RACES[case]
+    path = tmp_path / "studies" / "s-g1.race.json"
+    if text is None:
+        path.unlink()
+        path.mkdir()
+    else:
+        path.write_text(text)
     studies, notes = search_results(runs, tmp_path)
-    assert len(notes) == 1 and "s-g1.race.json: not a race" in notes[0]
+    assert len(notes) == 1 and "s-g1.race.json: " in notes[0] and said in notes[0], notes
     assert all(r.ratio_basis == "ledger" for r in studies["s"])
     page = render(runs, "t", "hailo10h-usb-1.5a", tmp_path)
-    assert "s-g1.race.json: not a race" in page and 'id="front"' in page
+    assert "s-g1.race.json: " in page and 'id="front"' in page
 
 
 def test_loop_report_takes_a_score_key(tmp_path: Path):

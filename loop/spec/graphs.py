@@ -29,7 +29,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from loop.core.errors import LoopError
 from loop.judge.structure import Structure, analyse
-from loop.spec import schema, shapes
+from loop.spec import runnable, schema, shapes
 from loop.spec.normalize import normalize
 from loop.spec.yamlio import LineDict, line_of, load_yaml, regular_file
 
@@ -183,7 +183,8 @@ def _infer_out_shape(nodes: list, inits: list, x: onnx.ValueInfoProto, y: str) -
 def load_onnx(
     path: Path, notes: list[str] | None = None, given_shapes: Mapping[str, Sequence[int]] | None = None
 ) -> onnx.ModelProto:
-    """Load a user's model as loop runs it: every node named, every weight an initializer
+    """Load a user's model as loop runs it: local functions inlined and what ONNX Runtime cannot
+    run refused (:mod:`loop.spec.runnable`), every node named, every weight an initializer
     (:mod:`loop.spec.normalize`), opset 13 or later where ONNX can convert it, static input
     shapes (``given_shapes``, else a dynamic batch of 1) and output shapes resolved from them
     (:mod:`loop.spec.shapes`). What was changed is appended to ``notes``."""
@@ -197,9 +198,11 @@ def load_onnx(
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise LoopError(f"unreadable ONNX model {path}: {first}") from None
+    model, changed = runnable.inline_functions(model, path)
     shapes.refuse_control_flow(model, path)
     _name_nodes(model, path)
-    changed = normalize(model)
+    runnable.refuse_unrunnable(model, path)
+    changed += normalize(model)
     model, upgraded = shapes.upgrade_opset(model)
     changed += upgraded
     changed += shapes.fix_inputs(model, path, given_shapes)

@@ -410,9 +410,11 @@ def write_report(
         import matplotlib  # noqa: F401
     except ImportError:
         raise LoopError(INSTALL) from None
+    from loop.measure.link import load
     from loop.store.ledger import Ledger
 
     target = output_path(out, runs_dir)
+    load(runs_dir, link)  # an unknown link is refused before the page is begun, not halfway through it
     with Ledger.open_existing(runs_dir / "ledger.sqlite") as book:
         runs = [r for r in book.records() if sweep is None or r.in_sweep(sweep)]
     if not runs:

@@ -148,3 +148,9 @@ def test_a_report_that_fails_midway_leaves_the_old_page_and_no_temporary_file(
     with pytest.raises(RuntimeError):
         write_report(runs_dir, None, target)
     assert target.read_text() == "old page" and os.listdir(target.parent) == ["r.html"]
+
+
+def test_an_unknown_link_is_refused_and_nothing_is_written(runs_dir: Path, tmp_path: Path):
+    with pytest.raises(LoopError, match="unknown link 'nowhere'"):
+        write_report(runs_dir, None, tmp_path / "r.html", "nowhere")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]

@@ -2,7 +2,7 @@
 
 Every artist a reader (or a test) needs to find carries an SVG id (``gid``): ``rungs``,
 ``plateau``, ``depths``, ``knee``, ``runs``, ``ceiling``, ``best``, ``ttfo-open-0`` (a bar
-each), ``devices-0``, ``cell-ROW-COL-STATE``, ``usable``, ``apart``, ``front``,
+each), ``devices-0``, ``usable``, ``apart``, ``front``,
 ``usable-ratio-ci`` ... . ``svg`` renders with text kept as text and ids salted, so a report is
 the same bytes for the same ledger.
 
@@ -45,18 +45,13 @@ def shown(text: object, limit: int = NAME) -> str:
     return for_person(str(text)[: limit + 1], limit)
 
 
-def label(run: RunRecord, runs: Sequence[RunRecord]) -> str:
-    """The variant's name, with its sweep where the runs shown span several (generations)."""
-    return shown(run.variant if len({r.sweep for r in runs}) <= 1 else f"{run.sweep}/{run.variant}")
-
-
 def labels(runs: Sequence[RunRecord]) -> list[str]:
-    """:func:`label` of each run, the sweeps counted once (per run it was quadratic)."""
+    """Each run's variant name, with its sweep where the runs shown span several (generations)."""
     many = len({r.sweep for r in runs}) > 1
     return [shown(f"{r.sweep}/{r.variant}" if many else r.variant) for r in runs]
 
 
-INSIDE, OUTSIDE, SAME = "#4c9a6a", "#d62728", "#f2f2f2"
+INSIDE, OUTSIDE = "#4c9a6a", "#d62728"
 
 
 def figure(width: float = 6.4, height: float = 3.6) -> Figure:

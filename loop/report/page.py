@@ -356,20 +356,21 @@ def output_path(out: Path | None, runs_dir: Path) -> Path:
     device, a pipe, a link), and anything in the runs folder but an .html file at its top,
     since the rest is loop's own (the ledger, artifacts, cache, links, studies, generations)."""
     target = out or runs_dir / "report.html"
+    named = for_person(target)
     try:
         mode: int | None = os.lstat(target).st_mode
     except FileNotFoundError:
         mode = None
     except OSError as exc:
-        raise LoopError(f"{target}: {exc.strerror}", field="-o") from None
+        raise LoopError(f"{named}: {exc.strerror}", field="-o") from None
     if mode is not None and not stat.S_ISREG(mode):
         kind = "a folder" if stat.S_ISDIR(mode) else "a link" if stat.S_ISLNK(mode) else "not a regular file"
-        raise LoopError(f"{target} is {kind}; the report is written only to a new or a regular file", field="-o")
+        raise LoopError(f"{named} is {kind}; the report is written only to a new or a regular file", field="-o")
     where, runs = target.parent.resolve() / target.name, Path(runs_dir).resolve()
     inside = where.relative_to(runs).parts if where.is_relative_to(runs) else None
     if inside is not None and (len(inside) != 1 or where.suffix.lower() not in (".html", ".htm")):
         raise LoopError(
-            f"{target} is in the runs folder {runs_dir}, which holds loop's own files; "
+            f"{named} is in the runs folder {for_person(runs_dir)}, which holds loop's own files; "
             "write the report elsewhere, or as an .html file at its top",
             field="-o",
         )

@@ -154,3 +154,11 @@ def test_an_unknown_link_is_refused_and_nothing_is_written(runs_dir: Path, tmp_p
     with pytest.raises(LoopError, match="unknown link 'nowhere'"):
         write_report(runs_dir, None, tmp_path / "r.html", "nowhere")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+
+
+def test_a_refused_target_is_named_escaped(runs_dir: Path, tmp_path: Path):
+    target = tmp_path / "out\x1b]0;owned\x07"
+    target.mkdir()
+    with pytest.raises(LoopError) as refused:
+        write_report(runs_dir, None, target)
+    assert "\x1b" not in str(refused.value) and "out\\x1b]0;owned\\x07 is a folder" in str(refused.value)

@@ -33,7 +33,7 @@ from study_ratios import LAYER, MEASURE, candidates
 from loop.measure.stats import t95
 from loop.study import Study
 
-TARGET_PCT, CHUNK_S, CALIBRATION = 3.0, 0.1, 16
+TARGET_PCT, CHUNK_S, CALIBRATION, BUDGET_S = 3.0, 0.1, 16, 120.0  # the study's defaults
 
 
 class Frames(CalibrationDataReader):
@@ -58,29 +58,34 @@ def half_pct(rates: list[float]) -> float:
     return 100 * t95(len(rates) - 1) * statistics.stdev(rates) / len(rates) ** 0.5 / statistics.fmean(rates)
 
 
-def timed(path: Path, feed: dict[str, np.ndarray]) -> float:
-    """Chunks of about 0.1 s until the rate's 95 % interval is within the target."""
+def timed(path: Path, feed: dict[str, np.ndarray]) -> bool:
+    """Chunks of about 0.1 s until the rate's 95 % interval is within the target, or the
+    candidate's share of the study's budget is spent (on a busy host an absolute rate may
+    never settle); whether it settled."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     for _ in range(10):
         session.run(None, feed)
     rates: list[float] = []
+    started = time.perf_counter()
     while len(rates) < 3 or half_pct(rates) > TARGET_PCT:
+        if time.perf_counter() - started > BUDGET_S / 12:
+            return False
         n, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < CHUNK_S:
             session.run(None, feed)
             n += 1
         rates.append(n / (time.perf_counter() - t0))
-    return statistics.fmean(rates)
+    return True
 
 
-def plain(model_path: Path, tmp: Path) -> float:
+def plain(model_path: Path, tmp: Path) -> tuple[float, int]:
     model = onnx.load(str(model_path))
     name = model.graph.input[0].name
     shape = [d.dim_value or 1 for d in model.graph.input[0].type.tensor_type.shape.dim]
     feed = {name: np.random.default_rng(1).random(shape, dtype=np.float32)}
-    t0 = time.perf_counter()
+    t0, settled = time.perf_counter(), 0
     for i, ops in enumerate(candidates()):
         src, dst = tmp / f"c{i}.onnx", tmp / f"c{i}.q.onnx"
         onnx.save(scaled(model, ops[0]["factor"]), str(src))
@@ -88,13 +93,13 @@ def plain(model_path: Path, tmp: Path) -> float:
             str(src), str(dst), Frames(name, shape), quant_format=QuantFormat.QDQ,
             activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
         )  # fmt: skip
-        timed(dst, feed)
-    return time.perf_counter() - t0
+        settled += timed(dst, feed)
+    return time.perf_counter() - t0, settled
 
 
-def study(model_path: Path, tmp: Path) -> float:
+def study(model_path: Path, tmp: Path) -> tuple[float, int]:
     t0 = time.perf_counter()
-    Study(
+    results = Study(
         "plain",
         base=model_path,
         runs=tmp / "runs",
@@ -103,7 +108,9 @@ def study(model_path: Path, tmp: Path) -> float:
         inputs={"count": 4},
         measure=MEASURE,
     ).evaluate(candidates())
-    return time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    within = [r.interval("rate_ratio") for r in results if r.rate_ratio is not None]
+    return seconds, sum(1 for lo, hi in within if (hi - lo) / 2 <= TARGET_PCT / 100)
 
 
 def main() -> None:
@@ -113,15 +120,15 @@ def main() -> None:
     args = parser.parse_args()
     ratios = []
     for p in range(args.passes):
-        seconds = {}
+        seconds, settled = {}, {}
         for how in ("study", "plain") if p % 2 == 0 else ("plain", "study"):
             with tempfile.TemporaryDirectory() as tmp:
-                seconds[how] = (study if how == "study" else plain)(args.model, Path(tmp))
+                seconds[how], settled[how] = (study if how == "study" else plain)(args.model, Path(tmp))
         ratios.append(seconds["study"] / seconds["plain"])
-        per_min = {k: 60 * 12 / v for k, v in seconds.items()}
         print(
-            f"pass {p}: study {seconds['study']:.1f} s ({per_min['study']:.1f} candidates/min), "
-            f"plain {seconds['plain']:.1f} s ({per_min['plain']:.1f}/min), study/plain {ratios[-1]:.2f}"
+            f"pass {p}: study {seconds['study']:.1f} s ({60 * 12 / seconds['study']:.1f} candidates/min, "
+            f"{settled['study']}/12 within +-{TARGET_PCT:g}%), plain {seconds['plain']:.1f} s "
+            f"({60 * 12 / seconds['plain']:.1f}/min, {settled['plain']}/12 within), study/plain {ratios[-1]:.2f}"
         )
     print(f"study/plain: min {min(ratios):.2f} median {statistics.median(ratios):.2f} max {max(ratios):.2f}")
 

@@ -24,6 +24,11 @@ class VirtualSession(Session):
     def infer(self, frames: Sequence[np.ndarray], out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
         return []
 
+    def frame_times(self, frames: Sequence[np.ndarray], count: int) -> list[float]:
+        times = self.ms / 1e3 * np.exp(self.rng.normal(0.0, self.noise, count))
+        self.frames_timed, self.seconds = self.frames_timed + count, self.seconds + float(times.sum())
+        return [float(t) for t in times]
+
     def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
         s = count * self.ms / 1e3 * float(np.exp(self.rng.normal(0.0, self.noise)))
         self.frames_timed, self.seconds = self.frames_timed + count, self.seconds + s

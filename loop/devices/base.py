@@ -27,6 +27,7 @@ Contract:
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -85,6 +86,16 @@ class Session(ABC):
         not the checks. Sessions with a cheaper raw call override this."""
         check_frames(self.inputs, frames, "input")
         return lambda: self.infer(frames)
+
+    def frame_times(self, frames: Sequence[np.ndarray], count: int) -> list[float]:
+        """Seconds of each of ``count`` single inferences, back to back: a race's figure is a
+        low quantile of them, which the frames a busy host preempted do not reach."""
+        call, clock, out = self.bound(frames), time.perf_counter, []
+        for _ in range(count):
+            t0 = clock()
+            call()
+            out.append(clock() - t0)
+        return out
 
     def hw_latency_ms(self) -> float | None:
         return None

@@ -1,8 +1,9 @@
 """A generation measured together: its reference and candidates in interleaved rounds.
 
-Every artifact is opened in one process and timed in short chunks, all sides within each round
-(the order rotating), so a burst of host load or a drift lands on all alike; a round's figure
-for a side is its best chunk (load only ever slows one down). Each candidate's rate ratio to the
+Every artifact is opened in one process and timed in short chunks of single frames, all sides
+within each round (the order rotating), so a burst of host load or a drift lands on all alike;
+a round's figure for a side is the rate at the lower quartile of its frame times (load only
+ever slows a frame down, and only the frames it preempts). Each candidate's rate ratio to the
 reference is the geometric mean of its per-round ratios with a 95% interval. Rounds go on until
 every candidate still racing has an interval (widened by the A/A floor below) within
 ``target_pct`` of its ratio, or the ``budget_s`` is spent; a candidate whose whole interval lies
@@ -15,24 +16,30 @@ outer edge of its interval), which no round-to-round interval can show.
 
 from __future__ import annotations
 
+import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from loop.core.vocab import Artifact
-from loop.devices.base import Device, RuntimeOptions
+from loop.devices.base import Device, RuntimeOptions, Session
 from loop.measure.hostload import LoadProbe, busy_flags
-from loop.measure.interleave import chunk_rate, device_frames, one_round
+from loop.measure.interleave import device_frames
 from loop.measure.stats import ratio_ci95, widened
 from loop.spec.sweepfile import MeasureSpec
 
 MIN_ROUNDS = 3
-# A side's round is several chunks this short, its figure the best: a burst of load then
-# spoils one chunk, not the round (on squeezenet at 64 px, 20 rounds: identical candidates'
-# intervals +-3.4% with one 0.1 s chunk a round, +-1.6% with the best of five 20 ms ones).
+# A side's round is five chunks of single frames, each chunk about 20 ms, interleaved with the
+# other sides'; its figure is the rate at the lower quartile of its frame times. A busy host
+# preempts some frames and slows those alone; the quartile is past them. (squeezenet at 64 px,
+# 13 identical candidates, 20 rounds, load average 4.6 on 2 cores: widest interval +-14% as the
+# best chunk's frames / seconds, +-4.8% at the quartile; quiet, +-1.6% and under +-1%.)
 RACE_CHUNK_S = 0.02
 CHUNKS = 5  # whatever the protocol's min_duration_s: rounds, not long chunks, narrow a ratio
+QUANTILE = 0.25
 
 
 @dataclass
@@ -90,6 +97,29 @@ def _close_enough(
     return half_width_pct(widened(ratio, floor_pct)) <= target or half_width_pct(ratio) <= apart_pct / 3
 
 
+Side = Callable[[], list[float]]
+
+
+def _side(session: Session, spec: MeasureSpec) -> Side:
+    """A warmed-up session's chunk: single frames, as many as last about ``RACE_CHUNK_S``."""
+    frames = device_frames(session)
+    session.pipelined(frames, max(spec.warmup, 1), 1)
+    typical = statistics.median(session.frame_times(frames, 8))
+    count = max(1, int(RACE_CHUNK_S / max(typical, 1e-6)))
+    return lambda: session.frame_times(frames, count)
+
+
+def _round(sides: Sequence[Side], shift: int) -> list[float]:
+    """``CHUNKS`` chunks of every side, interleaved, the order rotating; each side's figure is
+    the frame rate at the low quantile of its frames' times."""
+    times: list[list[float]] = [[] for _ in sides]
+    for j in range(CHUNKS):
+        k = (j + shift) % len(sides)
+        for i in [*range(k, len(sides)), *range(k)]:
+            times[i] += sides[i]()
+    return [1.0 / float(np.quantile(t, QUANTILE)) for t in times]
+
+
 def race(device: Device, artifacts: Sequence[Artifact], spec: MeasureSpec, target_pct: float, budget_s: float) -> Race:
     """Measure ``artifacts`` (the reference first) together, in rounds, as the module says."""
     options = RuntimeOptions(
@@ -97,12 +127,12 @@ def race(device: Device, artifacts: Sequence[Artifact], spec: MeasureSpec, targe
     )
     sessions = [device.open(a, options) for a in (*artifacts, artifacts[0])]  # the last: the A/A control
     try:
-        sides = [chunk_rate(s, device_frames(s), spec, 1, RACE_CHUNK_S)[0] for s in sessions]
+        sides = [_side(s, spec) for s in sessions]
         out = Race(fps=[[] for _ in sides], dropped=[None] * len(artifacts))
         active = list(range(len(sides)))
         probe, t0 = LoadProbe.start(), time.perf_counter()
         while True:
-            for i, fps in zip(active, one_round([sides[i] for i in active], CHUNKS, out.rounds, max), strict=True):
+            for i, fps in zip(active, _round([sides[i] for i in active], out.rounds), strict=True):
                 out.fps[i].append(fps)
             out.rounds += 1
             if out.rounds < MIN_ROUNDS:

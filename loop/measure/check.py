@@ -59,9 +59,10 @@ def _refused(call: Callable[[], object], what: str) -> CheckResult:
     try:
         call()
     except BufferSizeError as exc:
-        return CheckResult(f"undersized {what} buffer -> refused", True, str(exc))
+        return CheckResult(f"undersized {what} buffer -> refused", True, for_person(exc))
     except Exception as exc:
-        return CheckResult(f"undersized {what} buffer -> refused", False, f"unexpected {type(exc).__name__}: {exc}")
+        detail = f"unexpected {type(exc).__name__}: {for_person(exc)}"
+        return CheckResult(f"undersized {what} buffer -> refused", False, detail)
     return CheckResult(f"undersized {what} buffer -> refused", False, "accepted: the buffer was not checked")
 
 

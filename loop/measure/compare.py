@@ -22,6 +22,7 @@ from typing import Any
 
 from loop.core.kinds import NOT_COMPARABLE, Flag
 from loop.core.record import Rate, RunRecord
+from loop.core.text import for_person
 from loop.measure.interleave import Interleaved, interleave
 from loop.measure.stats import ratio_ci95
 from loop.spec.sweepfile import MeasureSpec
@@ -84,7 +85,8 @@ def _across(a: RunRecord, b: RunRecord) -> dict[str, str]:
     another worker, another stick): their ratio then holds the devices' difference too."""
     if a.measured_on == b.measured_on:
         return {}
-    return {"across_devices": f"run {a.id} measured by {a.measured_on}; run {b.id} by {b.measured_on}"}
+    on_a, on_b = for_person(a.measured_on), for_person(b.measured_on)
+    return {"across_devices": f"run {a.id} measured by {on_a}; run {b.id} by {on_b}"}
 
 
 def widest_ratio(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float] | None:
@@ -163,7 +165,9 @@ def compare_runs(
     if from_ledger or gone:
         out = compare(a, b)
         if gone and not from_ledger:
-            out["fallback"] = "; ".join(f"run {r.id}: artifact {r.artifact or '(none)'} is gone" for r in gone)
+            out["fallback"] = "; ".join(
+                f"run {r.id}: artifact {for_person(r.artifact or '(none)')} is gone" for r in gone
+            )
         return out
     return remeasure(a, b, spec, rounds)
 
@@ -206,7 +210,7 @@ def _stored(run: RunRecord) -> tuple[str, Path]:
     from loop.core.errors import LoopError
 
     if not run.device or not run.artifact:
-        raise LoopError(f"run {run.id} ({run.variant}) has no stored artifact to re-measure")
+        raise LoopError(f"run {run.id} ({for_person(run.variant)}) has no stored artifact to re-measure")
     return run.device, Path(run.artifact)
 
 
@@ -218,9 +222,11 @@ def _rate(run: RunRecord) -> Rate:
     from loop.core.errors import LoopError
 
     if run.verdict in NOT_COMPARABLE:
-        raise LoopError(f"run {run.id} ({run.variant}) is {run.verdict}: kept in the ledger, left out of comparisons")
+        raise LoopError(
+            f"run {run.id} ({for_person(run.variant)}) is {run.verdict}: kept in the ledger, left out of comparisons"
+        )
     if run.measure.rate is None:
-        raise LoopError(f"run {run.id} ({run.variant}) has no measured rate (status {run.status})")
+        raise LoopError(f"run {run.id} ({for_person(run.variant)}) has no measured rate (status {run.status})")
     return run.measure.rate
 
 
@@ -241,7 +247,7 @@ def describe(result: dict[str, Any]) -> str:
         r = s["rate_fps"]
         ci = f", 95% CI [{r['ci95'][0]:.1f}, {r['ci95'][1]:.1f}]" if r.get("ci95") else ""
         return (
-            f"run {s['id']} ({s['variant']}): median {r['median']:.1f} fps [{r['min']:.1f}, {r['max']:.1f}]"
+            f"run {s['id']} ({for_person(s['variant'])}): median {r['median']:.1f} fps [{r['min']:.1f}, {r['max']:.1f}]"
             f"{ci}, spread {s['spread_pct']:.1f}%"
         )
 

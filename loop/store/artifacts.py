@@ -72,9 +72,9 @@ def read_checked(path: Path, sha: str | None) -> bytes:
     try:
         data = read_regular(path)
     except OSError as exc:
-        raise StoreFault(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise StoreFault(f"{for_person(path)}: cannot read: {exc.strerror or exc}") from None
     if sha and not bytes_sha(data).startswith(sha):
-        raise StoreFault(f"{path} does not match its hash {sha[:12]} (swapped or damaged): not used")
+        raise StoreFault(f"{for_person(path)} does not match its hash {sha[:12]} (swapped or damaged): not used")
     return data
 
 
@@ -106,25 +106,25 @@ def load_artifact(path: Path, sha: str | None = None) -> Artifact:
     (a run's artifact, read back from the runs folder) the file must match it and must not be a
     link; without it (``loop check FILE``) the user's own path is read as given."""
     if path.suffix not in BACKEND_BY_SUFFIX:
-        raise LoopError(f"{path}: not an artifact (expected {', '.join(BACKEND_BY_SUFFIX)})")
+        raise LoopError(f"{for_person(path)}: not an artifact (expected {', '.join(BACKEND_BY_SUFFIX)})")
     if sha is not None:
         data = read_checked(path, sha)
     else:
         try:
             data = read_regular(path, follow=True)
         except OSError as exc:
-            raise LoopError(f"{path}: cannot read: {exc.strerror or exc}") from None
+            raise LoopError(f"{for_person(path)}: cannot read: {exc.strerror or exc}") from None
     backend = BACKEND_BY_SUFFIX[path.suffix]
     if path.suffix != ".onnx":  # only ONNX carries its layout; a device reads the others' when it opens them
         return Artifact(backend, data, path.suffix, (), ())
     try:
         model = onnx.load_from_string(data)
     except Exception as exc:
-        raise LoopError(f"{path}: unreadable ONNX artifact: {type(exc).__name__}") from None
+        raise LoopError(f"{for_person(path)}: unreadable ONNX artifact: {type(exc).__name__}") from None
     _self_contained(model, path)
     meta = {p.key: p.value for p in model.metadata_props}
     if LAYOUT_KEY not in meta:
-        raise LoopError(f"{path}: no {LAYOUT_KEY} metadata; is it an artifact compiled by loop?")
+        raise LoopError(f"{for_person(path)}: no {LAYOUT_KEY} metadata; is it an artifact compiled by loop?")
     layout = json.loads(meta[LAYOUT_KEY])
     inputs, outputs = (
         tuple(map(TensorLayout.from_json, layout["inputs"])),

@@ -150,3 +150,9 @@ def test_a_swapped_artifact_is_refused_not_remeasured(artifact, tmp_path):
         compare_runs(a, a, spec=fast, rounds=2)
     with pytest.raises(StoreFault, match="does not match its hash"):  # a row without the whole hash: its file's name
         compare_runs(replace(a, artifact_sha=None), a, spec=fast, rounds=2)
+
+
+def test_a_crafted_variant_name_is_shown_escaped():
+    a = replace(run(1, [100.0, 101.0, 99.0]), variant="\x1b]0;owned\x07a")
+    text = describe(compare(a, a))
+    assert "\x1b" not in text and "\\x1b]0;owned\\x07a" in text

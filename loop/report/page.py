@@ -20,6 +20,7 @@ import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -417,13 +418,24 @@ def write_report(
     target = output_path(out, runs_dir)
     load(runs_dir, link)  # an unknown link is refused before the page is begun, not halfway through it
     with Ledger.open_existing(runs_dir / "ledger.sqlite") as book:
-        runs = [r for r in book.records() if sweep is None or r.in_sweep(sweep)]
+        runs = [_trimmed(r) for r in book.records() if sweep is None or r.in_sweep(sweep)]
     if not runs:
         raise LoopError(f"no runs{f' of sweep {for_person(sweep)!r}' if sweep else ''} in {runs_dir}")
     title = f"loop report: {sweep or ', '.join(sorted({r.sweep for r in runs}))}"
     with _replacing(target) as f:
         write_page(f, latest(runs), title, link, runs_dir, scores)
     return target
+
+
+def _trimmed(run: RunRecord) -> RunRecord:
+    """The run with its long texts (error, stderr, change details) cut to what the page shows,
+    so a 100 MB error read from the ledger is let go before the page is drawn, not held to the end."""
+    cut = LIMIT + 1
+    long = len(run.error or "") > cut or len(run.stderr_tail) > cut or any(len(c.detail) > cut for c in run.changes)
+    if not long:
+        return run
+    changes = tuple(replace(c, detail=c.detail[:cut]) for c in run.changes)
+    return replace(run, error=run.error and run.error[:cut], stderr_tail=run.stderr_tail[:cut], changes=changes)
 
 
 def latest(runs: Sequence[RunRecord]) -> list[RunRecord]:

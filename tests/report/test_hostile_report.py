@@ -162,3 +162,15 @@ def test_a_refused_target_is_named_escaped(runs_dir: Path, tmp_path: Path):
     with pytest.raises(LoopError) as refused:
         write_report(runs_dir, None, target)
     assert "\x1b" not in str(refused.value) and "out\\x1b]0;owned\\x07 is a folder" in str(refused.value)
+
+
+def test_long_texts_read_from_the_ledger_are_let_go_before_the_page_is_drawn(tmp_path: Path, monkeypatch):
+    huge = "E" * 3_000_000
+    failed = replace(run("boom", 0.0, 0), status="failed", stage="compile", verdict=None, error=huge, stderr_tail=huge)
+    node = replace(confounded(), changes=(Change("conv2", "kernel", huge, allowed=False),))
+    ledger(tmp_path / "runs", [failed, node])
+    seen: list = []
+    monkeypatch.setattr(page_module, "write_page", lambda out, runs, *a: seen.extend(runs))
+    write_report(tmp_path / "runs", None, tmp_path / "r.html")
+    texts = [t for r in seen for t in (r.error or "", r.stderr_tail, *(c.detail for c in r.changes))]
+    assert len(seen) == 2 and max(map(len, texts)) == 201

@@ -27,7 +27,7 @@ from loop.flow.sweep import SweepOptions, run_sweep
 from loop.measure.compare import ledger_ratio
 from loop.measure.stats import widened
 from loop.spec.sweepfile import parse
-from loop.store.artifacts import load_artifact
+from loop.store.artifacts import load_artifact, recorded_sha
 from loop.store.files import atomic_write, runs_artifact, safe_component, store_verified
 from loop.store.ledger import Ledger
 
@@ -184,7 +184,7 @@ def race_runs(runs: Path, sweep_file: Path, ref: RunRecord, candidates: Sequence
     its ``measure.budget_s``; what :mod:`loop.measure.rounds` found, as JSON."""
     spec = parse(sweep_file)
     target_pct, budget_s = spec.measure.target_ratio_pct, spec.measure.budget_s
-    load = lambda r: load_artifact(runs_artifact(runs, Path(r.artifact or "").name), r.artifact_sha)  # noqa: E731
+    load = lambda r: load_artifact(runs_artifact(runs, Path(r.artifact or "").name), recorded_sha(r))  # noqa: E731
     unique = list({r.artifact_sha: r for r in candidates}.values())  # one side per artifact
     race = RaceSpec(tuple(load(r) for r in unique), target_pct, budget_s)
     task = RunTask(load(ref), {}, spec.measure, spec.devices[:1], measure=False, race=race)

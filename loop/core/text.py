@@ -27,6 +27,8 @@ def for_person(text: object, limit: int | None = LIMIT) -> str:
     """``text`` as a person may safely see it: hidden characters escaped, then at most
     ``limit`` characters (the cut marked with an ellipsis)."""
     s = str(text)
+    if limit is not None and len(s) > limit:  # cut first: a 100 MB text is not scanned whole
+        s = s[:limit] + CUT
     if any(map(_hidden, s)):
         s = "".join(_escaped(c) if _hidden(c) else c for c in s)
     if limit is not None and len(s) > limit:

@@ -25,7 +25,6 @@ from loop.flow.local_runner import LocalRunner
 from loop.flow.runner import RaceSpec, RunTask
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.measure.compare import ledger_ratio
-from loop.measure.stats import widened
 from loop.spec.sweepfile import parse
 from loop.store.artifacts import load_artifact, recorded_sha
 from loop.store.files import atomic_write, runs_artifact, safe_component, store_verified
@@ -61,7 +60,7 @@ class Result:
     sweep: str | None = None
     stages: dict[str, float] = field(default_factory=dict)
     ratio_basis: str = "ledger"  # or "interleaved, N rounds": measured together with the reference
-    ratio_floor_pct: float | None = None  # how far two sessions of the reference differed meanwhile
+    ratio_floor_pct: float | None = None  # how far two sessions of the reference differed (in the ci95)
 
     @property
     def usable(self) -> bool:
@@ -74,12 +73,9 @@ class Result:
         return None if found is None else float(found)
 
     def interval(self, key: str) -> tuple[float, float]:
-        """The value's 95% interval where it has one, else the value itself at both ends. A
-        ratio's is widened by its A/A floor (two sessions of one artifact differ by that much,
-        whatever the rounds say), the two added as independent errors are, in quadrature."""
+        """The value's 95% interval where it has one (a raced ratio's already holds its A/A
+        floor), else the value itself at both ends."""
         ci = {"rate_fps": self.rate_ci95, "rate_ratio": self.rate_ratio_ci95}.get(key)
-        if ci is not None and key == "rate_ratio" and self.rate_ratio:
-            return widened((self.rate_ratio, *ci), self.ratio_floor_pct)[1:]
         if ci is not None:
             return ci
         value = self.value(key)
@@ -185,21 +181,21 @@ def race_runs(runs: Path, sweep_file: Path, ref: RunRecord, candidates: Sequence
     spec = parse(sweep_file)
     target_pct, budget_s = spec.measure.target_ratio_pct, spec.measure.budget_s
     load = lambda r: load_artifact(runs_artifact(runs, Path(r.artifact or "").name), recorded_sha(r))  # noqa: E731
-    unique = list({r.artifact_sha: r for r in candidates}.values())  # one side per artifact
+    unique = list({recorded_sha(r): r for r in candidates}.values())  # one side per artifact
     race = RaceSpec(tuple(load(r) for r in unique), target_pct, budget_s)
     task = RunTask(load(ref), {}, spec.measure, spec.devices[:1], measure=False, race=race)
     with LocalRunner() as runner:
         ran = runner.run(task)
     if not ran.ok or ran.measure is None:
         raise LoopError(f"measuring the generation together failed at {ran.stage}: {ran.error}")
-    m, shas = ran.measure, [r.artifact_sha for r in unique]
+    m, shas = ran.measure, [recorded_sha(r) for r in unique]
     rows = [
         {"artifact_sha": sha, "ratio": r[0], "low": r[1], "high": r[2], "dropped": d}
         for sha, r, d in zip(shas, m["ratios"][1:], m["dropped"][1:], strict=True)
     ]
     return {
         "reference_run": ref.id,
-        "runs": {str(r.id): r.artifact_sha for r in candidates},
+        "runs": {str(r.id): recorded_sha(r) for r in candidates},
         "candidates": rows,
         **{k: m[k] for k in ("rounds", "wall_s", "flags", "fps", "control", "floor_pct")},
     }

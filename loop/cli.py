@@ -155,7 +155,7 @@ def sweep(
     user = load_scorer(scorer) if scorer else None
     if study_name is not None:
         return _study_sweep(
-            sweep_file, study_name, runs, jobs, user, quiet, cluster or device_cluster or overlap or fresh
+            sweep_file, study_name, runs, jobs, user, quiet, (cluster, device_cluster, overlap, fresh, stage_timeouts)
         )
     parsed = spec.parse(sweep_file, check_backends=True, cluster=cluster is not None)
     options = SweepOptions(
@@ -184,14 +184,16 @@ def sweep(
     return 1 if result.failed else 0
 
 
-def _study_sweep(path: Path, name: str, runs: Path, jobs: int | None, scorer: Any, quiet: bool, other: Any) -> int:
+def _study_sweep(
+    path: Path, name: str, runs: Path, jobs: int | None, scorer: Any, quiet: bool, other: tuple[Any, ...]
+) -> int:
     """``loop sweep FILE --study NAME``: the file as the study's next generation."""
     from loop import report
     from loop.study import from_sweep_file
 
-    if other:
+    if any(other):
         raise click.UsageError(
-            "--study runs on this host: it takes --jobs, --scorer and --quiet, no cluster or --overlap/--fresh"
+            "--study runs here, with --jobs, --scorer and --quiet: not a cluster, --overlap, --fresh or --stage-timeout"
         )
     _, results = from_sweep_file(path, name, runs=runs, jobs=jobs, scorer=scorer, progress=not quiet)
     reused = sum(r.reused for r in results)

@@ -39,10 +39,12 @@ from loop.core.errors import LoopError
 from loop.core.record import RunRecord
 from loop.core.text import for_person
 from loop.flow.sweep import SweepOptions, run_sweep
+from loop.measure.stats import widened
 from loop.spec.sweepfile import parse
 from loop.spec.yamlio import load_yaml
 from loop.store.files import atomic_write, safe_component
 from loop.store.ledger import Ledger
+from loop.store.races import read_race
 
 Candidate = Sequence[Mapping[str, Any]] | Mapping[str, Any]
 
@@ -100,6 +102,7 @@ class Study:
         }
         if path.exists():
             kept = json.loads(path.read_text())
+            kept.pop("race", None)  # kept apart by studies older than measure.target_ratio_pct
             if base is None and not settings:
                 asked = kept  # opened by name alone: as it was started
             elif kept != json.loads(json.dumps(asked, default=str)):
@@ -154,7 +157,7 @@ class Study:
         out = []
         for i, key in enumerate(keys):
             run, ref = fresh[key] if key in fresh else done[key]
-            out.append(_with_race(result_of(i, run, ref, reused=key not in fresh), raced))
+            out.append(with_race(result_of(i, run, ref, reused=key not in fresh), raced))
         return out
 
     def _run(
@@ -197,15 +200,15 @@ class Study:
         atomic_write(path, json.dumps(found, indent=2).encode())
 
     def _raced(self) -> dict[int, dict[str, Any]]:
-        """Each raced run's ratio to its reference, by run id, from every race file of the study."""
+        """Each raced run's ratio to its reference, by run id, from every race file of the
+        study; a file that cannot be used is warned about and its runs keep the ledger's."""
         out: dict[int, dict[str, Any]] = {}
         folder = self.runs / "studies"
         for path in sorted(folder.glob(f"{self.name}-g*.race.json")) if folder.exists() else []:
-            data = json.loads(path.read_text())
-            by_sha = {c["artifact_sha"]: c for c in data["candidates"]}
-            for run_id, sha in data["runs"].items():
-                if sha in by_sha:
-                    out[int(run_id)] = {**by_sha[sha], **{k: data.get(k) for k in ("rounds", "flags", "floor_pct")}}
+            try:
+                out.update(read_race(path))
+            except LoopError as exc:
+                warnings.warn(str(exc), LoopWarning, stacklevel=3)
         return out
 
     def _latest(self, sweep: str) -> tuple[dict[str, RunRecord], RunRecord | None]:
@@ -231,7 +234,7 @@ class Study:
     def results(self) -> list[Result]:
         """Every candidate this study has evaluated, once each (its latest run)."""
         raced = self._raced()
-        return [_with_race(result_of(i, run, ref), raced) for i, (run, ref) in enumerate(self._evaluated().values())]
+        return [with_race(result_of(i, run, ref), raced) for i, (run, ref) in enumerate(self._evaluated().values())]
 
     def best(self, key: str = "snr_db", usable_only: bool = True) -> Result | None:
         """The result with the highest ``key`` (a score, ``rate_fps`` or ``rate_ratio``)."""
@@ -262,12 +265,15 @@ def _dominates(a: Result, b: Result, keys: Sequence[str]) -> bool:
     return not_worse and any(alo > bhi for (alo, _), (_, bhi) in zip(ia, ib, strict=True))
 
 
-def _with_race(result: Result, raced: Mapping[int, Mapping[str, Any]]) -> Result:
-    """The result with its ratio from the generation's rounds, where it was raced."""
+def with_race(result: Result, raced: Mapping[int, Mapping[str, Any]]) -> Result:
+    """The result with its ratio from the generation's rounds, where it was raced: its 95%
+    interval is the rounds' widened by the race's A/A floor (two sessions of one artifact
+    differed by that much, which no round-to-round interval shows)."""
     found = raced.get(result.run_id or -1)
     if found is None:
         return result
-    result.rate_ratio, result.rate_ratio_ci95 = found["ratio"], (found["low"], found["high"])
+    _, lo, hi = widened((found["ratio"], found["low"], found["high"]), found.get("floor_pct"))
+    result.rate_ratio, result.rate_ratio_ci95 = found["ratio"], (lo, hi)
     result.ratio_floor_pct = found.get("floor_pct")
     result.ratio_basis = f"interleaved, {found['rounds']} rounds" + (" (dropped: beaten)" if found["dropped"] else "")
     return result
@@ -312,4 +318,4 @@ def _generation_of(name: str, path: Path) -> int | None:
     return int(rest) if rest.isdigit() else None
 
 
-__all__ = ["Study", "content_key", "from_sweep_file"]
+__all__ = ["Study", "content_key", "from_sweep_file", "with_race"]

@@ -41,7 +41,7 @@ from loop.judge import fingerprint as fp
 from loop.measure import hostlock
 from loop.spec.author import Authored, author, references, with_reference
 from loop.spec.sweepfile import MeasureSpec, SweepSpec
-from loop.store.artifacts import load_artifact, spill
+from loop.store.artifacts import load_artifact, recorded_sha, spill
 from loop.store.cache import Cache
 from loop.store.files import StoreWarning, check_runs, remove_stale_temps, runs_artifact
 from loop.store.ledger import Ledger, LedgerFault
@@ -286,7 +286,7 @@ def _resumed_reference(
     layers, snr = run.layers, run.scores.snr_db
     name = Path(run.artifact or "").name  # in this runs folder, wherever it was when recorded
     try:
-        artifact = load_artifact(runs_artifact(runs, name), run.artifact_sha or Path(name).stem)
+        artifact = load_artifact(runs_artifact(runs, name), recorded_sha(run))
     except LoopError as exc:
         warnings.warn(f"the reference's artifact: {exc}; its outputs are not compared", StoreWarning, stacklevel=2)
         return Against(Reference(layers, None, snr))

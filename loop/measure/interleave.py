@@ -12,11 +12,10 @@ the noise floor of this very call."""
 
 from __future__ import annotations
 
-import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -24,20 +23,21 @@ from loop.core.kinds import Flag
 from loop.core.vocab import Artifact
 from loop.devices.base import Device, RuntimeOptions, Session
 from loop.measure.hostload import LoadProbe, busy_flags
-from loop.measure.protocol import one_repeat
+from loop.measure.protocol import one_repeat, runtime_options
 from loop.spec.frames import quantize, seeded
 from loop.spec.sweepfile import MeasureSpec
 
 CHUNK_S = 0.1  # one timed chunk: short enough that A and B see the same bursts
 Rate = Callable[[], float]
+T = TypeVar("T")
 
 
 def one_round(
-    sides: Sequence[Rate], chunks: int, shift: int, pick: Callable[[Iterable[float]], float] = statistics.median
+    sides: Sequence[Callable[[], T]], chunks: int, shift: int, pick: Callable[[list[T]], float]
 ) -> list[float]:
-    """``chunks`` short measurements of every side, interleaved; ``pick`` of each side's fps.
+    """``chunks`` short measurements of every side, interleaved; ``pick`` of each side's.
     The order rotates every chunk so no side always goes first (or always follows a burst)."""
-    rates: list[list[float]] = [[] for _ in sides]
+    rates: list[list[T]] = [[] for _ in sides]
     for j in range(chunks):
         k = (j + shift) % len(sides)
         for i in list(range(k, len(sides))) + list(range(k)):
@@ -66,13 +66,17 @@ def device_frames(session: Session, seed: int = 1) -> list[np.ndarray]:
     return [quantize(seeded(t.shape, 1, seed, i), t) for i, t in enumerate(session.inputs)]
 
 
-def chunk_rate(
-    session: Session, frames: Sequence[np.ndarray], spec: MeasureSpec, depth: int, chunk_s: float = CHUNK_S
-) -> tuple[Rate, int]:
-    """A side: a warmed-up session timed over a fixed frame count lasting about ``chunk_s``."""
+def shared_options(spec: MeasureSpec) -> RuntimeOptions:
+    """The sweep's device knobs for several sessions timed in turn in one process: none spins
+    while another is timed, and none asks the device to time itself."""
+    return replace(runtime_options(spec), spin=False, hw_latency=False)
+
+
+def chunk_rate(session: Session, frames: Sequence[np.ndarray], spec: MeasureSpec, depth: int) -> tuple[Rate, int]:
+    """A side: a warmed-up session timed over a fixed frame count lasting about ``CHUNK_S``."""
     session.pipelined(frames, max(spec.warmup, depth), depth)
-    fps, _ = one_repeat(session, frames, max(depth, 4), max(chunk_s, CHUNK_S) / 4, depth)
-    count = max(depth, int(chunk_s * fps))
+    fps, _ = one_repeat(session, frames, max(depth, 4), CHUNK_S / 4, depth)
+    count = max(depth, int(CHUNK_S * fps))
     return (lambda: count / session.pipelined(frames, count, depth)), count
 
 
@@ -82,15 +86,7 @@ def interleave(
     """Open every artifact (repeat one to get a control) and time them interleaved, each at its
     own queue depth (a depth knob is an A/B too); each side gets about ``spec.min_duration_s``
     per round."""
-    options = RuntimeOptions(
-        threads=spec.threads,
-        power_mode=spec.power_mode,
-        dma_map=spec.dma_map,
-        batch_size=spec.batch_size,
-        spin=False,
-        group_id=spec.group_id,  # other processes on a Hailo-10H share it only in the same group
-    )
-    sessions = [device.open(a, options) for a in artifacts]
+    sessions = [device.open(a, shared_options(spec)) for a in artifacts]
     try:
         depths = depths or [1] * len(sessions)
         sides = [

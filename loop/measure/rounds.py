@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from loop.core.vocab import Artifact
-from loop.devices.base import Device, RuntimeOptions, Session
+from loop.devices.base import Device, Session
 from loop.measure.hostload import LoadProbe, busy_flags
-from loop.measure.interleave import device_frames
+from loop.measure.interleave import device_frames, one_round, shared_options
 from loop.measure.stats import ratio_ci95, widened
 from loop.spec.sweepfile import MeasureSpec
 
@@ -112,19 +112,12 @@ def _side(session: Session, spec: MeasureSpec) -> Side:
 def _round(sides: Sequence[Side], shift: int) -> list[float]:
     """``CHUNKS`` chunks of every side, interleaved, the order rotating; each side's figure is
     the frame rate at the low quantile of its frames' times."""
-    times: list[list[float]] = [[] for _ in sides]
-    for j in range(CHUNKS):
-        k = (j + shift) % len(sides)
-        for i in [*range(k, len(sides)), *range(k)]:
-            times[i] += sides[i]()
-    return [1.0 / float(np.quantile(t, QUANTILE)) for t in times]
+    return one_round(sides, CHUNKS, shift, lambda chunks: 1.0 / float(np.quantile(np.concatenate(chunks), QUANTILE)))
 
 
 def race(device: Device, artifacts: Sequence[Artifact], spec: MeasureSpec, target_pct: float, budget_s: float) -> Race:
     """Measure ``artifacts`` (the reference first) together, in rounds, as the module says."""
-    options = RuntimeOptions(
-        threads=spec.threads, power_mode=spec.power_mode, dma_map=spec.dma_map, spin=False, group_id=spec.group_id
-    )
+    options = shared_options(spec)
     sessions = [device.open(a, options) for a in (*artifacts, artifacts[0])]  # the last: the A/A control
     try:
         sides = [_side(s, spec) for s in sessions]

@@ -155,9 +155,13 @@ def _change(change: Change) -> str:
 WHY_WIDTH = 72  # the table stays a line a run; `loop runs --json` has the whole text
 
 
+ONE_LINE = 1000
+
+
 def _one_line(text: object) -> str:
-    """A stored string (an error, a compiler's warning) on one line, as a person may see it."""
-    return for_person(" ".join(str(text).split()), None)
+    """A stored string (an error, a compiler's warning) on one line, as a person may see it,
+    cut first (a 100 MB error is not split whole) at the length a line is allowed."""
+    return for_person(" ".join(str(text)[: ONE_LINE + 1].split()), ONE_LINE)
 
 
 def _clip(text: str, width: int) -> str:

@@ -4,8 +4,6 @@ the generation's race where one ran), and their front."""
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,45 +26,19 @@ def study_of(sweep: str) -> str:
     return found["study"] if found else sweep
 
 
-def _positive(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-
-
 def raced(runs_dir: Path, sweep: str) -> dict[int, dict[str, Any]]:
     """Each raced run's ratio to its reference, by run id, from ``studies/SWEEP.race.json``
-    (as :class:`loop.study.Study` reads it); {} where there is none. A file that is not what a
-    race writes is a :class:`LoopError` naming it, and its generation keeps the ledger's ratios."""
-    from loop.store.files import read_regular, safe_component
+    (:func:`loop.store.races.read_race`); {} where there is none."""
+    from loop.store.races import read_race
 
-    path = runs_dir / "studies" / f"{sweep}.race.json"
-    try:
-        safe_component(path.name)
-        data = json.loads(read_regular(path))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError, LoopError) as exc:
-        raise LoopError(f"{path}: unreadable ({exc.__class__.__name__}); ratios from the ledger") from None
-    try:
-        by_sha = {str(c["artifact_sha"]): c for c in data["candidates"]}
-        found = {int(i): {**by_sha[sha], **{k: data.get(k) for k in ("rounds", "flags", "floor_pct")}}
-                 for i, sha in data["runs"].items() if sha in by_sha}  # fmt: skip
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise LoopError(f"{path}: not a race ({exc.__class__.__name__}); ratios from the ledger") from None
-    bad = [
-        f
-        for f in found.values()
-        if not all(_positive(f.get(k)) for k in ("ratio", "low", "high")) or not isinstance(f.get("dropped"), bool)
-    ]
-    if bad or any(f.get("floor_pct") is not None and not _positive(f["floor_pct"]) for f in found.values()):
-        raise LoopError(f"{path}: a ratio that is not a positive number; ratios from the ledger")
-    return found
+    return read_race(runs_dir / "studies" / f"{sweep}.race.json")
 
 
 def search_results(runs: Sequence[RunRecord], runs_dir: Path) -> tuple[dict[str, list[Result]], list[str]]:
     """Each study's candidates as results (rate ratio to their generation's reference, from its
     race where one ran), by study name, and a line for each race file that could not be used."""
     from loop.api import result_of
-    from loop.study import _with_race
+    from loop.study import with_race
 
     by_sweep: dict[str, list[RunRecord]] = {}
     for r in runs:
@@ -83,7 +55,7 @@ def search_results(runs: Sequence[RunRecord], runs_dir: Path) -> tuple[dict[str,
             notes.append(str(exc))
         mine = [r for r in members if r is not ref and r.verdict != Verdict.REFERENCE]
         studies.setdefault(study_of(sweep), []).extend(
-            _with_race(result_of(i, r, ref), race) for i, r in enumerate(mine)
+            with_race(result_of(i, r, ref), race) for i, r in enumerate(mine)
         )
     return studies, notes
 

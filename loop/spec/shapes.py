@@ -163,7 +163,7 @@ def refuse_control_flow(model: onnx.ModelProto, path: Path) -> None:
     for node in model.graph.node:
         if node.op_type not in CONTROL_FLOW:
             continue
-        inner = sorted({n.op_type for g in _bodies(node) for n in _walk(g) if n.op_type in QUANTIZABLE})
+        inner = sorted({n.op_type for g in _bodies(node) for n in walk(g) if n.op_type in QUANTIZABLE})
         if inner:
             article = "an" if node.op_type == "If" else "a"
             raise LoopError(
@@ -179,7 +179,7 @@ def _bodies(node: onnx.NodeProto) -> list[onnx.GraphProto]:
     ]
 
 
-def _walk(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+def walk(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     out = []
     stack = [graph]
     while stack:

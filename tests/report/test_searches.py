@@ -37,8 +37,8 @@ def study(tmp_path: Path) -> list:
         "reference_run": g1[0].id,
         "runs": {str(g1[1].id): "aaa", str(g1[4].id): "ddd"},
         "candidates": [
-            {"artifact_sha": "aaa", "ratio": 1.2, "low": 1.15, "high": 1.25, "dropped": False},
-            {"artifact_sha": "ddd", "ratio": 0.9, "low": 0.88, "high": 0.92, "dropped": True},
+            {"artifact_sha": "aaa", "ratio": 1.2, "low": 1.15, "high": 1.25, "dropped": None},
+            {"artifact_sha": "ddd", "ratio": 0.9, "low": 0.88, "high": 0.92, "dropped": 4},
         ],
         "rounds": 20,
         "floor_pct": 1.0,
@@ -115,11 +115,11 @@ def test_generations_are_plotted_by_each_score_asked_and_the_rest_named(tmp_path
 NOT_RACES = {
     "a negative ratio": (
         '{"runs": {"11": "aaa"}, "candidates": [{"artifact_sha": "aaa", "ratio": -1}]}',
-        "not a positive",
+        "out of range",
     ),
-    "no dropped": (
-        '{"runs": {"11": "a"}, "candidates": [{"artifact_sha": "a", "ratio": 1, "low": 1, "high": 1}]}',
-        "not a",
+    "a dropped round that is no round": (
+        '{"runs": {"11": "a"}, "candidates": [{"artifact_sha": "a", "ratio": 1, "low": 1, "high": 1, "dropped": true}]}',  # noqa: E501
+        "out of range",
     ),
     "a list": ("[1, 2]", "not a race"),
     "not JSON": ("{", "unreadable"),

@@ -21,7 +21,17 @@ from loop.api import Result
 from loop.study import Study
 
 LAYER = "/features/features.0/Conv"
-MEASURE = {"warmup": 10, "frames": 100, "repeats": 3, "min_duration_s": 0.1, "threads": 1}
+# A search's protocol: the ratios come from the generation's rounds, so each candidate's own
+# measurement only needs its first output, bytes and a rate: one repeat, one fresh session.
+MEASURE = {
+    "warmup": 10,
+    "frames": 100,
+    "repeats": 1,
+    "ttfo_repeats": 1,
+    "latency_frames": 0,
+    "min_duration_s": 0.1,
+    "threads": 1,
+}
 
 
 def candidates() -> list[list[dict]]:

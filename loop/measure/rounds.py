@@ -32,13 +32,14 @@ from loop.measure.stats import ratio_ci95, widened
 from loop.spec.sweepfile import MeasureSpec
 
 MIN_ROUNDS = 3
-# A side's round is five chunks of single frames, each chunk about 20 ms, interleaved with the
+# A side's round is three chunks of single frames, each chunk about 20 ms, interleaved with the
 # other sides'; its figure is the rate at the lower quartile of its frame times. A busy host
 # preempts some frames and slows those alone; the quartile is past them. (squeezenet at 64 px,
 # 13 identical candidates, 20 rounds, load average 4.6 on 2 cores: widest interval +-14% as the
-# best chunk's frames / seconds, +-4.8% at the quartile; quiet, +-1.6% and under +-1%.)
+# best chunk's frames / seconds, +-4.8% at the quartile; quiet, +-1.6% and under +-1%. Three
+# chunks a round rather than five: the same intervals in fewer seconds; 10 ms chunks took more rounds.)
 RACE_CHUNK_S = 0.02
-CHUNKS = 5  # whatever the protocol's min_duration_s: rounds, not long chunks, narrow a ratio
+CHUNKS = 3  # whatever the protocol's min_duration_s: rounds, not long chunks, narrow a ratio
 QUANTILE = 0.25
 
 

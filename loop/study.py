@@ -295,8 +295,8 @@ def from_sweep_file(path: Path, name: str, **study: Any) -> tuple[Study, list[Re
         own = set(v) - {"name", "perturb", "compile"}
         if own:
             raise LoopError(
-                f"{path}: variant '{for_person(v['name'])}' sets {sorted(own)}: a study's candidates share the "
-                "sweep's base, params and measure (run it without --study)",
+                f"{path}: variant '{for_person(v['name'])}' sets {sorted(own)}: a study's candidate is its "
+                "perturbations and compile options over the sweep's base, params and measure (run it without --study)",
                 field="variants",
             )
         if v.get("perturb") or v.get("compile"):

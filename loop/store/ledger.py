@@ -39,6 +39,8 @@ from loop.store.files import NETWORK_FILESYSTEMS, StoreFault, filesystem_type, n
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 60_000
 SQLITE_FULL = getattr(sqlite3, "SQLITE_FULL", 13)
+ERROR_CHARS = 1 << 16  # of a run's error, read back
+CUT_MARK = " [cut]"
 # The newest schema, for a new ledger; an older ledger is brought up by MIGRATIONS[v] (v -> v+1).
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS runs (
@@ -120,6 +122,7 @@ class Ledger:
     def __init__(self, path: Path, readonly: bool = False) -> None:
         self.path = Path(path)
         self.readonly = readonly
+        self._select: str | None = None
         self._db = self._connect()
         with self._faults():
             if readonly:
@@ -324,7 +327,19 @@ class Ledger:
             )
 
     def _rows(self, where: str = "", args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        return self._query(f"SELECT * FROM runs{' WHERE ' + where if where else ''} ORDER BY id", args)
+        return self._query(f"SELECT {self._columns()} FROM runs{' WHERE ' + where if where else ''} ORDER BY id", args)
+
+    def _columns(self) -> str:
+        """Every column, an error cut in SQLite to ``ERROR_CHARS``: fetched whole, a 100 MB
+        error cost every reader 300 MB (readers show a line of it at most)."""
+        if self._select is None:
+            names = ['"' + str(r[1]).replace('"', '""') + '"' for r in self._query("PRAGMA table_info(runs)")]
+            cut = (
+                f"CASE WHEN typeof(error) = 'text' AND length(error) > {ERROR_CHARS} "
+                f"THEN substr(error, 1, {ERROR_CHARS}) || '{CUT_MARK}' ELSE error END AS error"
+            )
+            self._select = ", ".join(cut if n == '"error"' else n for n in names)
+        return self._select
 
     def record(self, run_id: int) -> RunRecord:
         """Run ``run_id`` (a row that cannot be read: status ``corrupt``)."""

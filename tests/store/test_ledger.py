@@ -260,3 +260,16 @@ def test_a_writer_never_writes_through_a_link_at_the_ledger(tmp_path: Path, suff
     with pytest.raises(LoopError, match="symbolic link"):
         Ledger(tmp_path / "runs" / "ledger.sqlite")
     assert elsewhere.read_bytes() == before
+
+
+def test_a_huge_error_is_read_back_cut_by_sqlite_and_a_short_one_whole(tmp_path: Path):
+    from loop.store.ledger import CUT_MARK, ERROR_CHARS
+
+    ledger = Ledger(tmp_path / "l.sqlite")
+    huge, short = ledger.begin("s", "key", "a", "spec", "onnxruntime"), ledger.begin("s", "key", "b", "spec", "x")
+    ledger.finish(huge, RunRecord(huge, "s", "a", Status.FAILED, stage=Stage.OPTIMIZE, error="E" * 5_000_000))
+    ledger.finish(short, RunRecord(short, "s", "b", Status.FAILED, stage=Stage.OPTIMIZE, error="short"))
+    cut = ledger.record(huge).error
+    assert cut == "E" * ERROR_CHARS + CUT_MARK and ledger.record(short).error == "short"
+    assert [r.error for r in ledger.records()] == [cut, "short"]
+    ledger.close()

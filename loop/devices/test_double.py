@@ -3,7 +3,8 @@ ONNX Runtime and misbehaves when told to, as a faulty driver would, to prove tha
 survives it: ``test-double:segv@3,hang@7,short@5`` segfaults (a real SIGSEGV, by reading
 address 0) while measuring the 3rd artifact it sees, hangs for ever measuring the 7th, and
 returns a short output buffer for every input of the 5th; ``spawn@N`` starts a helper process
-(as a driver starts a vendor tool) and then hangs, measuring the Nth.
+(as a driver starts a vendor tool) and then hangs, measuring the Nth; ``vendorhang@N`` measures
+the Nth and then hangs in its vendor benchmark (a vendor tool that never returns).
 
 "The Nth artifact" is counted across processes (a runner replaces a dead device process),
 in the file named by ``LOOP_TEST_DOUBLE_STATE``, else one per parent process in the
@@ -20,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +30,7 @@ from loop.core.vocab import Artifact
 from loop.devices.base import RuntimeOptions, Session
 from loop.devices.onnxruntime import OnnxRuntimeDevice, OnnxRuntimeSession
 
-FAULTS = ("segv", "hang", "short", "spawn")
+FAULTS = ("segv", "hang", "short", "spawn", "vendorhang")
 HELPER = "import sys, time; time.sleep(600)"  # a vendor tool that outlives nothing it should
 
 
@@ -98,6 +100,7 @@ class MisbehavingTestDouble(OnnxRuntimeDevice):
     def __init__(self, faults: str = "") -> None:
         super().__init__()
         self.faults = _faults(faults)
+        self.fault_now: str | None = None  # of the artifact opened last: the one measured
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -105,4 +108,10 @@ class MisbehavingTestDouble(OnnxRuntimeDevice):
 
     def open(self, artifact: Artifact, options: RuntimeOptions) -> Session:
         fault = self.faults.get(nth_artifact(artifact.sha, _state())) if self.faults else None
+        self.fault_now = fault
         return MisbehavingTestDoubleSession(artifact, options, fault)
+
+    def vendor_benchmark(self, artifact_path: Path, loop_fps: float, options: RuntimeOptions) -> dict[str, Any] | None:
+        while self.fault_now == "vendorhang":  # a vendor tool that never returns
+            time.sleep(3600)
+        return None

@@ -21,7 +21,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -133,8 +133,16 @@ def vendor_check(device: Device, job: DeviceJob, measured: dict[str, Any], folde
         return {"error": f"{type(exc).__name__}: {exc}", "agree": None, "comparable": False}
 
 
-def execute(job: DeviceJob, devices: dict[str, Device], folder: Path, tell: Callable[[str], None]) -> RunResult:
-    """One device's stages in this process; every failure is a value naming its stage."""
+def execute(
+    job: DeviceJob,
+    devices: dict[str, Device],
+    folder: Path,
+    tell: Callable[[str], None],
+    keep: Callable[[RunResult], None] = lambda _: None,
+) -> RunResult:
+    """One device's stages in this process; every failure is a value naming its stage. ``keep``
+    gets the run as measured before the vendor's benchmark, which a supervisor keeps should
+    that tool hang: a vendor check never fails a measured run."""
     stages = _Stages(tell)
     result = RunResult(True, host=socket.gethostname())
     try:
@@ -153,6 +161,7 @@ def execute(job: DeviceJob, devices: dict[str, Device], folder: Path, tell: Call
             stages("measure")
             frame = device_frame(job.inputs, 0, result.devices[job.device].inputs)
             result.measure = measure(device, job.artifact, frame, job.protocol).to_dict()
+            keep(replace(result, stages=dict(stages.seconds)))  # measured: kept if the vendor tool hangs
             stages("vendor-benchmark")
             result.vendor = vendor_check(device, job, result.measure, folder)
         stages("health")
@@ -181,7 +190,9 @@ def main(fd: int, parent: int) -> None:
                 job = conn.recv()
             except (EOFError, OSError):
                 return
-            conn.send(("done", execute(job, devices, Path(folder), lambda s: conn.send(("stage", s)))))
+            tell = lambda s: conn.send(("stage", s))  # noqa: E731
+            keep = lambda r: conn.send(("kept", r))  # noqa: E731
+            conn.send(("done", execute(job, devices, Path(folder), tell, keep)))
 
 
 if __name__ == "__main__":

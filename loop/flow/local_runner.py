@@ -88,11 +88,11 @@ class DeviceProcess:
         self._log.seek(0)
         self._log.truncate()  # a failure's tail is this job's, not an earlier variant's
         self._conn.send(job)
-        stage, started = "open", time.monotonic()
+        stage, started, kept = "open", time.monotonic(), None
         while True:
             limit = timeouts.of(stage, job.protocol, job.race)
             if time.monotonic() - started > limit:
-                return self._failed(stage, f"device process timed out after {limit:g} s in stage {stage}")
+                return self._ended(stage, f"device process timed out after {limit:g} s in stage {stage}", kept)
             try:
                 ready = self._conn.poll(POLL_S)
                 message = self._conn.recv() if ready else None
@@ -101,12 +101,25 @@ class DeviceProcess:
             if message is None:
                 if self._proc.poll() is not None or ready:
                     code = self._proc.wait()
-                    return self._failed(stage, f"device process died ({how_it_died(code)}) in stage {stage}")
+                    return self._ended(stage, f"device process died ({how_it_died(code)}) in stage {stage}", kept)
                 continue
             kind, value = message
             if kind == "done":
                 return value
+            if kind == "kept":
+                kept = value
+                continue
             stage, started = value, time.monotonic()
+
+    def _ended(self, stage: str, error: str, kept: RunResult | None) -> RunResult:
+        """A child that died or hung: a failure of its stage, except in the vendor's benchmark
+        after the run was measured, where the run stands and the check is recorded failed."""
+        if kept is None or stage != "vendor-benchmark":
+            return self._failed(stage, error)
+        kept.detail = self._tail()
+        self.stop()
+        kept.vendor = {"error": error, "agree": None, "comparable": False}
+        return kept
 
     def _failed(self, stage: str, error: str) -> RunResult:
         tail = self._tail()

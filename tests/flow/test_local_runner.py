@@ -101,6 +101,26 @@ def test_the_device_process_is_reused_and_replaced(artifact, tmp_path, monkeypat
         assert runner.pids() == [] and runner.run(task).ok and runner.pids() != first
 
 
+def test_a_vendor_tool_that_hangs_leaves_the_measured_run_standing(write_sweep, tmp_path, monkeypatch):
+    monkeypatch.setenv("LOOP_TEST_DOUBLE_STATE", str(tmp_path / "seen.txt"))
+    path = write_sweep(
+        f"sweep: vendor\nbase: tiny.yaml\ncalibration: {{count: 8}}\ninputs: {{count: 2}}\n"
+        f"devices: ['test-double:vendorhang@2']\n{FAST_MEASURE}\nvariants:\n"
+        "  - name: base\n  - name: v1\n    perturb: [{op: scale_weights, layer: conv1, factor: 1.1}]\n"
+    )
+    runs = tmp_path / "runs"
+    args = ["sweep", str(path), "--runs", str(runs), "--quiet", "--stage-timeout", "vendor-benchmark=2"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    listed = {
+        r["variant"]: r for r in json.loads(CliRunner().invoke(main, ["runs", "--runs", str(runs), "--json"]).output)
+    }
+    hung = listed["v1"]
+    assert hung["status"] == "ok" and hung["measure"]["rate_fps"]["median"] > 0
+    assert "vendor-check-failed: device process timed out after 2 s in stage vendor-benchmark" in hung["flags"]
+    assert not any(f.startswith("vendor-check-failed") for f in listed["base"]["flags"])
+
+
 def _helpers(marker: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():

@@ -5,22 +5,18 @@ turn ``txt.exe`` into ``exe.txt``; long text is cut with a mark."""
 
 from __future__ import annotations
 
-import unicodedata
-
 CUT = "…"
 LIMIT = 200
 
 
-def _escaped(c: str) -> str:
-    code = ord(c)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
 def _hidden(c: str) -> bool:
-    """Not printable (Cc, Cf incl. the bidi overrides and zero-width marks, Cs, Co, Cn, Zl, Zp)."""
-    return not c.isprintable() or unicodedata.category(c) == "Cf"
+    """Not printable: Python's own test (Cc, Cf with the bidi overrides and zero-width marks,
+    Cs, Co, Cn, and every separator but the space)."""
+    return not c.isprintable()
+
+
+def _escaped(c: str) -> str:
+    return repr(c)[1:-1]  # Python's escape: \r, \x1b, \u202e
 
 
 def for_person(text: object, limit: int | None = LIMIT) -> str:
@@ -29,7 +25,7 @@ def for_person(text: object, limit: int | None = LIMIT) -> str:
     s = str(text)
     if limit is not None and len(s) > limit:  # cut first: a 100 MB text is not scanned whole
         s = s[:limit] + CUT
-    if any(map(_hidden, s)):
+    if not s.isprintable():
         s = "".join(_escaped(c) if _hidden(c) else c for c in s)
     if limit is not None and len(s) > limit:
         s = s[: max(limit - 1, 0)] + CUT

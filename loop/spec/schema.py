@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from pydantic.fields import FieldInfo
 
 from loop.core.errors import LoopError
+from loop.core.text import for_person
 from loop.spec.yamlio import LineDict, LineList
 
 MAX_SEED = 2**32 - 1
@@ -350,8 +351,7 @@ def _got(error: Any) -> str:
 
 def printable(value: Any) -> str:
     """``value`` as text that cannot break the one-line error (a key may hold a newline)."""
-    text = str(value)
-    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return for_person(value, None)
 
 
 def _short(value: Any) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from loop.core.errors import LoopError
+from loop.core.text import for_person
 
 MAX_BYTES = 1 << 20  # a sweep file or recipe is a few KB; 1 MiB leaves room and bounds parsing
 MAX_ALIASES = 64  # `<<: *defaults` and a few shared blocks, never an exponential fan-out
@@ -86,7 +87,7 @@ def _mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
             raise LoopError("a key must be a plain value, not a list or mapping", line=line)
         key = loader.construct_object(key_node, deep=True)
         if key in out:
-            shown = str(key) if str(key).isprintable() else repr(str(key))[1:-1]
+            shown = for_person(key, None)
             raise LoopError(f"duplicate key '{shown}'", line=line, field=shown)
         out[key] = loader.construct_object(value_node, deep=True)
         out.key_lines[str(key)] = line

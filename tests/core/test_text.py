@@ -5,7 +5,7 @@ from loop.core.text import CUT, for_person
 
 
 def test_control_characters_and_bidi_overrides_are_shown_escaped() -> None:
-    assert for_person("a\x1b[2Jb\u202etxt.exe\r\x07") == "a\\x1b[2Jb\\u202etxt.exe\\x0d\\x07"
+    assert for_person("a\x1b[2Jb\u202etxt.exe\r\x07") == "a\\x1b[2Jb\\u202etxt.exe\\r\\x07"
     assert for_person("zero\u200bwidth") == "zero\\u200bwidth"
     assert for_person("ünïcode, 漢字 and spaces stay") == "ünïcode, 漢字 and spaces stay"
 

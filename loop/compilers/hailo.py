@@ -43,6 +43,7 @@ _IGNORED_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("io", "uint8"),
     ("calibration_method", "minmax"),
     ("per_channel", True),  # the Dataflow Compiler's own weights are per channel
+    ("int32_bias_weight_adjust", True),
 )
 _LEVEL_MENTION = re.compile(r"optimization[ _]level", re.IGNORECASE)
 # The DFC's wording when it lowers the level is UNCONFIRMED: any "reduce/lower/set ... level ... to N".

@@ -37,4 +37,5 @@ REFUSED = {
     "io": "a HEF's frames are what the Dataflow Compiler made them; HailoRT picks float32 per stream at run time",
     "calibration_method": "the Dataflow Compiler has no verified model-script equivalent",
     "per_channel": "the Dataflow Compiler has no verified model-script equivalent",
+    "int32_bias_weight_adjust": "an ONNX Runtime quantizer option; the Dataflow Compiler has no such step",
 }

@@ -27,6 +27,8 @@ from loop.core.vocab import Artifact, CompileOptions, LayerPrint, Quantized
 from loop.spec.frames import Frames, count, feed
 from loop.store.artifacts import with_layout
 
+REVISION = "2"  # 2: fingerprints say what float kernel each layer stands for (issue 32)
+
 
 class OnnxRuntimeCompiler(Compiler):
     name = "onnxruntime"
@@ -44,6 +46,9 @@ class OnnxRuntimeCompiler(Compiler):
             "onnxruntime": ort.__version__,
             "onnx": onnx.__version__,
             "numpy": np.__version__,
+            # what loop itself does around the quantizer (bias correction, fingerprints): a new
+            # revision keys the compile cache afresh, so no artifact of older code is reused
+            "loop_compile": REVISION,
         }
 
     def optimize(self, model: bytes, calibration: Frames, options: CompileOptions) -> Quantized:
@@ -65,10 +70,11 @@ class OnnxRuntimeCompiler(Compiler):
             info["bias_correction"] = correction.to_dict()
         if warnings:
             info["warnings"] = warnings
-        return Quantized(self.name, quantized.SerializeToString(), info=info)
+        return Quantized(self.name, quantized.SerializeToString(), info=info, source=model)
 
     def fingerprint(self, quantized: Quantized) -> list[LayerPrint]:
-        return qdq.fingerprint(onnx.load_from_string(quantized.data))
+        source = onnx.load_from_string(quantized.source) if quantized.source else None
+        return qdq.fingerprint(onnx.load_from_string(quantized.data), source)
 
     def compile(self, quantized: Quantized, options: CompileOptions) -> Artifact:
         model = onnx.load_from_string(quantized.data)
@@ -95,9 +101,16 @@ def _quantize(model: bytes, calibration_frames: Frames, options: CompileOptions)
                 weight_type=QuantType.QInt8,
                 per_channel=options.per_channel,
                 calibrate_method=calibration.method(options.calibration_method),
-                extra_options={"TensorQuantOverrides": overrides} if overrides else {},
+                extra_options=_extra_options(overrides, options),
             )
         return onnx.load(str(dst))
+
+
+def _extra_options(overrides: dict[str, Any], options: CompileOptions) -> dict[str, Any]:
+    extra: dict[str, Any] = {"TensorQuantOverrides": overrides} if overrides else {}
+    if not options.int32_bias_weight_adjust:
+        extra["QDQDisableWeightAdjustForInt32Bias"] = True
+    return extra
 
 
 def calibration_feeds(model: onnx.ModelProto, frames: Frames) -> list[dict[str, np.ndarray]]:

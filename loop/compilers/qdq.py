@@ -10,7 +10,7 @@ from onnx import numpy_helper
 
 from loop.core.hashing import array_sha
 from loop.core.vocab import LayerPrint
-from loop.judge.structure import FOLDED_ACTIVATIONS, QUANTIZED_OPS
+from loop.judge.structure import FOLDED_ACTIVATIONS, QUANTIZED_OPS, constants
 
 
 @dataclass(frozen=True)
@@ -134,8 +134,57 @@ def _kernel(g: QdqGraph, node: onnx.NodeProto) -> tuple[str | None, tuple[float,
     return array_sha(*parts), _tuple(w_scale, float), _tuple(w_zp, int)
 
 
-def layer_print(g: QdqGraph, node: onnx.NodeProto) -> LayerPrint:
+def _per_axis(a: np.ndarray, like: np.ndarray, axis: int) -> np.ndarray:
+    """A per-channel scale or zero point shaped to broadcast over ``like`` along ``axis``."""
+    if a.size <= 1:
+        return a.reshape(())
+    shape = [1] * like.ndim
+    shape[axis % like.ndim] = a.size
+    return a.reshape(shape)
+
+
+def off_grid(q: np.ndarray, w: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, axis: int) -> int:
+    """How many integers of ``q`` are not their float value ``w`` rounded to the nearest step
+    of their own grid (or held at the grid's end when the float lies past it). Zero means the
+    kernel is only the float kernel rounded: a moved scale can change it, nothing else has."""
+    s = _per_axis(np.asarray(scale, np.float64), q, axis)
+    zp = _per_axis(np.asarray(zero_point if zero_point is not None else 0, np.float64), q, axis)
+    exact = np.asarray(w, np.float64) / np.where(s > 0, s, np.inf) + zp
+    info = np.iinfo(q.dtype)
+    qf = q.astype(np.float64)
+    # float32 arithmetic in the quantizer may round a value lying a hair from a half step either way
+    near = np.abs(qf - exact) <= 0.5 + 1e-3
+    clipped = ((qf == info.min) & (exact < info.min)) | ((qf == info.max) & (exact > info.max))
+    return int(np.count_nonzero(~(near | clipped)))
+
+
+def _source_kernel(
+    node: onnx.NodeProto, source: dict[str, onnx.NodeProto], consts: dict[str, np.ndarray]
+) -> np.ndarray | None:
+    """The float kernel a layer was quantized from: the float model's node of the same name
+    (the quantizer keeps node names) and its weight input."""
+    original = source.get(node.name)
+    if original is None or len(original.input) < 2:
+        return None
+    return consts.get(original.input[1])
+
+
+def _float_kernel(g: QdqGraph, node: onnx.NodeProto, kernel: np.ndarray | None) -> tuple[str | None, int | None]:
+    w = g.weight(node)
+    if w is None or kernel is None:
+        return None, None
+    q = g.required(w.values)
+    if kernel.shape != q.shape:
+        return array_sha(kernel.astype(np.float32)), None
+    dq = g.producer[node.input[1]]
+    axis = next((a.i for a in dq.attribute if a.name == "axis"), 1)
+    grid_off = off_grid(q, kernel, g.required(w.scale), g.array(w.zero_point), axis)
+    return array_sha(kernel.astype(np.float32)), grid_off
+
+
+def layer_print(g: QdqGraph, node: onnx.NodeProto, kernel: np.ndarray | None = None) -> LayerPrint:
     kernel_sha, w_scale, w_zp = _kernel(g, node)
+    float_sha, grid_off = _float_kernel(g, node, kernel)
     x = g.dq_param(node.input[0])
     q, _ = g.out_q(node.output[0])
     bias_sha = bias = step = None
@@ -164,13 +213,31 @@ def layer_print(g: QdqGraph, node: onnx.NodeProto) -> LayerPrint:
         out_zero_point=_int(g.scalar(q.input[2])) if q is not None and len(q.input) > 2 else None,
         bias=bias,
         bias_step=step,
+        float_sha=float_sha,
+        off_grid=grid_off,
+        weight_bits=_bits(g, w.values) if (w := g.weight(node)) else None,
+        in_bits=_bits(g, x.zero_point) if x else None,
+        out_bits=_bits(g, q.input[2]) if q is not None and len(q.input) > 2 else None,
     )
+
+
+def _bits(g: QdqGraph, *names: str | None) -> int | None:
+    """The width of a grid, from the integer type of the first of ``names`` that is an
+    initializer (a kernel's integers, or an activation's zero point)."""
+    init = next((g.inits[n] for n in names if n and n in g.inits), None)
+    if init is None:
+        return None
+    return int(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(init.data_type)).itemsize * 8)
 
 
 def _int(v: float | None) -> int | None:
     return None if v is None else int(v)
 
 
-def fingerprint(model: onnx.ModelProto) -> list[LayerPrint]:
+def fingerprint(model: onnx.ModelProto, source: onnx.ModelProto | None = None) -> list[LayerPrint]:
+    """One print per quantized layer; with ``source`` (the float model the quantizer was
+    given) each print also says what float kernel it stands for and how far from it."""
     g = QdqGraph(model)
-    return [layer_print(g, node) for node in g.layers()]
+    nodes = {n.name: n for n in source.graph.node} if source is not None else {}
+    consts = constants(source.graph) if source is not None else {}
+    return [layer_print(g, node, _source_kernel(node, nodes, consts)) for node in g.layers()]

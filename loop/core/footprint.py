@@ -5,9 +5,12 @@ variant's ``expect:`` widens or narrows it) and ``judge`` reads them (the audit)
 may import the other's side of that exchange.
 
 A footprint is a set of :class:`Allow` rules over observed changes. ``what`` is one of
-``kernel``, ``bias`` (a real bias change), ``bias-rounding`` (a dequantized bias that moved
-no more than half an old step plus half a new one), ``in_scale`` and ``out_scale`` (scale or
-zero point of the tensor a layer reads or writes), and ``function`` (what a layer computes).
+``kernel`` (what a kernel stands for changed), ``kernel-rounding`` (the same float kernel
+re-rounded on a moved weight grid), ``bias`` (a real bias change), ``bias-rounding`` (a
+dequantized bias that moved no more than half an old step plus half a new one), ``in_scale``
+and ``out_scale`` (scale, zero point or bits of the tensor a layer reads or writes), and
+``function`` (what a layer computes). Rounding is never a confound: the audit allows both
+kinds anywhere, unless a variant's ``expect: deny`` names them.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 
 from loop.core.errors import LoopError
 
-WHATS = ("kernel", "bias", "bias-rounding", "in_scale", "out_scale", "function")
+WHATS = ("kernel", "kernel-rounding", "bias", "bias-rounding", "in_scale", "out_scale", "function")
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class Allow:
     what: str
 
     def covers(self, layer: str, what: str) -> bool:
-        if what == "bias-rounding" and self.what == "bias":
+        if what in ("bias-rounding", "kernel-rounding") and self.what == what.partition("-")[0]:
             return fnmatch.fnmatchcase(layer, self.layer)
         return fnmatch.fnmatchcase(layer, self.layer) and fnmatch.fnmatchcase(what, self.what)
 

@@ -103,7 +103,33 @@ class LayerPrint:
     out_scale: float | None = None
     out_zero_point: int | None = None
     bias: tuple[float, ...] | None = None
-    bias_step: tuple[float, ...] | None = None
+    bias_step: tuple[float, ...] | None = None  # None beside a bias: the compiler keeps it in float
+    # What the kernel stands for, so the audit can tell rounding from re-derivation: the hash
+    # of the float kernel the compiler quantized (after its own fusing), and how many kernel
+    # values are not that float value rounded (to nearest, or clipped at the grid's end) on
+    # the layer's own weight grid. None: the compiler does not say (an older record).
+    float_sha: str | None = None
+    off_grid: int | None = None
+    # Bit widths read from the compiled layer (None: 8). A 16-bit activation's range spans
+    # 65,535 steps, not 255.
+    in_bits: int | None = None
+    out_bits: int | None = None
+    weight_bits: int | None = None
+    # A compiler that names layers its own way (the DFC's ``net/conv1``) keeps its name here;
+    # ``name`` is then the ONNX node the sweep names, and ``onnx_names`` every ONNX node the
+    # layer stands for (a fused Conv+BatchNorm+Relu lists each). A compiled layer that lists
+    # no ONNX node is unmapped: ``name`` is its compiled name and ``onnx_names`` is empty.
+    compiled_name: str | None = None
+    onnx_names: tuple[str, ...] = ()
+
+    @property
+    def unmapped(self) -> bool:
+        return self.compiled_name is not None and not self.onnx_names
+
+    @property
+    def answers_to(self) -> tuple[str, ...]:
+        """Every name a footprint rule or an ``expect:`` glob may match this layer by."""
+        return tuple(dict.fromkeys((self.name, *self.onnx_names)))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LayerPrint:
@@ -139,6 +165,9 @@ class CompileOptions:
     calibration_quantized_bins: int = 128  # entropy: bins of the quantized distribution (8 bits: 128)
     calibration_percentile: float = 99.99  # percentile: the share of values the range keeps
     per_channel: bool = True  # measured: at or above a plain per-tensor quantize_static on every real export
+    # ONNX Runtime raises a channel's weight scale where its int32 bias would overflow at the
+    # input's scale (QDQDisableWeightAdjustForInt32Bias off): its default, so kept on.
+    int32_bias_weight_adjust: bool = True
     overrides: tuple[RangeOverride, ...] = ()
     threads: int = 0
     timeout_s: float | None = None
@@ -156,6 +185,9 @@ class Quantized:
     data: bytes
     info: dict[str, Any] = field(default_factory=dict)
     stages: dict[str, float] = field(default_factory=dict)
+    # The float model as the quantizer was given it (after the compiler's own changes, such as
+    # zero biases): the fingerprint reads each kernel's float values from it.
+    source: bytes = b""
 
 
 @dataclass

@@ -29,12 +29,22 @@ class Audit:
         return [c for c in self.changes if not c.allowed]
 
 
+ROUNDING = ("bias-rounding", "kernel-rounding")  # a value re-rounded on a moved grid: never a confound
+
+
 def _bias_change(base: LayerPrint, variant: LayerPrint) -> Change | None:
     if base.bias_sha == variant.bias_sha:
         return None
     if base.bias is None or variant.bias is None or len(base.bias) != len(variant.bias):
         return Change(base.name, "bias", "bias added, removed or reshaped")
     moved = np.abs(np.subtract(variant.bias, base.bias))
+    if base.bias_step is None or variant.bias_step is None:  # kept in float: no grid to round on
+        if not np.any(moved):
+            return None
+        worst = int(np.argmax(moved))
+        count = int(np.count_nonzero(moved))
+        detail = f"float bias: max |Δ| {moved[worst]:.3g} at channel {worst}; {count}/{len(moved)} channels moved"
+        return Change(base.name, "bias", detail)
     bound = 0.5 * np.asarray(base.bias_step) + 0.5 * np.asarray(variant.bias_step)
     steps = moved / np.where(bound > 0, bound, np.inf)
     worst = int(np.argmax(steps))
@@ -45,17 +55,27 @@ def _bias_change(base: LayerPrint, variant: LayerPrint) -> Change | None:
     return Change(base.name, "bias" if steps[worst] > 1.0 else "bias-rounding", detail)
 
 
+def ratio_text(new: float, old: float) -> str:
+    """``new/old`` to three significant figures, so 0.00123x never prints as 0.00x."""
+    return f"{new / old:.3g}x"
+
+
 def _scale_changes(base: LayerPrint, variant: LayerPrint) -> Iterable[Change]:
     for side in ("in", "out"):
-        b = (getattr(base, f"{side}_scale"), getattr(base, f"{side}_zero_point"))
-        v = (getattr(variant, f"{side}_scale"), getattr(variant, f"{side}_zero_point"))
+        b = (getattr(base, f"{side}_scale"), getattr(base, f"{side}_zero_point"), getattr(base, f"{side}_bits"))
+        v = (
+            getattr(variant, f"{side}_scale"),
+            getattr(variant, f"{side}_zero_point"),
+            getattr(variant, f"{side}_bits"),
+        )
         if b != v:
-            ratio = f" ({v[0] / b[0]:.2f}x)" if b[0] and v[0] else ""
+            ratio = f" ({ratio_text(v[0], b[0])})" if b[0] and v[0] else ""
+            bits = f", {b[2] or 8} -> {v[2] or 8} bits" if (b[2] or 8) != (v[2] or 8) else ""
             tensor = getattr(variant, f"{side}_tensor")
             yield Change(
                 base.name,
                 f"{side}_scale",
-                f"{tensor}: scale {b[0]:.4g} -> {v[0]:.4g}{ratio}, zero point {b[1]} -> {v[1]}",
+                f"{tensor}: scale {b[0]:.4g} -> {v[0]:.4g}{ratio}, zero point {b[1]} -> {v[1]}{bits}",
             )
 
 
@@ -68,20 +88,61 @@ def observe(base: Sequence[LayerPrint], variant: Sequence[LayerPrint]) -> list[C
         if v is None:
             changes.append(Change(b.name, "kernel", "layer missing from the variant"))
             continue
+        found: list[Change] = []
         if b.kernel_sha != v.kernel_sha:
-            changes.append(Change(b.name, "kernel", _kernel_detail(b, v)))
+            found.append(_kernel_change(b, v))
         bias = _bias_change(b, v)
         if bias is not None:
-            changes.append(bias)
-        changes.extend(_scale_changes(b, v))
+            found.append(bias)
+        found.extend(_scale_changes(b, v))
+        changes += [_unmapped(c, v) for c in found]
     changes += [Change(name, "kernel", "layer not in the base") for name in by_name]
     return changes
+
+
+def _unmapped(change: Change, layer: LayerPrint) -> Change:
+    """A compiled layer no ONNX node stands behind is compared by its compiled name, and says so."""
+    if not layer.unmapped:
+        return change
+    return Change(change.layer, change.what, f"unmapped layer (no ONNX node): {change.detail}", change.allowed)
+
+
+def _kernel_change(b: LayerPrint, v: LayerPrint) -> Change:
+    """A kernel whose integers changed is rounding when both stand for the same float kernel,
+    each exactly rounded on its own grid (so only a moved weight scale can have changed it);
+    anything else is a change of what the kernel stands for."""
+    detail = _kernel_detail(b, v)
+    same_float = b.float_sha is not None and b.float_sha == v.float_sha
+    if same_float and b.off_grid == 0 and v.off_grid == 0:
+        return Change(b.name, "kernel-rounding", f"{detail}; float kernel unchanged, re-rounded: {_moved_grid(b, v)}")
+    if same_float and v.off_grid:
+        return Change(
+            b.name, "kernel", f"{detail}; float kernel unchanged, {v.off_grid} values off its grid: re-derived"
+        )
+    if b.float_sha is not None and v.float_sha is not None and not same_float:
+        return Change(b.name, "kernel", f"{detail}; float kernel changed")
+    return Change(b.name, "kernel", detail)
+
+
+def _moved_grid(b: LayerPrint, v: LayerPrint) -> str:
+    """Where the grid moved, and why where it can be told: ONNX Runtime raises the weight scale of
+    channels whose int32 bias would overflow at the input's scale, so a moved input scale moves them."""
+    if len(b.weight_scale) != len(v.weight_scale):
+        return "weight grid reshaped"
+    moved = [i for i, (x, y) in enumerate(zip(b.weight_scale, v.weight_scale, strict=True)) if x != y]
+    if not moved:
+        return "zero point moved"
+    shown = ", ".join(str(i) for i in moved[:8]) + (", …" if len(moved) > 8 else "")
+    text = f"weight scale moved on {len(moved)}/{len(v.weight_scale)} channels ({shown})"
+    if b.in_scale and v.in_scale and b.in_scale != v.in_scale:
+        text += f" after the input scale moved {ratio_text(v.in_scale, b.in_scale)} (int32-bias weight adjustment)"
+    return text
 
 
 def _kernel_detail(b: LayerPrint, v: LayerPrint) -> str:
     detail = f"kernel {(b.kernel_sha or 'none')[:8]} -> {(v.kernel_sha or 'none')[:8]}"
     if b.weight_scale != v.weight_scale and b.weight_scale and v.weight_scale:
-        detail += f", weight scale x{v.weight_scale[0] / b.weight_scale[0]:.3f}"
+        detail += f", weight scale x{v.weight_scale[0] / b.weight_scale[0]:.3g}"
     return detail
 
 
@@ -116,28 +177,37 @@ def function_changes(
     return changes
 
 
-def _grid(layer: LayerPrint, side: str) -> tuple[float | None, int | None]:
-    return getattr(layer, f"{side}_scale"), getattr(layer, f"{side}_zero_point")
+Grid = tuple[float | None, int | None, int]
 
 
-def _range(grid: tuple[float | None, int | None]) -> tuple[float, float]:
+def _grid(layer: LayerPrint, side: str) -> Grid:
+    return getattr(layer, f"{side}_scale"), getattr(layer, f"{side}_zero_point"), getattr(layer, f"{side}_bits") or 8
+
+
+def _range(grid: Grid) -> tuple[float, float]:
+    """What an activation grid can hold. Activations are unsigned (ONNX Runtime's QUInt8, the
+    DFC's uint8/uint16 streams), so ``bits`` spans 0 to 2**bits - 1."""
     s, zp = grid[0] or 0.0, grid[1] or 0
-    return (0 - zp) * s, (255 - zp) * s
+    return (0 - zp) * s, ((1 << grid[2]) - 1 - zp) * s
 
 
-def _passes(grid: tuple[float | None, int | None], lo: float, hi: float) -> bool:
+def _passes(grid: Grid, lo: float, hi: float) -> bool:
     if grid[0] is None:
         return False
     rlo, rhi = _range(grid)
     return rlo < lo - grid[0] or rhi > hi + grid[0]
 
 
-def _allowed(change: Change, rules: Sequence[Allow], expect: Expect) -> bool:
-    if change.what == "function" and not any(r.covers(change.layer, "function") for r in expect.allow):
+def _allowed(change: Change, names: tuple[str, ...], rules: Sequence[Allow], expect: Expect) -> bool:
+    """Judged under every name the layer answers to (a fused layer, each of its ONNX nodes)."""
+    covered = lambda rule: any(rule.covers(n, change.what) for n in names)  # noqa: E731
+    if change.what == "function" and not any(covered(r) for r in expect.allow):
         return False
-    if any(r.covers(change.layer, change.what) for r in expect.deny):
+    if any(covered(r) for r in expect.deny):
         return False
-    return any(r.covers(change.layer, change.what) for r in [*rules, *expect.allow])
+    if change.what in ROUNDING:
+        return True
+    return any(covered(r) for r in [*rules, *expect.allow])
 
 
 def audit(
@@ -148,7 +218,11 @@ def audit(
     bounds: dict[str, tuple[float, float]] | None = None,
 ) -> Audit:
     observed = observe(base, variant) + function_changes(base, variant, bounds or {})
-    judged = tuple(Change(c.layer, c.what, c.detail, _allowed(c, footprint, expect)) for c in observed)
+    names = {lp.name: lp.answers_to for lp in [*base, *variant]}
+    judged = tuple(
+        Change(c.layer, c.what, c.detail, _allowed(c, names.get(c.layer, (c.layer,)), footprint, expect))
+        for c in observed
+    )
     if not judged:
         return Audit(Verdict.NO_EFFECT)
     return Audit(Verdict.CONFOUNDED if any(not c.allowed for c in judged) else Verdict.CLEAN, judged)

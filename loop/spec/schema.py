@@ -121,6 +121,11 @@ class Compile(Strict):
     per_channel: bool = Field(
         True, description="one weight scale per output channel (per-tensor: false; benchmarks/README.md says why)"
     )
+    int32_bias_weight_adjust: bool = Field(
+        True,
+        description="raise a weight scale where its int32 bias would overflow (ONNX Runtime's default; rounding, "
+        "not a confound, when an input scale moves it)",
+    )
     threads: Threads = Field(0, description="compile threads (0: the tool's choice)")
     timeout_s: float | None = Field(None, gt=0, le=7 * 86_400, description="kill a compile running longer")
 

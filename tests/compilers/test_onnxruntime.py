@@ -92,3 +92,46 @@ def test_failure_is_a_value_with_stage(model):
     result = run_compile(OnnxRuntimeCompiler(), model, CAL, CompileOptions(overrides=bad))
     assert not result.ok and result.stage == "optimize"
     assert "no_such_tensor" in result.error
+
+
+def _near_dead_channel_model() -> onnx.ModelProto:
+    """conv2's channel 0 has tiny weights and a live bias: at the input's scale its int32 bias
+    would overflow, so ONNX Runtime raises that channel's weight scale with the input scale."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w1 = rng.normal(0, 0.3, (4, 3, 3, 3)).astype(np.float32)
+    w2 = rng.normal(0, 0.3, (4, 4, 1, 1)).astype(np.float32)
+    w2[0] = rng.normal(0, 1e-9, (4, 1, 1))
+    inits = [
+        numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (w2, "w2"), (np.float32([1.5, 0.1, -0.2, 0.3]), "b2"))
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["y"], name="conv2"),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])
+    return helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=[helper.make_opsetid("", 17)]
+    )
+
+
+@pytest.mark.parametrize("adjust", [True, False])
+def test_a_moved_input_scale_re_rounds_an_adjusted_kernel_and_the_audit_calls_it_rounding(adjust):
+    from loop.judge.audit import audit
+    from loop.judge.structure import analyse
+    from loop.spec.perturb import ScaleWeights
+
+    base, scaled = _near_dead_channel_model(), _near_dead_channel_model()
+    op = ScaleWeights(layer="conv1", factor=1.1)
+    op.apply(scaled, analyse(scaled))
+    a = compile_(base.SerializeToString(), int32_bias_weight_adjust=adjust)
+    b = compile_(scaled.SerializeToString(), int32_bias_weight_adjust=adjust)
+    assert all(lp.off_grid == 0 and lp.float_sha for lp in a.layers + b.layers)
+    result = audit(a.layers, b.layers, op.footprint(analyse(base), CompileOptions(int32_bias_weight_adjust=adjust)))
+    conv2 = {c.what for c in result.changes if c.layer == "conv2"}
+    assert result.verdict.value == "clean"
+    # with the adjustment, channel 0's weight scale follows the input's, so its integers re-round
+    assert ("kernel-rounding" in conv2) == adjust and "kernel" not in conv2

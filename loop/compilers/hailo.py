@@ -4,7 +4,12 @@ The DFC is closed source, Linux x86-64 only, and not on PyPI, so it is imported 
 methods that use it. Its parameter keys and HN layout are only partly documented (see
 HAILO.md): what is UNCONFIRMED is discovered at run time and, when absent, refused with a
 message that lists what was found. None of this has run against the real DFC yet; it is
-tested against a fake ``hailo_sdk_client`` that records calls.
+tested against a test double of ``hailo_sdk_client`` that records calls, translates the ONNX,
+names and fuses layers and quantizes them as public sources show the DFC does (docs/hailo.md,
+"The DFC test double").
+
+Prints are named as the sweep names layers, through the HN's ``original_names``; compiled
+outputs are named by the ONNX output they carry (``info.output_names``).
 """
 
 from __future__ import annotations
@@ -32,12 +37,16 @@ from loop.compilers.hailo_params import (
     discover_prints,
     flat_params,
     io_layouts,
+    kernel_grid,
+    named_prints,
+    onnx_layers,
+    output_names,
     saved_translated_params,
 )
 from loop.compilers.hailo_weights import hn_model_layers, layer_bits, residency
 from loop.core.hashing import bytes_sha
 from loop.core.text import for_person
-from loop.core.vocab import Artifact, CompileOptions, Frames, LayerPrint, Quantized
+from loop.core.vocab import Artifact, CompileOptions, Frames, LayerPrint, Quantized, TensorLayout
 
 _IGNORED_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("io", "uint8"),
@@ -319,7 +328,7 @@ class HailoCompiler(Compiler):
         hw_arch, net = own.hw_arch or "hailo10h", own.net_name or "loop_net"
         stages: dict[str, float] = {}
         folder = self._dir()
-        runner, script = self._parse(model, calibration, options, folder / f"{net}.onnx", stages)
+        runner, script, hn = self._parse(model, calibration, options, folder / f"{net}.onnx", stages)
         frames = nchw_to_nhwc(calibration)
         with named_errors("optimize"), dfc_log() as log, timed(stages, "optimize_s"):
             runner.optimize(frames)
@@ -331,6 +340,7 @@ class HailoCompiler(Compiler):
         with timed(stages, "params_s"):
             source, params = self._params(runner)
             layers, layers_from = layer_bits(hn_model_layers(runner), script, params)
+        mapped, made_by = onnx_layers(model, hn)
         info = {
             "model_script": script,
             "param_keys": list(params),
@@ -340,14 +350,18 @@ class HailoCompiler(Compiler):
             "workdir": str(folder),
             "optimization_level": optimization_level(own.optimization_level, log),
             "activation_bits": {name: a for name, (_, (a, _)) in layers.items() if a != 8},
+            "layer_bits": {name: list(bits) for name, (_, bits) in layers.items()},
             "weights": residency(layers, layers_from, hw_arch),
+            # what each DFC layer stands for in the ONNX (HN original_names), and which node makes each output
+            "onnx_layers": mapped,
+            "onnx_outputs": made_by,
         }
         return Quantized(self.name, data, info=info, stages=stages)
 
     def _parse(
         self, model: bytes, calibration: np.ndarray, options: CompileOptions, onnx_path: Path, stages: dict[str, float]
-    ) -> tuple[Any, str]:
-        """A runner holding the parsed network and its model script, each DFC call timed alone."""
+    ) -> tuple[Any, str, dict[str, Any]]:
+        """A runner holding the parsed network and its model script (and the HN), each DFC call timed alone."""
         from hailo_sdk_client import ClientRunner
 
         own = HailoOptions.of(options)
@@ -362,7 +376,7 @@ class HailoCompiler(Compiler):
         script = model_script(options, len(calibration), layer_names_from_hn(hn))
         with timed(stages, "script_s"):
             runner.load_model_script(script)
-        return runner, script
+        return runner, script, hn
 
     @staticmethod
     def _input_shapes(model: bytes, calibration: np.ndarray) -> dict[str, list[int]]:
@@ -397,11 +411,48 @@ class HailoCompiler(Compiler):
         return self._runners[sha]
 
     def fingerprint(self, quantized: Quantized) -> list[LayerPrint]:
-        _, params = self._params(self._runner(quantized))
+        """The quantized layers, named by the ONNX nodes they stand for (the HN's ``original_names``),
+        with their bits, and what their kernels stand for: the native float kernel's hash and the
+        integers off its grid."""
+        runner = self._runner(quantized)
+        _, params = self._params(runner)
         sources: dict[str, str] = {}
         prints = discover_prints(params, quantized.info.get("activation_bits"), sources)[0]
         quantized.info["scale_from"] = sources  # per layer:side, so a fallback scale is never taken for read
-        return prints
+        hn = hn_dict(self._hn(runner))
+        named = named_prints(
+            prints, quantized.info.get("onnx_layers") or {}, hn, quantized.info.get("layer_bits") or {}
+        )
+        return kernel_grid(params, self._native(runner), named)
+
+    @staticmethod
+    def _native(runner: Any) -> dict[str, np.ndarray]:
+        """The float params the DFC quantized (after its own fusing), or none when it cannot say."""
+        try:
+            return flat_params(runner.get_params())
+        except Exception:
+            return {}
+
+    def _output_names(
+        self, hef: Path, outputs: tuple[TensorLayout, ...], runner: Any, info: dict[str, Any]
+    ) -> dict[str, str]:
+        """Each compiled output stream's ONNX output: its original names as the HEF lists them
+        (``HEF.get_original_names_from_vstream_name``, hailort's pyhailort), else as the HN's layer
+        that makes the stream lists them."""
+        hn = hn_dict(self._hn(runner))
+        by_layer = {
+            full.split("/")[-1]: body.get("original_names") or [] for full, body in hn.get("layers", {}).items()
+        }
+        streams = [t.name for t in outputs]
+        made_by = info.get("onnx_outputs") or {}
+        try:
+            from hailo_platform import HEF
+
+            found = output_names(streams, HEF(str(hef)).get_original_names_from_vstream_name, made_by)
+        except Exception:
+            found = {}
+        missing = [s for s in streams if s not in found]
+        return {**found, **output_names(missing, lambda s: by_layer.get(s.split("/")[-1], []), made_by)}
 
     def compile(self, quantized: Quantized, options: CompileOptions) -> Artifact:
         stages = quantized.stages  # the compile's own figures, beside the optimize's (run_compile reads them)
@@ -415,6 +466,7 @@ class HailoCompiler(Compiler):
         guess = lambda: io_layouts(hn_dict(self._hn(runner)), self._params(runner)[1])  # noqa: E731
         with timed(stages, "layout_s"):
             (inputs, outputs), quantized.info["layout_source"] = hef_io(hef_path, guess)
+        quantized.info["output_names"] = self._output_names(hef_path, outputs, runner, quantized.info)
         self._runners.pop(bytes_sha(quantized.data), None)
         if self.workdir is None:  # a scratch folder: the HEF and HAR travel by value from here
             shutil.rmtree(folder, ignore_errors=True)

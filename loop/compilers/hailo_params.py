@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from loop.core.errors import LoopError
-from loop.core.hashing import named_sha
+from loop.core.hashing import array_sha, named_sha
 from loop.core.vocab import LayerPrint, TensorLayout
 
 _SCALE_WORDS = ("scale", "zero_point", "zp", "factor")
@@ -29,22 +30,38 @@ class HailoCompileError(LoopError):
 
 def io_layouts(hn: dict[str, Any], params: dict[str, np.ndarray]) -> Layouts:
     """Inputs and outputs as the HN reports them: uint8 NHWC frames, with scale/zero point
-    when a parameter under that layer carries them (key names UNCONFIRMED). A guess: used only
-    when the HEF itself cannot be read."""
+    when a parameter under that layer carries them (key names UNCONFIRMED). An output is named
+    by the layer that feeds its output layer, as HailoRT names output vstreams (``net/conv5``).
+    A guess: used only when the HEF itself cannot be read."""
     found: dict[str, list[TensorLayout]] = {"input_layer": [], "output_layer": []}
-    for name, body in hn.get("layers", {}).items():
+    layers = hn.get("layers", {})
+    for name, body in layers.items():
         if body.get("type") in found:
             shape = (body.get("output_shapes") or body.get("input_shapes") or [[]])[0]
-            scale, zp = _layer_quant(name, params)
+            feeder = str((body.get("input") or [""])[0]) if body["type"] == "output_layer" else ""
+            stream = feeder if feeder in layers else name
+            scale, zp = _stream_quant(stream, name, params)
             found[body["type"]].append(
                 TensorLayout(
-                    name, tuple(1 if d in (-1, None) else int(d) for d in shape), "uint8", scale, zp, channels_last=True
+                    stream,
+                    tuple(1 if d in (-1, None) else int(d) for d in shape),
+                    "uint8",
+                    scale,
+                    zp,
+                    channels_last=True,
                 )
             )
     if not found["input_layer"] or not found["output_layer"]:
-        types = sorted({str(b.get("type")) for b in hn.get("layers", {}).values()})
+        types = sorted({str(b.get("type")) for b in layers.values()})
         raise HailoCompileError(f"cannot find input and output layers in the HN (layer types: {', '.join(types)})")
     return tuple(found["input_layer"]), tuple(found["output_layer"])
+
+
+def _stream_quant(stream: str, layer: str, params: dict[str, np.ndarray]) -> tuple[float | None, int | None]:
+    """The grid of the layer that makes a stream (its ``qp_out``), else scale entries under ``layer``."""
+    leaves = {_split_key(k)[1]: v for k, v in params.items() if _split_key(k)[0] == stream}
+    own = _own_quant(leaves, "out")
+    return (own[0], own[1]) if own else _layer_quant(layer, params)
 
 
 def _layer_quant(layer: str, params: dict[str, np.ndarray]) -> tuple[float | None, int | None]:
@@ -193,3 +210,132 @@ def discover_prints(
         shown = ", ".join(keys[:40]) + (f", ... ({len(keys)} in all)" if len(keys) > 40 else "")
         raise HailoCompileError(f"no kernel-like parameter among the DFC's {len(keys)} keys: {shown or 'none'}")
     return prints, keys
+
+
+# -- the prints as the sweep names them ----------------------------------------------------------
+
+_WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+
+
+def onnx_layers(model: bytes, hn: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """What each DFC layer stands for in the ONNX, through the HN's ``original_names``: by DFC
+    layer (short name), the node of its weighted op (``name``), every node it lists that the ONNX
+    has (``onnx_names``), and the tensors it reads and writes; and, by ONNX output, the node that
+    makes it (to name a compiled output by the ONNX output it carries)."""
+    import onnx
+
+    graph = onnx.load_from_string(model).graph
+    initializers = {i.name for i in graph.initializer}
+    nodes = {n.name: n for n in graph.node if n.name}
+    found: dict[str, dict[str, Any]] = {}
+    for layer, body in hn.get("layers", {}).items():
+        names = [n for n in (body.get("original_names") or []) if n in nodes] if isinstance(body, dict) else []
+        if not names:
+            continue
+        weighted = [n for n in names if nodes[n].op_type in _WEIGHTED_OPS or _reads_initializer(nodes[n], initializers)]
+        found[layer.split("/")[-1]] = {
+            "name": (weighted or names)[0],
+            "onnx_names": names,
+            "in_tensor": nodes[names[0]].input[0] if nodes[names[0]].input else None,
+            "out_tensor": nodes[names[-1]].output[0] if nodes[names[-1]].output else None,
+        }
+    makers = {o: n.name for n in graph.node for o in n.output}
+    return found, {o.name: makers[o.name] for o in graph.output if o.name in makers}
+
+
+def _reads_initializer(node: Any, initializers: set[str]) -> bool:
+    return len(node.input) > 1 and node.input[1] in initializers
+
+
+def output_names(
+    streams: Sequence[str], originals: Callable[[str], Sequence[str]], made_by: Mapping[str, str]
+) -> dict[str, str]:
+    """Compiled output stream -> the ONNX output it carries: the stream's original names (HailoRT's
+    ``Hef::get_original_names_from_vstream_name``, or the HN layer's ``original_names``) hold the
+    ONNX node that makes it; the last one listed (a fused layer's output is its last node's) wins."""
+    by_node = {node: output for output, node in made_by.items()}
+    found: dict[str, str] = {}
+    for stream in streams:
+        try:
+            names = list(originals(stream))
+        except Exception:
+            continue
+        hit = next((by_node[n] for n in reversed(names) if n in by_node), None)
+        if hit is not None:
+            found[stream] = hit
+    return found
+
+
+def named_prints(
+    prints: Sequence[LayerPrint],
+    mapped: Mapping[str, Mapping[str, Any]],
+    hn: dict[str, Any],
+    bits: Mapping[str, Sequence[int]],
+) -> list[LayerPrint]:
+    """Each print named as the sweep names layers: ``name`` the ONNX node of its weighted op,
+    ``onnx_names`` all it stands for, ``compiled_name`` the DFC's; a layer listing no ONNX node
+    is unmapped (its DFC name, no ONNX names). Bits by DFC layer (activation, weight), the input's
+    from the layer that feeds it."""
+    net = str(hn.get("name") or "")
+    feeds = {
+        full.split("/")[-1]: str((body.get("input") or [""])[0]).split("/")[-1]
+        for full, body in hn.get("layers", {}).items()
+        if isinstance(body, dict)
+    }
+    named = []
+    for lp in prints:
+        short = lp.name
+        own = mapped.get(short, {})
+        act, weight = (*bits[short], None, None)[:2] if short in bits else (None, None)
+        feeder = bits.get(feeds.get(short, ""))
+        named.append(
+            replace(
+                lp,
+                name=str(own.get("name") or short),
+                onnx_names=tuple(own.get("onnx_names") or ()),
+                compiled_name=f"{net}/{short}" if net else short,
+                in_tensor=own.get("in_tensor", lp.in_tensor),
+                out_tensor=own.get("out_tensor", lp.out_tensor),
+                out_bits=act if act is not None else lp.out_bits,
+                in_bits=int(feeder[0]) if feeder else lp.in_bits,
+                weight_bits=weight if weight is not None else lp.weight_bits,
+            )
+        )
+    return named
+
+
+def kernel_grid(
+    params: Mapping[str, np.ndarray], native: Mapping[str, np.ndarray], prints: Sequence[LayerPrint]
+) -> list[LayerPrint]:
+    """``float_sha`` (the native float kernel the DFC quantized, after its own fusing) and ``off_grid``
+    (kernel integers that are not that float kernel rounded on the layer's own grid), and the
+    kernel's stored width where nothing else gave ``weight_bits``. Left None where the params do
+    not allow it (no native kernel, a shape that differs, a scale that does not broadcast)."""
+    out = []
+    for lp in prints:
+        layer = lp.compiled_name or lp.name
+        q = _leaf(params, layer, "kernel")
+        w = _leaf(native, layer, "kernel")
+        width = q.dtype.itemsize * 8 if q is not None and np.issubdtype(q.dtype, np.integer) else None
+        found: dict[str, Any] = {"weight_bits": lp.weight_bits or width}
+        if w is not None and np.issubdtype(w.dtype, np.floating):
+            found["float_sha"] = array_sha(np.asarray(w, np.float32))
+            found["off_grid"] = _off_grid(q, w, lp.weight_scale, lp.weight_zero_point)
+        out.append(replace(lp, **found))
+    return out
+
+
+def _leaf(params: Mapping[str, np.ndarray], layer: str, leaf: str) -> np.ndarray | None:
+    return next((np.asarray(v) for k, v in params.items() if _split_key(k) == (layer, leaf)), None)
+
+
+def _off_grid(q: np.ndarray | None, w: np.ndarray, scales: Sequence[float], zero_points: Sequence[int]) -> int | None:
+    if q is None or q.shape != w.shape or not np.issubdtype(q.dtype, np.integer) or not scales:
+        return None
+    scale = np.asarray(scales, np.float64)
+    zp = np.asarray(zero_points or (0,), np.float64)
+    if scale.size not in (1, q.shape[-1]) or zp.size not in (1, q.shape[-1]) or not np.all(scale > 0):
+        return None  # one scale, or one per output channel (the last axis, [kh, kw, c_in, c_out])
+    info = np.iinfo(q.dtype)
+    rounded = np.clip(np.round(w.astype(np.float64) / scale) + zp, info.min, info.max)
+    return int(np.count_nonzero(rounded != q))

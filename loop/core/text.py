@@ -5,8 +5,11 @@ turn ``txt.exe`` into ``exe.txt``; long text is cut with a mark."""
 
 from __future__ import annotations
 
+import shutil
+
 CUT = "…"
 LIMIT = 200
+SCREEN = 120  # columns a table fits where the terminal's width is unknown (a pipe, a file)
 
 
 def _hidden(c: str) -> bool:
@@ -32,4 +35,21 @@ def for_person(text: object, limit: int | None = LIMIT) -> str:
     return s
 
 
-__all__ = ["for_person"]
+def cut(text: str, width: int, middle: bool = True) -> str:
+    """``text`` (already as :func:`for_person` shows it) in at most ``width`` characters, the
+    cut marked: in the middle for a name, whose both ends tell (``/backbone/stag…/conv/Conv``),
+    at the end for prose (``middle=False``)."""
+    if len(text) <= width:
+        return text
+    if width < 2:
+        return CUT[:width]
+    head = (width - 1) // 3 if middle else width - 1
+    return text[:head] + CUT + text[len(text) - (width - 1 - head) :]
+
+
+def screen_width() -> int:
+    """The terminal's columns (``COLUMNS`` first, as ``shutil`` reads it), else :data:`SCREEN`."""
+    return shutil.get_terminal_size((SCREEN, 24)).columns
+
+
+__all__ = ["cut", "for_person", "screen_width"]

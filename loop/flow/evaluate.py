@@ -102,16 +102,51 @@ def _clamps(authored: Authored, compiled: CompileResult) -> dict[str, tuple[floa
     return {t: (edge(lo, -np.inf), edge(hi, np.inf)) for t, (lo, hi) in removed.items()}
 
 
-def float_outputs(model: bytes, inputs: frames_mod.Frames) -> Raw:
+@dataclass(frozen=True)
+class FloatOutputs:
+    """The unquantized model's outputs on the controlled inputs, with their ONNX names."""
+
+    names: tuple[str, ...]
+    raw: Raw
+
+
+def float_outputs(model: bytes, inputs: frames_mod.Frames) -> FloatOutputs:
     """The unquantized model of the same variant, for SNR and cosine."""
     session = onnx_session(model, optimize="all")
     names = [i.name for i in session.get_inputs()]
-    return [session.run(None, frames_mod.feed(inputs, j, names)) for j in range(frames_mod.count(inputs))]
+    raw = [session.run(None, frames_mod.feed(inputs, j, names)) for j in range(frames_mod.count(inputs))]
+    return FloatOutputs(tuple(o.name for o in session.get_outputs()), raw)
 
 
-def outputs_of(run: DeviceRun) -> DeviceOutputs:
-    """A device's raw answers with their values, as its layouts dequantize them."""
-    outputs = [[frames_mod.dequantize(o, t) for o, t in zip(outs, run.outputs, strict=True)] for outs in run.raw]
+def model_order(layouts: tuple[TensorLayout, ...], names: tuple[str, ...], renamed: dict[str, str]) -> list[int]:
+    """For each model output, in the model's order, the device output that carries it: by name
+    (a compiled stream's own, or the model output the compiler says it carries); by position only
+    when no device output bears a model output's name (a compiled order may differ from the model's)."""
+    carried = {renamed.get(t.name, t.name): i for i, t in enumerate(layouts)}
+    if all(n in carried for n in names):
+        return [carried[n] for n in names]
+    if len(layouts) == len(names) and not any(n in carried for n in names):
+        return list(range(len(names)))
+    raise LoopError(
+        f"the device's outputs ({', '.join(for_person(t.name) for t in layouts)}) do not all carry a model output "
+        f"({', '.join(for_person(n) for n in names)})"
+    )
+
+
+def outputs_of(
+    run: DeviceRun, reference: FloatOutputs | None = None, renamed: dict[str, str] | None = None
+) -> DeviceOutputs:
+    """A device's raw answers, and their values as its layouts dequantize them: matched to the
+    model's outputs by name and put in the model's order and shape when ``reference`` is given."""
+    if reference is None or not reference.raw:
+        outputs = [[frames_mod.dequantize(o, t) for o, t in zip(outs, run.outputs, strict=True)] for outs in run.raw]
+        return DeviceOutputs(run.raw, outputs, run.deterministic, run.inputs)
+    order = model_order(run.outputs, reference.names, renamed or {})
+    shapes = [np.shape(o) for o in reference.raw[0]]
+    outputs = [
+        [frames_mod.dequantize(outs[i], run.outputs[i], shape) for i, shape in zip(order, shapes, strict=True)]
+        for outs in run.raw
+    ]
     return DeviceOutputs(run.raw, outputs, run.deterministic, run.inputs)
 
 
@@ -130,17 +165,18 @@ def _score(
     authored: Authored,
     first: DeviceOutputs,
     others: dict[str, DeviceOutputs],
-    inputs: frames_mod.Frames,
+    floats: FloatOutputs,
     against: Reference | None,
     scorer: Callable[..., dict[str, Any]] | None,
 ) -> dict[str, Any]:
-    reference = float_outputs(authored.model(), inputs)
+    reference = floats.raw
     scores = score_mod.builtin(
         first.outputs,
         first.raw,
         reference,
         first.deterministic,
         None if authored.variant.own_base or against is None or against.raw is None else _lists(against.raw),
+        floats.names,
     )
     if others:
         scores["devices"] = {name: _disagreement(first, out) for name, out in others.items()}
@@ -194,9 +230,11 @@ def evaluate_variant(
     clock = _Clock()
     verdict = verdict_for(spec, authored, compiled, against)
     clock.lap("audit_s")
-    runs = [outputs_of(r) for r in ran.devices.values()]
+    reference = float_outputs(authored.model(), prepared.task.inputs)
+    renamed = compiled.info.get("output_names") or {}  # compiled output -> the model output it carries
+    runs = [outputs_of(r, reference, renamed) for r in ran.devices.values()]
     others = dict(zip(list(ran.devices)[1:], runs[1:], strict=True))
-    scores = _score(authored, runs[0], others, prepared.task.inputs, against.reference, scorer)  # made once
+    scores = _score(authored, runs[0], others, reference, against.reference, scorer)  # made once
     made = Reference(tuple(compiled.layers), _tuples(runs[0].raw), scores.get("snr_db")) if authored.reference else None
     flags = _calibration_flags(spec, authored, scores, against.reference)
     clock.lap("score_s")

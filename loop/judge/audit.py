@@ -141,8 +141,11 @@ def _moved_grid(b: LayerPrint, v: LayerPrint) -> str:
 
 def _kernel_detail(b: LayerPrint, v: LayerPrint) -> str:
     detail = f"kernel {(b.kernel_sha or 'none')[:8]} -> {(v.kernel_sha or 'none')[:8]}"
-    if b.weight_scale != v.weight_scale and b.weight_scale and v.weight_scale:
-        detail += f", weight scale x{v.weight_scale[0] / b.weight_scale[0]:.3g}"
+    if b.weight_scale != v.weight_scale and len(b.weight_scale) == len(v.weight_scale) and b.weight_scale:
+        # per channel, the channels that moved: channel 0 alone may not have
+        ratios = [y / x for x, y in zip(b.weight_scale, v.weight_scale, strict=True) if x != y and x]
+        lo, hi = min(ratios, default=1.0), max(ratios, default=1.0)
+        detail += f", weight scale x{lo:.3g}" + (f" to x{hi:.3g}" if f"{lo:.3g}" != f"{hi:.3g}" else "")
     return detail
 
 

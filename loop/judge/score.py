@@ -7,6 +7,7 @@ bytes), and returns a mapping of names to numbers; they are merged into ``scores
 
 from __future__ import annotations
 
+import math
 import pkgutil
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -48,7 +49,9 @@ def builtin(
     reference: Sequence[Sequence[np.ndarray]],
     repeat_equal: bool,
     base_raw: Sequence[Sequence[np.ndarray]] | None,
+    names: Sequence[str] = (),
 ) -> dict[str, Any]:
+    """``names``: the model's outputs, in ``reference``'s order (a warning names its output)."""
     mine, ref = flat(outputs), flat(reference)
     scores: dict[str, Any] = {
         "output_mean": float(mine.mean()),
@@ -59,11 +62,43 @@ def builtin(
         "snr_db": snr_db(ref, mine),
         "cosine": cosine(ref, mine),
     }
+    said = snr_warnings(reference, scores["snr_db"], names)
+    if said:
+        scores["warnings"] = said
     if base_raw is not None:
         mine, base = _bytes(raw), _bytes(base_raw)
         scores["bytes_differ"] = int(np.count_nonzero(mine != base)) if mine.size == base.size else None
         scores["bytes_total"] = int(mine.size)
     return scores
+
+
+def constant_outputs(reference: Sequence[Sequence[np.ndarray]]) -> dict[int, float]:
+    """The float outputs that take one value in every element of every scoring frame, by
+    position, with that value: their quantized twin matches them exactly or not at all, so
+    they say nothing of how well the network was quantized."""
+    found: dict[int, float] = {}
+    for n in range(len(reference[0]) if reference else 0):
+        values = [np.asarray(outs[n]) for outs in reference]
+        first = values[0].ravel()[:1]
+        if first.size and all(v.size and bool(np.all(v == first[0])) for v in values):
+            found[n] = float(first[0]) + 0.0  # -0.0 (a negated zero) shown as 0
+    return found
+
+
+def snr_warnings(reference: Sequence[Sequence[np.ndarray]], snr: float, names: Sequence[str] = ()) -> list[str]:
+    """What makes the SNR meaningless, a line each: an output constant over the scoring frames
+    (a dead branch, a Constant, a shape), or outputs equal to the float model's bit for bit."""
+    constant = constant_outputs(reference)
+    total = len(reference[0]) if reference else 0
+    named = lambda n: f" ('{names[n]}')" if n < len(names) else ""  # noqa: E731
+    said = [
+        f"output {n}{named(n)} of {total} is constant over the scoring frames (every value {value:g} in all "
+        f"{len(reference)}): SNR measures nothing{'' if len(constant) == total else ' on it'}"
+        for n, value in constant.items()
+    ]
+    if math.isinf(snr) and snr > 0 and not said:
+        said.append("the outputs equal the float model's exactly over the scoring frames: SNR is inf, not a measure")
+    return said
 
 
 def _bytes(raw: Sequence[Sequence[np.ndarray]]) -> np.ndarray:

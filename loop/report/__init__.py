@@ -12,7 +12,7 @@ from typing import Any
 
 from loop.core.kinds import NOT_COMPARABLE, Flag, Status, Verdict
 from loop.core.record import PINNED, Change, RunRecord
-from loop.core.text import for_person
+from loop.core.text import LIMIT, cut, for_person, screen_width
 
 
 def _fmt(value: Any, spec: str = "") -> str:
@@ -26,16 +26,51 @@ def _fmt(value: Any, spec: str = "") -> str:
         return str(value)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Aligned columns; every cell, names and stored strings among them, as a person may see it."""
+NAME_LIMIT = 1000  # a name's characters read before it is cut to its column
+NAME_MIN = 16  # a name or prose column is never cut narrower: past that a table may be wider than the screen
+
+
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    names: Sequence[int] = (0,),
+    prose: Sequence[int] = (),
+    width: int | None = None,
+) -> str:
+    """Aligned columns; every cell, names and stored strings among them, as a person may see it.
+    The ``names`` columns (layers, variants, sweeps; cut in the middle) and ``prose`` columns
+    (reasons, flags; cut at the end) are cut, widest first, so the table fits ``width``
+    (default: the terminal's). Figures are never cut; JSON and CSV keep everything whole."""
     headers = [for_person(h) for h in headers]
-    rows = [[for_person(c) for c in r] for r in rows]
+    # a name keeps its end (the part that tells) until it is cut in the middle below
+    rows = [[for_person(c, NAME_LIMIT if i in names else LIMIT) for i, c in enumerate(r)] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    cuttable = {*names, *prose}
+    cap = _cap(widths, cuttable, width or screen_width())
+    if cap is not None:
+        widths = [min(w, cap) if i in cuttable else w for i, w in enumerate(widths)]
+        headers = [cut(h, widths[i], i not in prose) for i, h in enumerate(headers)]
+        rows = [[cut(c, widths[i], i not in prose) for i, c in enumerate(r)] for r in rows]
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
 
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def _cap(widths: Sequence[int], cuttable: set[int], screen: int) -> int | None:
+    """The widest a cuttable column may be for the table to fit ``screen`` (never below
+    NAME_MIN); None when it fits as it is."""
+
+    def total(cap: int) -> int:
+        return sum(min(w, cap) if i in cuttable else w for i, w in enumerate(widths)) + 2 * (len(widths) - 1)
+
+    cap = max((widths[i] for i in cuttable if i < len(widths)), default=0)
+    if total(cap) <= screen:
+        return None
+    while cap > NAME_MIN and total(cap) > screen:
+        cap -= 1
+    return cap
 
 
 def layers_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -59,6 +94,9 @@ def layers_table(rows: Sequence[dict[str, Any]]) -> str:
             ]
             for r in rows
         ],
+        # the layer column stays whole: it is what a sweep file's ``layer:`` is copied from,
+        # and a cut in the middle drops the block number that tells EfficientNet's layers apart
+        names=(3, 5),
     )
 
 
@@ -87,6 +125,9 @@ def summary_row(run: RunRecord, layer: str | None) -> list[str]:
     ]
 
 
+HEADER_NAME = 24  # a layer named in a column's header: the column holds numbers
+
+
 def sweep_summary(runs: Sequence[RunRecord]) -> str:
     """One row per variant; confounded and failed runs are shown apart, with why."""
     # the perturbed layer's scale, else the first layer's: a column worth showing either way
@@ -95,7 +136,7 @@ def sweep_summary(runs: Sequence[RunRecord]) -> str:
         "variant",
         "verdict",
         "kernel sha",
-        f"{layer} out scale",
+        f"{cut(for_person(layer, NAME_LIMIT), HEADER_NAME)} out scale",
         "optimize s",
         "compile s",
         "ttfo ms",
@@ -114,12 +155,18 @@ def sweep_summary(runs: Sequence[RunRecord]) -> str:
         text += "\n\nRecorded, not used in comparisons:\n" + table(headers, [summary_row(r, layer) for r in apart])
         for r in apart:
             text += "\n" + _why(r)
-    notes = [f"  {for_person(r.variant)}: {_one_line(w)}" for r in runs for w in r.warnings]
+    notes = [f"  {for_person(r.variant)}: {_one_line(w)}" for r in runs for w in (*r.warnings, *_score_warnings(r))]
     notes += [f"  {for_person(r.variant)}: {f}: {NOTED_FLAGS[f]}" for r in runs for f in r.flags if f in NOTED_FLAGS]
     notes += [host_busy_line(r) for r in runs if Flag.HOST_BUSY in r.flags]
     if notes:
         text += "\n\nWarnings:\n" + "\n".join(notes)
     return text
+
+
+def _score_warnings(run: RunRecord) -> list[str]:
+    """What the scoring said of the SNR itself (a constant output), as recorded."""
+    said = run.scores.data.get("warnings")
+    return [str(w) for w in said] if isinstance(said, list) else []
 
 
 NOTED_FLAGS = {Flag.CALIBRATION_WORSE: "scored far below the sweep's own calibration method"}
@@ -185,7 +232,7 @@ def runs_table(runs: Sequence[RunRecord]) -> str:
         ]
         for r in runs
     ]
-    return table(headers, rows)
+    return table(headers, rows, names=(1, 2), prose=(7, 8))
 
 
 def runs_lines(runs: Sequence[RunRecord], fmt: str) -> str:
@@ -228,7 +275,7 @@ def study_table(results: Sequence[Any]) -> str:
         ]
         for r in results
     ]
-    return table(headers, rows) if rows else "no candidates"
+    return table(headers, rows, names=(1, 2), prose=(8,)) if rows else "no candidates"
 
 
 def _ratio(ratio: float | None, ci: tuple[float, float] | None) -> str:
@@ -312,7 +359,7 @@ def device_disagreement(runs: Sequence[RunRecord]) -> str:
     if not rows:
         return ""
     return "Devices against the first device, same inputs:\n" + table(
-        ["variant", "device", "SNR dB", "max |diff|", "values differ"], rows
+        ["variant", "device", "SNR dB", "max |diff|", "values differ"], rows, names=(0, 1)
     )
 
 

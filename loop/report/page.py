@@ -212,9 +212,11 @@ class Page:
                 by_sweep.setdefault(r.sweep, []).append(r)
         if not by_sweep:
             return
+        from loop.report.plots import legend
+
         yield (
             "<p class='note'>A row per candidate, a column per layer; a cell says what changed there "
-            "(K kernel, B bias, I input scale, O output scale) and the largest magnitude (x the rounding "
+            f"({_esc(legend(), 4 * LIMIT)}) and the largest magnitude (x the rounding "
             "bound, or the scale ratio): green inside the footprint, hatched red outside, grey where "
             "nothing changed. Each cell's changes in full are its tooltip.</p>"
         )

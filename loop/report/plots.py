@@ -32,7 +32,18 @@ if TYPE_CHECKING:
     from loop.api import Result
     from loop.measure.link import LinkModel
 
-AUDIT_COLUMNS = ("kernel", "bias", "in_scale", "out_scale")
+# Each kind of change the audit records, its mark in the audit grid, and the mark's legend
+# (loop.report.page prints it): one table, so a kind never shows under another's letter.
+MARKS = {
+    "kernel": ("K", "kernel"),
+    "kernel-rounding": ("k", "kernel re-rounded on a moved grid"),
+    "bias": ("B", "bias (or its rounding)"),
+    "in_scale": ("I", "input scale"),
+    "out_scale": ("O", "output scale"),
+    "function": ("F", "function: values a removed clamp clipped now pass"),
+    "other": ("?", "another change (its tooltip says which)"),
+}
+AUDIT_COLUMNS = tuple(MARKS)
 NAME = 60  # characters of a name on a plot: an axis of 200-character names has no room left
 # rcParams the report draws under: "$" is text (a name with "$\\frac{a$" ended the report
 # with a ParseSyntaxException), and text stays text in the SVG
@@ -201,6 +212,7 @@ _NUMBER = {
     "in_scale": r"\(([0-9.]+)x\)",
     "out_scale": r"\(([0-9.]+)x\)",
     "kernel": r"weight scale x([0-9.]+)",
+    "kernel-rounding": r"weight scale x([0-9.]+)",
 }
 
 
@@ -211,7 +223,7 @@ def audit_cells(run: RunRecord) -> dict[tuple[str, str], Cell]:
     for c in run.changes:
         what = "bias" if c.what == "bias-rounding" else c.what
         if what not in AUDIT_COLUMNS:
-            what = "kernel"  # a function change or a missing layer is about the layer's weights
+            what = "other"  # a kind a newer audit records: shown as such, never as another's mark
         found = re.search(_NUMBER.get(what, "$^"), c.detail)
         state = "inside" if c.allowed else "outside"
         old = cells.get((c.layer, what))
@@ -220,12 +232,17 @@ def audit_cells(run: RunRecord) -> dict[tuple[str, str], Cell]:
     return cells
 
 
-LETTERS = {"kernel": "K", "bias": "B", "in_scale": "I", "out_scale": "O"}
+LETTERS = {what: mark for what, (mark, _) in MARKS.items()}
+
+
+def legend() -> str:
+    """The marks of the audit grid in words: ``K kernel, k kernel re-rounded ..., ...``."""
+    return ", ".join(f"{mark} {words}" for mark, words in MARKS.values())
 
 
 def layer_cells(run: RunRecord) -> dict[str, Cell]:
-    """Layer -> one cell: what changed there as letters (K kernel, B bias, I input scale, O
-    output scale) with the largest magnitude, outside the footprint if any part was."""
+    """Layer -> one cell: what changed there as marks (:data:`MARKS`) with the largest
+    magnitude, outside the footprint if any part was."""
     parts: dict[str, list[tuple[str, Cell]]] = {}
     for (layer, what), cell in audit_cells(run).items():
         parts.setdefault(layer, []).append((what, cell))

@@ -186,8 +186,30 @@ def to_device_order(x: np.ndarray, layout: TensorLayout) -> np.ndarray:
     return x.transpose(0, 2, 3, 1) if layout.channels_last and x.ndim == 4 else x
 
 
-def to_model_order(y: np.ndarray, layout: TensorLayout) -> np.ndarray:
-    return y.transpose(0, 3, 1, 2) if layout.channels_last and y.ndim == 4 else y
+def to_model_order(y: np.ndarray, layout: TensorLayout, shape: Sequence[int] | None = None) -> np.ndarray:
+    """A device output (batch first) in the model's own order, by rank. ``shape`` is the model's
+    output shape, when known; only a channels-last layout is ever reordered:
+
+    - rank 4, or a model shape not given: NHWC -> NCHW (a HEF's image outputs);
+    - rank 3 (N, A, B): HailoRT shapes every stream as an image (H, W, features), so such an
+      output comes as (N, 1, W, F). It is (N, W, F) when the model's is (N, W, F) (a sequence,
+      features last) and transposed to (N, F, W) when the model's is (N, F, W) (a Conv1d's,
+      channels first). Which one the DFC makes of a rank-3 tensor is UNCONFIRMED;
+    - rank 2 (N, F), and any other: the device's values in their own order (features last is the
+      model's last axis), reshaped to the model's shape when the sizes agree.
+
+    A layout that is not channels-last is already in the model's order: only reshaped so."""
+    if layout.channels_last and y.ndim == 4 and (shape is None or len(shape) == 4):
+        return y.transpose(0, 3, 1, 2)
+    if layout.channels_last and shape is not None and len(shape) == 3 and y.ndim == 4 and y.shape[1] == 1:
+        n, w, f = y.shape[0], y.shape[2], y.shape[3]
+        if tuple(shape[1:]) == (f, w) and f != w:
+            return y[:, 0].transpose(0, 2, 1)
+        if tuple(shape[1:]) == (w, f):
+            return y.reshape(n, w, f)
+    if shape is not None and y.size == y.shape[0] * int(np.prod(shape[1:])):
+        return y.reshape(y.shape[0], *shape[1:])
+    return y
 
 
 def onto_grid(x: np.ndarray, layout: TensorLayout) -> np.ndarray:
@@ -212,6 +234,6 @@ def quantize(x: np.ndarray, layout: TensorLayout) -> np.ndarray:
     return onto_grid(to_device_order(x, layout), layout)
 
 
-def dequantize(q: np.ndarray, layout: TensorLayout) -> np.ndarray:
-    """What the device returned, as float in the model's own order."""
-    return off_grid(to_model_order(q.reshape(layout.shape), layout), layout)
+def dequantize(q: np.ndarray, layout: TensorLayout, shape: Sequence[int] | None = None) -> np.ndarray:
+    """What the device returned, as float in the model's own order (``shape``: the model's, when known)."""
+    return off_grid(to_model_order(q.reshape(layout.shape), layout, shape), layout)

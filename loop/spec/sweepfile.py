@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from loop.core.vocab import CompileOptions
 from loop.judge.structure import Structure
 from loop.spec import schema
 from loop.spec.graphs import load
-from loop.spec.perturb import Expect, Op, op_from, parse_expect
+from loop.spec.perturb import Calibration, Expect, Op, op_from, parse_expect
 from loop.spec.yamlio import LineDict, LineList, line_of, load_yaml, regular_file
 
 MAX_FRAME_BYTES = 2 << 30  # generated frames held at once: past this, refuse before allocating
@@ -26,6 +27,10 @@ MAX_FRAME_BYTES = 2 << 30  # generated frames held at once: past this, refuse be
 # them); a backend registered at run time without one (a plugin, a test's fake) names its keys
 # here, and they pass to it as they are.
 BACKEND_COMPILE_KEYS: dict[str, set[str]] = {}
+
+
+class SweepFileWarning(UserWarning):
+    """A key the sweep file sets that does not do what it seems to; the sweep still runs."""
 
 
 @dataclass(frozen=True)
@@ -363,8 +368,11 @@ def _unique(variants: tuple[VariantSpec, ...], raw: list) -> None:
         seen.add(variant.name)
 
 
-def _check_base(spec: SweepSpec, raw: LineDict, variant: VariantSpec, node: LineDict) -> Structure:
-    """Load one base: it must read, have inputs, and fit any stored frames."""
+def _check_base(
+    spec: SweepSpec, raw: LineDict, variant: VariantSpec, node: LineDict, stored: dict[str, int]
+) -> Structure:
+    """Load one base: it must read, have inputs, and fit any stored frames (their count goes
+    to ``stored``, by key)."""
     base = variant.base or spec.base
     field_name = "base" if variant.base or variant.params is None else "params"
     where = node if variant.own_base else raw
@@ -378,7 +386,7 @@ def _check_base(spec: SweepSpec, raw: LineDict, variant: VariantSpec, node: Line
         raise LoopError("the base has no inputs", line=line_of(where, field_name), field=field_name)
     _check_inputs(spec, raw, loaded.shapes, loaded.dtypes)
     _check_frame_sizes(spec, raw, loaded.shapes)
-    _check_frame_files(spec, raw, loaded.shapes, loaded.dtypes)
+    stored.update(_check_frame_files(spec, raw, loaded.shapes, loaded.dtypes))
     return loaded.structure
 
 
@@ -403,14 +411,32 @@ def _check_inputs(spec: SweepSpec, raw: LineDict, shapes: dict[str, tuple[int, .
                 line=line_of(raw, "base"),
                 field="base",
             )
-        stored = spec.inputs.path is not None and spec.calibration.path is not None
-        if name not in constants and not stored:
+        seeded = [key for key in ("calibration", "inputs") if getattr(spec, key).path is None]
+        if name in constants or not seeded:
+            continue
+        files = _frame_files_hint(seeded, list(shapes))
+        if set(dtypes) == set(shapes):  # no float input: this is the data (token or byte ids), not a setting
             raise LoopError(
-                f"input '{name}' is {dtype}, and seeded frames are floats: give its value as "
-                f"inputs: {{constants: {{{name}: VALUE}}}}",
-                line=line or line_of(raw, "inputs" if "inputs" in raw else "base"),
-                field="inputs.constants",
+                f"input '{name}' is {dtype}, the model's data (it has no float input), and seeded frames are "
+                f"floats: {files}",
+                line=line_of(raw, seeded[0] if seeded[0] in raw else "base"),
+                field=f"{seeded[0]}.path",
             )
+        raise LoopError(
+            f"input '{name}' is {dtype}, and seeded frames are floats: give its value as "
+            f"inputs: {{constants: {{{name}: VALUE}}}} if it is a setting; if it is data (token or byte ids), {files}",
+            line=line or line_of(raw, "inputs" if "inputs" in raw else "base"),
+            field="inputs.constants",
+        )
+
+
+def _frame_files_hint(seeded: list[str], inputs: list[str]) -> str:
+    """Where stored frames go, in the sweep file's own keys: an .npy for one input, else an
+    .npz keyed by input name."""
+    file, kind = ("FRAMES.npy", "an .npy") if len(inputs) == 1 else ("FRAMES.npz", "an .npz keyed by input name")
+    keys = " and ".join(f"{key}: {{path: {file}}}" for key in seeded)
+    held = "" if len(inputs) == 1 else f" ({', '.join(inputs)})"
+    return f"give its frames from a file, {kind}{held}: {keys}"
 
 
 def _placed(exc: LoopError, raw: LineDict, where: LineDict, field_name: str) -> LoopError:
@@ -428,11 +454,12 @@ def _placed(exc: LoopError, raw: LineDict, where: LineDict, field_name: str) -> 
 def _check_layers(spec: SweepSpec, raw: LineDict) -> None:
     """Load each distinct base once and check every op's layer against it."""
     cache: dict[tuple, Structure] = {}
+    stored: dict[str, int] = {}
     for v, (variant, node) in enumerate(zip(spec.variants, raw["variants"], strict=True)):
         params = variant.params if variant.params is not None else spec.params
         key = (str(variant.base or spec.base), json.dumps(params, sort_keys=True))
         if key not in cache:
-            cache[key] = _check_base(spec, raw, variant, node)
+            cache[key] = _check_base(spec, raw, variant, node, stored)
         forced: dict[str, str] = {}
         for i, op in enumerate(variant.ops):
             try:
@@ -443,6 +470,32 @@ def _check_layers(spec: SweepSpec, raw: LineDict) -> None:
                 name = exc.field or "layer"
                 exc.field = f"variants[{v}].perturb[{i}].{name}"
                 raise exc.where(line=line_of(item, name)) from None
+    _warn_seeds_over_files(spec, raw, stored)
+
+
+def _warn_seeds_over_files(spec: SweepSpec, raw: LineDict, stored: dict[str, int]) -> None:
+    """A seed over a frame file only reorders its frames (``author.make_frames``), and draws
+    which ones are used only when ``count`` is below the file's: else it changes nothing the
+    calibration sees, and a variant that is only a new seed reads ``no-effect``."""
+    places = [(key, getattr(spec, key).count, raw.get(key), f"{key}.") for key in ("calibration", "inputs")]
+    for v, (variant, node) in enumerate(zip(spec.variants, raw["variants"], strict=True)):
+        for i, op in enumerate(variant.ops):
+            if isinstance(op, Calibration) and op.seed is not None:
+                count = op.count or spec.calibration.count
+                places.append(("calibration", count, node["perturb"][i], f"variants[{v}].perturb[{i}]."))
+    for key, count, where, prefix in places:
+        data, total = getattr(spec, key), stored.get(key)
+        if data.path is None or total is None or not (isinstance(where, LineDict) and "seed" in where):
+            continue
+        if count is None or count >= total:
+            said = (
+                f"the seed does not change the frames read from {data.path}: all {total} of them are used "
+                "whatever the seed, which only reorders them"
+                + (" (minmax calibration ignores the order)" if key == "calibration" else "")
+                + f"; it draws which frames are used only when {prefix}count is below {total}"
+            )
+            where_ = LoopError(said, file=str(spec.path), line=line_of(where, "seed"), field=f"{prefix}seed")
+            warnings.warn(schema.printable(where_.render()), SweepFileWarning, stacklevel=4)
 
 
 def _check_forced_once(op: Op, structure: Structure, forced: dict[str, str]) -> None:
@@ -476,17 +529,23 @@ def _check_frame_sizes(spec: SweepSpec, raw: LineDict, shapes: dict[str, tuple[i
 
 def _check_frame_files(
     spec: SweepSpec, raw: LineDict, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, str]
-) -> None:
-    """Stored calibration or scoring frames must load and fit the model, before any write."""
-    from loop.spec.frames import load_file
+) -> dict[str, int]:
+    """Stored calibration or scoring frames must load and fit the model, before any write;
+    how many frames each file holds, by key."""
+    from loop.spec.frames import count, load_file
 
+    totals = {}
     for key, data in (("calibration", spec.calibration), ("inputs", spec.inputs)):
         if data.path is not None:
             try:
                 regular_file(spec.path.parent / data.path, f"{key}.path")
-                load_file(spec.path.parent / data.path, shapes, f"{key}.path", data.scale, dtypes, dict(data.constants))
+                frames = load_file(
+                    spec.path.parent / data.path, shapes, f"{key}.path", data.scale, dtypes, dict(data.constants)
+                )
             except LoopError as exc:
                 raise exc.where(line=line_of(raw[key], "path")) from None
+            totals[key] = count(frames)
+    return totals
 
 
 def _sha(raw: Any) -> str:

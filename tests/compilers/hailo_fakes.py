@@ -1,15 +1,23 @@
 """A FAKE ``hailo_sdk_client`` for driving loop's Hailo compiler without Hailo's software.
 
-It records every call in order and returns values shaped as public callers of the DFC show
-them: ``get_params_translated()`` indexed per layer (as Hailo's clipping inspector reads it),
-``save_params(path, ParamsKinds.TRANSLATED)`` writing flat ``<net>/<layer>/kernel:0`` keys to
-an ``.npz``. It compiles nothing and runs no emulation: it only lets the driver's plumbing be
-checked. Install it with :meth:`FakeHailoSdkClient.modules` (it brings the ``hailo_archive``
-submodule that holds ``ParamsKinds``).
+A TEST DOUBLE of the Dataflow Compiler, not Hailo's code. It records every call in order, and
+behaves as the real DFC does where public sources show how (tests/compilers/hailo_dfc_double.py
+holds the arithmetic and cites a source for each behaviour; docs/hailo.md lists what is not
+confirmed): ``translate_onnx_model`` reads the ONNX and names layers ``<net>/conv1``, ... with
+Conv+BatchNormalization+Relu fused into one layer whose HN ``original_names`` lists each node;
+``optimize`` quantizes the translated weights from the calibration frames and the model script
+(forced ranges, ``precision_mode=a16_w16``, bias correction); ``get_params()`` answers the native
+float params, ``save_params(path, ParamsKinds.TRANSLATED)`` / ``get_params_translated()`` the
+quantized ones (flat ``<net>/<layer>/kernel:0`` keys in the ``.npz``, indexed per layer in the
+view, as Hailo's clipping inspector reads it); ``infer`` emulates the quantized net. It compiles
+nothing: ``compile()`` returns fixed bytes. Install it with :meth:`FakeHailoSdkClient.modules`
+(it brings the ``hailo_archive`` submodule that holds ``ParamsKinds``).
 
-Time is virtual: each call advances ``now`` by ``DELAYS[call]`` seconds, so a test that points
-the compiler's clock at ``now`` knows exactly what each stage should measure. ``hn_layers``
-(None: this DFC has no ``get_hn_model``) answers as Hailo's compression inspector reads it.
+A test may pin the answers instead: ``params`` (per layer) replaces the quantized params,
+``hn_layers`` what ``get_hn_model`` answers (None: the translated net's own), ``float_bias`` the
+DFC layers whose bias stays in float. Time is virtual: each call advances ``now`` by
+``DELAYS[call]`` seconds, so a test that points the compiler's clock at ``now`` knows exactly
+what each stage should measure.
 """
 
 from __future__ import annotations
@@ -24,6 +32,18 @@ from typing import Any
 
 import numpy as np
 
+try:  # by path (tests/ is not a package): beside this file
+    import hailo_dfc_double as double
+except ImportError:
+    import importlib.util
+    import sys
+
+    _spec = importlib.util.spec_from_file_location("hailo_dfc_double", Path(__file__).with_name("hailo_dfc_double.py"))
+    assert _spec and _spec.loader
+    double = importlib.util.module_from_spec(_spec)
+    sys.modules["hailo_dfc_double"] = double
+    _spec.loader.exec_module(double)
+
 FAKE_HN = {
     "name": "loop_net",
     "layers": {
@@ -33,15 +53,6 @@ FAKE_HN = {
     },
 }
 FAKE_HEF = b"FAKE-HEF-BYTES"
-FAKE_PARAMS = {
-    "loop_net/conv1": {
-        "kernel:0": np.ones((1, 1, 3, 2), np.int8),
-        "kernel_scale:0": np.float32([0.5, 0.25]),
-        "bias:0": np.int32([4, -2]),
-        "bias_scale:0": np.float32([0.01, 0.02]),
-    },
-    "loop_net/output_layer1": {"output_scale:0": np.float32([0.125]), "output_zero_point:0": np.float32([3])},
-}
 # powers of two, so any sum of them names the calls it covers
 DELAYS = {
     "ClientRunner": 1.0,
@@ -71,8 +82,10 @@ class FakeHailoSdkClient(types.ModuleType):
         self.calls: list[tuple[str, Any]] = []
         self.compile_error: str | None = None
         self.now = 0.0
-        self.params: dict[str, dict[str, np.ndarray]] = FAKE_PARAMS
-        self.hn_layers: list[tuple[str, int, str]] | None = None  # (name, weights, precision mode)
+        self.params: dict[str, dict[str, np.ndarray]] | None = None  # pinned quantized params
+        self.hn_layers: list[tuple[str, int, str]] | None = None  # pinned (name, weights, precision mode)
+        self.float_bias: set[str] = set()  # DFC layers whose bias the double keeps in float
+        self.hef = FAKE_HEF
         fake = self
 
         class InferenceContext:
@@ -84,14 +97,19 @@ class FakeHailoSdkClient(types.ModuleType):
                 fake.record("ClientRunner", {"hw_arch": hw_arch, "har": har})
                 self.hw_arch = hw_arch
                 self.script = ""
+                self.net: double.Net | None = None
+                self.quantized: dict[str, dict[str, np.ndarray]] = {}
+                if har is not None:
+                    self.net, self.quantized, self.script, self.hw_arch = double.read_har(Path(har).read_bytes())
 
             def translate_onnx_model(self, path: str, net: str, **kwargs: Any) -> tuple[dict, dict]:
                 fake.record("translate_onnx_model", {"path": path, "net": net, **kwargs})
-                return FAKE_HN, {}
+                self.net = double.translate(Path(path).read_bytes(), net)
+                return self.net.hn(), double.native(self.net)
 
             def load_model_script(self, text: str, append: bool = False) -> None:
                 fake.record("load_model_script", text)
-                self.script = text
+                self.script = self.script + text if append else text
 
             def optimize(self, calib: np.ndarray) -> None:
                 fake.record("optimize", calib)
@@ -100,54 +118,73 @@ class FakeHailoSdkClient(types.ModuleType):
                         "FAKE DFC: reducing optimization level to 0 because the calibration set has %d frames",
                         len(calib),
                     )
+                assert self.net is not None, "FAKE DFC: optimize before translate"
+                self.quantized = double.quantize(self.net, np.asarray(calib), self.script, fake.float_bias)
 
             def save_har(self, path: str) -> None:
                 fake.record("save_har", path)
-                Path(path).write_bytes(f"FAKE-HAR {self.hw_arch}\n{self.script}".encode())
+                assert self.net is not None
+                Path(path).write_bytes(double.har_bytes(self.net, self.quantized, self.script, self.hw_arch))
 
             def get_params_translated(self) -> dict[str, dict[str, np.ndarray]]:
-                return fake.params  # indexed per layer, not by flat key
+                return fake.params if fake.params is not None else self.quantized  # indexed per layer
 
             def save_params(self, path: str, kind: ParamsKinds) -> None:
                 fake.record("save_params", kind)
-                flat = {f"{layer}/{leaf}": v for layer, leaves in fake.params.items() for leaf, v in leaves.items()}
-                np.savez(path, **flat)
+                if kind is ParamsKinds.NATIVE:
+                    np.savez(path, **self.get_params())
+                    return
+                per_layer = self.get_params_translated()
+                np.savez(
+                    path, **{f"{layer}/{leaf}": v for layer, leaves in per_layer.items() for leaf, v in leaves.items()}
+                )
 
             def get_params(self) -> dict[str, np.ndarray]:
-                return {}
+                return double.native(self.net) if self.net is not None else {}
 
             def get_hn_dict(self) -> dict:
                 fake.record("get_hn_dict", None)
-                return FAKE_HN
+                return self.net.hn() if self.net is not None else FAKE_HN
 
             def get_hn_model(self) -> Any:
                 fake.record("get_hn_model", None)
-                if fake.hn_layers is None:
-                    raise AttributeError("this fake DFC has no get_hn_model")
+                rows = fake.hn_layers if fake.hn_layers is not None else self._hn_rows()
                 layers = [
                     types.SimpleNamespace(
                         name=f"loop_net/{name}",
                         weights=count,
                         precision_config=types.SimpleNamespace(precision_mode=types.SimpleNamespace(value=mode)),
                     )
-                    for name, count, mode in fake.hn_layers
+                    for name, count, mode in rows
                 ]
                 return types.SimpleNamespace(stable_toposort=lambda: iter(layers))
+
+            def _hn_rows(self) -> list[tuple[str, int, str]]:
+                if self.net is None:
+                    raise AttributeError("this fake DFC has no net to describe")
+                names = [layer.name for layer in self.net.layers]
+                bits = double.Script.parse(self.script, [*names, "input_layer1"]).bits
+                rows = [("input_layer1", 0, "a{}_w{}".format(*bits.get("input_layer1", (8, 8))))]
+                for layer in self.net.layers:
+                    rows.append((layer.name, int(layer.kernel.size), "a{}_w{}".format(*bits.get(layer.name, (8, 8)))))
+                return rows
 
             def compile(self) -> bytes:
                 fake.record("compile", None)
                 if fake.compile_error:
                     raise RuntimeError(fake.compile_error)
-                return FAKE_HEF
+                return fake.hef
 
             @contextmanager
             def infer_context(self, context: str) -> Iterator[str]:
                 fake.record("infer_context", context)
                 yield context
 
-            def infer(self, context: str, x: np.ndarray) -> np.ndarray:
+            def infer(self, context: str, x: np.ndarray) -> np.ndarray | list[np.ndarray]:
                 fake.record("infer", np.array(x))
-                return np.full((1, 4, 4, 2), float(x.sum()) % 7, np.float32)
+                assert self.net is not None, "FAKE DFC: nothing to emulate"
+                outs = double.emulate(self.net, self.get_params_translated(), self.script, np.asarray(x))
+                return outs[0] if len(outs) == 1 else outs
 
         self.ClientRunner = ClientRunner
         self.InferenceContext = InferenceContext

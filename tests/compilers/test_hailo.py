@@ -219,9 +219,14 @@ def test_driver_call_order_layout_and_files(fake_hailo_sdk_client: Any, tmp_path
     assert calls["save_har"] == str(tmp_path / "loop_net.har")
     (inp,), (out,) = artifact.inputs, artifact.outputs  # no hailo_platform nor shim here: the HN's guess
     assert (inp.shape, inp.dtype, inp.scale) == ((1, 4, 4, 3), "uint8", None)
-    assert (out.shape, out.scale, out.zero_point) == ((1, 4, 4, 2), 0.125, 3)
+    # named as HailoRT names an output vstream (the layer feeding the output layer), on that layer's
+    # forced grid [0, 8]
+    assert (out.name, out.shape, out.scale, out.zero_point) == ("loop_net/conv1", (1, 4, 4, 2), 8 / 255, 0)
     assert result.info["layout_source"].startswith("hn (guessed, the HEF could not be read: hailo_platform: ")
-    assert [p.name for p in result.layers] == ["conv1"]
+    assert [(p.name, p.compiled_name, p.onnx_names) for p in result.layers] == [
+        ("Conv_0", "loop_net/conv1", ("Conv_0",))
+    ]
+    assert result.info["output_names"] == {"loop_net/conv1": "y"}
 
 
 def test_mapping_failed_becomes_a_failed_run(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
@@ -244,9 +249,8 @@ def test_available(fake_hailo_sdk_client: Any, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_emulator_scores_the_har(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
-    compiled = run_compile(
-        HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32), CompileOptions()
-    )
+    calibration = np.full((2, 3, 4, 4), 2.0, np.float32)
+    compiled = run_compile(HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), calibration, CompileOptions())
     assert compiled.artifact is not None
     with HailoEmulatorDevice().open(compiled.artifact, RuntimeOptions()) as session:
         assert [(t.dtype, t.scale) for t in session.inputs + session.outputs] == [("float32", None)] * 2
@@ -254,8 +258,8 @@ def test_emulator_scores_the_har(fake_hailo_sdk_client: Any, tmp_path: Path) -> 
     calls = dict(fake_hailo_sdk_client.calls)
     assert calls["infer_context"] == "SDK_QUANTIZED"
     assert calls["ClientRunner"]["har"] is not None  # the last runner was opened from the HAR
-    # the emulator's float32 answer (sum 96 -> 96 % 7 = 5.0) comes back as it is, not re-gridded
-    assert out.dtype == np.float32 and out.shape == (1, 4, 4, 2) and np.all(out == 5.0)
+    # the double's emulation of 3 x 0.1 x 2.0, on the output grid [0, 0.6]: float32, not re-gridded
+    assert out.dtype == np.float32 and out.shape == (1, 4, 4, 2) and np.allclose(out, 0.6)
 
 
 def test_emulator_gets_the_float_frames_not_a_uint8_grid(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
@@ -293,7 +297,8 @@ def test_translated_parameters_come_from_save_params(fake_hailo_sdk_client: Any,
     assert result.ok, result.error
     assert result.info["param_source"] == "save_params(TRANSLATED)"
     assert "loop_net/conv1/kernel:0" in result.info["param_keys"]
-    assert result.layers[0].weight_scale == (0.5, 0.25)
+    (conv1,) = result.layers
+    assert conv1.weight_scale == (pytest.approx(0.1 / 127),)  # one scale per layer, from the kernel's range
 
 
 def test_per_layer_params_flatten_to_keys() -> None:

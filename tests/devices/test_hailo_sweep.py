@@ -84,8 +84,14 @@ def test_hailo_sweep_through_fake_compiler_and_loopback(tmp_path, monkeypatch, l
     assert [d["depth"] for d in m["by_depth"]][-1] <= 32  # capped at the loopback's async queue size
     assert "hailo-emulator" in base["scores"]["devices"]
     assert base["verdict"] == "reference" and base["layers"]
-    # The fake's parameters never move, so an honest audit calls the perturbation a miss.
-    assert scale["verdict"] == "no-effect"
+    # Issue 32: this said no-effect, because the fake's parameters never moved. The DFC's test double
+    # re-derives a kernel against a forced range (the seed's rig saw the kernel hash change), so the
+    # forced range is confounded, named by its ONNX node (its bias, corrected against that kernel, moves too).
+    assert scale["verdict"] == "confounded"
+    assert {(c["layer"], c["what"]) for c in scale["changes"] if not c["allowed"]} == {
+        ("Conv_0", "kernel"),
+        ("Conv_0", "bias"),
+    }
     info = ledger.record(scale["id"]).info
     script = info["model_script"]
     assert "force_range_out=[0.0, 4.0]" in script and "performance_param(compiler_optimization_level=max)" in script

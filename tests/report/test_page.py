@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -166,6 +167,31 @@ def test_the_audit_grid_shows_outside_cells_unmistakably():
     assert "kernel: kernel aaaa -&gt; bbbb; bias: max |Δ| 0.3" in found[1][2]  # the tooltip says it in full
     assert re.findall(r"<tr><th>([^<]*)</th>", grid) == ["", "scale: confounded", "weights: n/a"]
     assert re.findall(r"<th class='layer'>([^<]*)</th>", grid) == ["conv1", "conv2"]
+
+
+def test_every_kind_of_change_has_its_own_mark_and_a_legend_entry(tmp_path: Path):
+    """A function confound read ``K`` (a kernel change) and the legend had no word for it."""
+    from loop.core.footprint import WHATS
+    from loop.report.plots import MARKS, layer_cells, legend
+
+    clamp = "t now spans [-1, 9], past the removed clamp's [0, 6]: values the float model clips now pass"
+    changes = (
+        Change("conv1", "function", clamp, allowed=False),
+        Change("conv2", "kernel-rounding", "kernel aaaa -> bbbb, weight scale x1.02; float kernel unchanged"),
+        Change("conv3", "unmapped", "a kind this report does not know"),
+    )
+    r = run("clip", 10.0, 100, verdict="confounded", changes=changes)
+    assert {k: (c.state, c.detail) for k, c in layer_cells(r).items()} == {
+        "conv1": ("outside", "F"),
+        "conv2": ("inside", "k 1.02x"),
+        "conv3": ("inside", "?"),
+    }
+    page = render([r], "t", "hailo10h-usb-1.5a", tmp_path)
+    assert f"a cell says what changed there ({html.escape(legend())})" in page
+    for what in (*WHATS, "kernel-rounding"):  # every kind the audit writes, the lead's new rounding one too
+        mark = MARKS["bias" if what == "bias-rounding" else what][0]
+        assert mark != "?" and f"{mark} " in legend(), what
+    assert "F function" in legend() and "k kernel re-rounded on a moved grid" in legend()
 
 
 def test_the_page_holds_every_section_and_loads_nothing(tmp_path: Path):

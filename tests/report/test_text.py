@@ -3,6 +3,7 @@
 from dataclasses import replace
 
 from loop.core.record import Change, Figures, RunRecord, Scores
+from loop.core.text import CUT
 from loop.core.vocab import LayerPrint
 from loop.report import audit_table, host_busy_line, ladders, runs_table, sweep_summary
 
@@ -80,6 +81,28 @@ def test_sweep_summary_shows_the_perturbed_layer_and_keeps_the_rest_apart():
     assert table_rows == ["w", "slow"] and "Warnings" not in text
 
 
+def test_long_names_are_cut_so_each_table_fits_the_screen_and_lines_stay_whole(monkeypatch):
+    from loop.report import runs_lines
+
+    monkeypatch.setenv("COLUMNS", "120")
+    layer = "/model" + "/encoder_layer_stack" * 8 + "/attention/out_proj/MatMul"
+    variant = "force_range_out" + "_" + layer
+    layers = (replace(LAYERS[0], name=layer), LAYERS[1])
+    perturb = ({"op": "force_range_out", "layer": layer, "range": [0.0, 8.0]},)
+    long = replace(SCALE, variant=variant, layers=layers, perturb=perturb)
+    shown = runs_table([BASE, long])
+    assert max(map(len, shown.splitlines())) <= 120, shown
+    assert "force_range_out…" in shown and "out_proj/MatMul" in shown
+    # the summary's figures alone take ~140 columns: its names are cut so they add nothing past NAME_MIN
+    summary = sweep_summary([BASE, long])
+    short = replace(long, variant=variant[:16], layers=(replace(LAYERS[0], name=layer[:24]), LAYERS[1]))
+    short = replace(short, perturb=({**perturb[0], "layer": layer[:24]},))
+    assert max(map(len, summary.splitlines())) == max(map(len, sweep_summary([BASE, short]).splitlines()))
+    assert "force…" in summary and "/model/…/out_proj/MatMul out scale" in summary
+    assert all(variant in line for line in runs_lines([long], "jsonl").splitlines())
+    assert variant in runs_lines([long], "csv")
+
+
 def test_sweep_summary_warns_once_per_flagged_run():
     busy = replace(
         SCALE, flags=("host-busy", "calibration-worse"), measure=figures(1.0, host={"others_core_pct": 48.0})
@@ -90,6 +113,12 @@ def test_sweep_summary_warns_once_per_flagged_run():
     assert warned[0] == "  base: USB power limit reached"
     assert warned[1] == "  scale: calibration-worse: scored far below the sweep's own calibration method"
     assert warned[2] == host_busy_line(busy) and "48% of a core" in warned[2] and len(warned) == 3
+
+
+def test_sweep_summary_says_when_a_constant_output_makes_the_snr_mean_nothing():
+    said = "output 0 of 1 is constant over the scoring frames (every value 0 in all 8): SNR measures nothing"
+    dead = replace(BASE, scores=Scores.from_json({"snr_db": "inf", "warnings": [said]}))
+    assert sweep_summary([dead]).split("\n\nWarnings:\n")[1].splitlines() == [f"  base: {said}"]
 
 
 def test_without_a_perturbed_layer_or_a_ladder():
@@ -109,11 +138,12 @@ def test_runs_table_one_row_a_run():
     assert lines[3].endswith("failed at compile: timed out after 1 s")
 
 
-def test_runs_table_says_why_a_run_has_no_reference_and_clips_to_a_line():
+def test_runs_table_says_why_a_run_has_no_reference_and_clips_to_a_line(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
     why = "the reference 'base' failed at stage compile: " + "timed out " * 20
     lone = RunRecord(id=5, sweep="s", variant="w", status="ok", verdict="no-reference", info={"no_reference": why})
     row = runs_table([lone]).splitlines()[2]
-    assert "the reference 'base' failed at stage compile: timed out" in row and row.endswith("...")
+    assert "the reference 'base' failed at stage" in row and row.endswith(CUT) and len(row) <= 120
     assert runs_table([replace(lone, info={})]).endswith("the base it is audited against did not finish")
 
 
@@ -168,7 +198,8 @@ def test_why_apart_says_only_what_is_known():
 HOSTILE = "\x1b[2J\x1b]0;TITLE\x07\rtxt\u202eexe"
 
 
-def test_every_table_shows_hostile_names_and_stored_strings_escaped():
+def test_every_table_shows_hostile_names_and_stored_strings_escaped(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")  # wide enough that no name is cut: each escape is seen whole
     layers = (replace(LAYERS[0], name=HOSTILE), LAYERS[1])
     perturb = ({"op": "force_range_out", "layer": HOSTILE, "range": [0.0, 8.0]},)
     changes = (Change(HOSTILE, "bias", HOSTILE, allowed=False), Change(HOSTILE, "out_scale", HOSTILE))

@@ -167,6 +167,51 @@ def test_an_integer_input_without_a_value_is_refused_in_one_line(tmp_path: Path)
     assert str(err.value).startswith(f"{tmp_path / 'gain.yaml'}:4: inputs.constants:")
 
 
+def test_an_integer_input_beside_float_data_is_told_both_ways_to_be_fed(tmp_path: Path) -> None:
+    with pytest.raises(LoopError) as err:
+        parse(_int_sweep(tmp_path, "inputs: {count: 2}"))
+    assert str(err.value).endswith(
+        "give its value as inputs: {constants: {gain: VALUE}} if it is a setting; if it is data (token or byte "
+        "ids), give its frames from a file, an .npz keyed by input name (x, gain): calibration: {path: FRAMES.npz} "
+        "and inputs: {path: FRAMES.npz}"
+    )
+
+
+def _byte_model() -> onnx.ModelProto:
+    """Byte ids (int64) looked up in an embedding, then a MatMul layer: the ids are the data."""
+    rng = np.random.default_rng(0)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Gather", ["table", "ids"], ["e"], name="embed"),
+            helper.make_node("MatMul", ["e", "w"], ["y"], name="head"),
+        ],
+        "bytes",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 3])],
+        [
+            numpy_helper.from_array(rng.normal(0, 1, (256, 4)).astype(np.float32), "table"),
+            numpy_helper.from_array(rng.normal(0, 0.3, (4, 3)).astype(np.float32), "w"),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_an_integer_input_that_is_the_data_is_told_to_come_from_a_file(tmp_path: Path) -> None:
+    _saved(tmp_path, _byte_model(), "bytes.onnx")
+    path = tmp_path / "bytes.yaml"
+    head = "sweep: bytes\nbase: bytes.onnx\n"
+    path.write_text(f"{head}inputs: {{path: ids.npy}}\nvariants:\n  - name: base\n")
+    np.save(tmp_path / "ids.npy", np.random.default_rng(1).integers(0, 256, (4, 8)))
+    with pytest.raises(LoopError) as err:
+        parse(path)
+    assert str(err.value) == (
+        f"{path}:2: calibration.path: input 'ids' is int64, the model's data (it has no float input), and seeded "
+        "frames are floats: give its frames from a file, an .npy: calibration: {path: FRAMES.npy}"
+    )
+    path.write_text(f"{head}calibration: {{path: ids.npy}}\ninputs: {{path: ids.npy}}\nvariants:\n  - name: base\n")
+    assert parse(path).calibration.path == "ids.npy"  # what the line says works
+
+
 def test_constants_must_name_an_integer_input(tmp_path: Path) -> None:
     with pytest.raises(LoopError, match="'x' is a floating-point input"):
         parse(_int_sweep(tmp_path, "inputs: {count: 2, constants: {x: 1, gain: 2}}"))

@@ -1,3 +1,4 @@
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,34 @@ def test_the_compiler_class_says_which_keys_it_refuses(write_sweep, monkeypatch)
     err = _error(write_sweep, GOOD.replace("variants:", "compile: {per_channel: false}\nvariants:"))
     assert err.field == "compile.per_channel" and err.line == 3
     assert "ignored by the onnxruntime backend (a stand-in reason)" in err.message
+
+
+SEED_OVER_FILE = GOOD.replace("variants:", "calibration: {path: calib.npy, seed: 5}\nvariants:") + (
+    "  - name: s\n    perturb:\n      - {op: calibration, seed: 3}\n"
+    "  - name: sub\n    perturb:\n      - {op: calibration, count: 2, seed: 3}\n"
+)
+
+
+def test_a_seed_over_a_frame_file_is_said_to_change_only_the_order(write_sweep, tmp_path: Path):
+    import numpy as np
+
+    from loop.spec.author import make_frames
+    from loop.spec.sweepfile import SweepFileWarning
+
+    np.save(tmp_path / "calib.npy", np.random.default_rng(0).random((4, 3, 8, 8), np.float32))
+    path = write_sweep(SEED_OVER_FILE)
+    with pytest.warns(SweepFileWarning) as said:
+        spec = parse(path)
+    lines = [str(w.message) for w in said]
+    tail = (
+        "the seed does not change the frames read from calib.npy: all 4 of them are used whatever the seed, which "
+        "only reorders them (minmax calibration ignores the order); it draws which frames are used only when "
+    )
+    assert lines == [
+        f"{path}:3: calibration.seed: {tail}calibration.count is below 4",
+        f"{path}:14: variants[3].perturb[0].seed: {tail}variants[3].perturb[0].count is below 4",
+    ]
+    # what the line says: the same frames in another order (the subset variant, count 2, is not warned of)
+    seeded = make_frames(spec.calibration, (1, 3, 8, 8), tmp_path)
+    plain = make_frames(replace(spec.calibration, seed=0), (1, 3, 8, 8), tmp_path)
+    assert not np.array_equal(seeded, plain) and np.array_equal(np.sort(seeded, 0), np.sort(plain, 0))

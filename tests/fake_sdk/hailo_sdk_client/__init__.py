@@ -1,7 +1,9 @@
 """A FAKE ``hailo_sdk_client`` importable by path, for child processes (isolated compiles)
 that cannot see a module patched into the test's own ``sys.modules``. It is
-tests/compilers/hailo_fakes.py's FakeHailoSdkClient, with the HEF bytes ``compile()``
-returns taken from ``$LOOP_FAKE_HEF``. It is not Hailo's Dataflow Compiler."""
+tests/compilers/hailo_fakes.py's FakeHailoSdkClient (a test double of Hailo's Dataflow
+Compiler, not Hailo's code), with the HEF bytes ``compile()`` returns taken from
+``$LOOP_FAKE_HEF`` and the layers whose bias it keeps in float from ``$LOOP_FAKE_FLOAT_BIAS``
+(comma-separated DFC layer names)."""
 from __future__ import annotations
 
 import importlib.util
@@ -15,5 +17,6 @@ _fakes = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_fakes)
 _fake = _fakes.FakeHailoSdkClient()
 if os.environ.get("LOOP_FAKE_HEF"):
-    _fake.ClientRunner.compile = lambda self: os.environ["LOOP_FAKE_HEF"].encode()
+    _fake.hef = os.environ["LOOP_FAKE_HEF"].encode()
+_fake.float_bias = {n for n in os.environ.get("LOOP_FAKE_FLOAT_BIAS", "").split(",") if n}
 sys.modules.update(_fake.modules())

@@ -24,11 +24,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <climits>
 #include <limits>
 #include <map>
 #include <memory>
@@ -51,11 +53,12 @@ namespace {
 
 // The shim's own statuses sit at 1000 and up so they never collide with a hailo_status
 // (2 is HAILO_INVALID_ARGUMENT, 5 HAILO_INSUFFICIENT_BUFFER).
-constexpr int ABI_VERSION = 3;
+constexpr int ABI_VERSION = 4;
 constexpr int LOOP_BAD_BUFFER = 1000;
 constexpr int LOOP_TEXT_TOO_SMALL = 1001;
 constexpr int LOOP_BAD_ARGUMENT = 1002;
 constexpr int LOOP_EXCEPTION = 1003;
+constexpr int LOOP_LEAKED = 1004;
 constexpr auto TIMEOUT = std::chrono::milliseconds(10000);
 
 // Per thread: a failure on one thread must not overwrite the text another is about to read.
@@ -122,8 +125,44 @@ struct Stream {
 
 using Slot = std::vector<std::unique_ptr<PageBuffer>>;
 
+// The jobs the shim started whose completion callback HailoRT has not called yet. Each callback holds
+// it, so it outlives a session freed or leaked while a callback is still due.
+class Inflight {
+public:
+    void start() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        count_++;
+    }
+    void finish() {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            count_--;
+        }
+        done_.notify_all();
+    }
+    bool drained(std::chrono::milliseconds timeout) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        return done_.wait_for(lock, timeout, [this] { return count_ == 0; });
+    }
+    size_t count() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return count_;
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable done_;
+    size_t count_ = 0;
+};
+
+// Members die in reverse order of declaration: the buffers jobs write into are declared before the
+// model, so they outlive it (and the wait for in-flight transfers its destruction does).
 struct Session {
     std::shared_ptr<VDevice> vdevice;  // this process's, shared with every other session and hold (shared_vdevice)
+    std::vector<std::unique_ptr<PageBuffer>> bounce;  // per output, for callers' tight buffers
+    std::vector<Slot> slots;                          // per pipelined slot, one buffer per output
+    std::shared_ptr<Inflight> inflight = std::make_shared<Inflight>();
+    std::chrono::milliseconds drain = TIMEOUT;  // how long close waits for callbacks still due
     std::shared_ptr<InferModel> model;
     ConfiguredInferModel configured;
     bool is_configured = false;
@@ -135,11 +174,9 @@ struct Session {
     std::vector<std::string> notes;  // what was done other than asked, and why
     // Mapped once and kept until close, as Hailo's async_infer_advanced example does.
     std::vector<Mapping> mapped;
-    std::vector<std::unique_ptr<PageBuffer>> bounce;  // per output, for callers' tight buffers
-    std::vector<Slot> slots;                          // per pipelined slot, one buffer per output
 
+    // Runs only once no job holds a buffer (close_session), or before any job ran (a failed open).
     ~Session() {
-        if (is_configured) configured.shutdown();
         for (auto &m : mapped) vdevice->dma_unmap(m.ptr, m.size, m.direction);
     }
 };
@@ -148,6 +185,7 @@ struct Options {
     std::string device_id, group_id, power_mode;
     bool dma_map = false, hw_latency = false, has_batch = false;
     uint16_t batch_size = 0;
+    std::chrono::milliseconds drain = TIMEOUT;
 };
 
 std::map<std::string, std::string> split_options(const char *text) {
@@ -168,14 +206,23 @@ bool parse_flag(const std::map<std::string, std::string> &raw, const char *key, 
     return it->second == "0" || it->second == "1";
 }
 
-bool parse_batch(const std::map<std::string, std::string> &raw, Options &o) {
-    auto it = raw.find("batch_size");
+bool parse_number(const std::map<std::string, std::string> &raw, const char *key, unsigned long most, unsigned long &out) {
+    auto it = raw.find(key);
     if (it == raw.end()) return true;
     char *end = nullptr;
     unsigned long value = std::strtoul(it->second.c_str(), &end, 10);
-    if (it->second.empty() || *end || value > (std::numeric_limits<uint16_t>::max)()) return false;
-    o.has_batch = true;
-    o.batch_size = static_cast<uint16_t>(value);
+    if (it->second.empty() || *end || value > most) return false;
+    out = value;
+    return true;
+}
+
+bool parse_numbers(const std::map<std::string, std::string> &raw, Options &o) {
+    unsigned long batch = ULONG_MAX, drain = static_cast<unsigned long>(TIMEOUT.count());
+    if (!parse_number(raw, "batch_size", (std::numeric_limits<uint16_t>::max)(), batch)) return false;
+    if (!parse_number(raw, "drain_ms", 3600000, drain)) return false;
+    o.has_batch = batch != ULONG_MAX;
+    o.batch_size = o.has_batch ? static_cast<uint16_t>(batch) : 0;
+    o.drain = std::chrono::milliseconds(drain);
     return true;
 }
 
@@ -186,7 +233,7 @@ int parse_options(const char *text, Options &o) {
     o.power_mode = raw.count("power_mode") ? raw["power_mode"] : "";
     bool known_power = o.power_mode.empty() || o.power_mode == "performance" || o.power_mode == "ultra_performance";
     if (!parse_flag(raw, "dma_map", o.dma_map) || !parse_flag(raw, "hw_latency", o.hw_latency) ||
-        !parse_batch(raw, o) || !known_power) {
+        !parse_numbers(raw, o) || !known_power) {
         return fail(LOOP_BAD_ARGUMENT, std::string("open: bad options '") + (text ? text : "") + "'");
     }
     return HAILO_SUCCESS;
@@ -404,6 +451,7 @@ Expected<ConfiguredInferModel> configure_model(Session &s) {
 
 void apply_options(Session &s, const Options &o, const std::string &hef_path) {
     s.dma_map = o.dma_map;
+    s.drain = o.drain;
     if (o.has_batch) s.model->set_batch_size(o.batch_size);  // else HAILO_DEFAULT_BATCH_SIZE, as hailortcli
     if (o.power_mode == "ultra_performance") s.model->set_power_mode(HAILO_POWER_MODE_ULTRA_PERFORMANCE);
     if (o.power_mode == "performance") s.model->set_power_mode(HAILO_POWER_MODE_PERFORMANCE);
@@ -500,6 +548,30 @@ void ensure_slots(Session &s, size_t count) {
     }
 }
 
+// run_async with a callback that counts the job out. A job whose run_async answered an error stays counted
+// until a callback comes: HailoRT may have queued some of its transfers before failing (infer_model.cpp,
+// ConfiguredInferModelImpl::run_async), and close then leaks the session rather than guess. One that threw
+// is taken as never queued: HailoRT reports its own failures as statuses, not exceptions.
+Expected<AsyncInferJob> start_job(Session &s, const ConfiguredInferModel::Bindings &bindings) {
+    auto inflight = s.inflight;
+    inflight->start();
+    try {
+        return s.configured.run_async(bindings, [inflight](const AsyncInferCompletionInfo &) { inflight->finish(); });
+    } catch (...) {
+        inflight->finish();
+        throw;
+    }
+}
+
+// ConfiguredInferModel::run as HailoRT writes it (wait_for_async_ready, run_async, wait), with the job counted.
+hailo_status run_counted(Session &s, const ConfiguredInferModel::Bindings &bindings, std::chrono::milliseconds timeout) {
+    auto status = s.configured.wait_for_async_ready(timeout, 1);
+    if (status != HAILO_SUCCESS) return status;
+    auto job = start_job(s, bindings);
+    if (!job) return job.status();
+    return job->wait(timeout);
+}
+
 double read_hw_latency(Session &s) {
     if (!s.hw_latency) return s.last_hw_latency_ms;
     auto latency = s.configured.get_hw_latency_measurement();
@@ -526,7 +598,7 @@ int run_pipelined(Session &s, void **inputs, uint64_t count, size_t slots, doubl
         hailo_status status = HAILO_SUCCESS;
         if (pending[k] && (status = jobs[k].wait(TIMEOUT)) != HAILO_SUCCESS) return fail(status, "pipelined: wait failed");
         if ((status = s.configured.wait_for_async_ready(TIMEOUT, 1)) != HAILO_SUCCESS) return fail(status, "pipelined: device not ready");
-        auto job = s.configured.run_async(bindings[k]);
+        auto job = start_job(s, bindings[k]);
         if (!job) return fail(job.status(), "pipelined: run_async failed");
         jobs[k] = job.release();
         pending[k] = true;
@@ -607,6 +679,83 @@ int hef_layout_text(const char *hef_path, char *json, size_t capacity, size_t *n
     return write_text(out.str(), json, capacity, needed, "hef_layout");
 }
 
+// The C API's HEF functions (hailo/hailort.h): a HEF's network groups and physical streams, no device.
+struct HefHandle {
+    hailo_hef hef = nullptr;
+    HefHandle() = default;
+    HefHandle(const HefHandle &) = delete;
+    HefHandle &operator=(const HefHandle &) = delete;
+    ~HefHandle() {
+        if (hef) hailo_release_hef(hef);
+    }
+};
+
+std::string shape_json(const hailo_3d_image_shape_t &shape) {
+    return "[" + std::to_string(shape.height) + ", " + std::to_string(shape.width) + ", " +
+           std::to_string(shape.features) + "]";
+}
+
+// An NMS stream's shape and hw_shape share their memory with its nms_info (hailo_stream_info_t's union).
+std::string stream_info_json(const hailo_stream_info_t &info) {
+    std::ostringstream out;
+    out.precision(9);
+    bool nms = info.format.order == HAILO_FORMAT_ORDER_HAILO_NMS_ON_CHIP;
+    out << "{\"name\": \"" << json_escape(fixed_text(info.name, sizeof info.name, 0)) << "\", \"direction\": \""
+        << (info.direction == HAILO_H2D_STREAM ? "input" : "output") << "\", \"order\": " << info.format.order
+        << ", \"type\": " << info.format.type << ", \"flags\": " << info.format.flags
+        << ", \"index\": " << unsigned(info.index) << ", \"hw_data_bytes\": " << info.hw_data_bytes
+        << ", \"hw_frame_size\": " << info.hw_frame_size << ", \"is_mux\": " << (info.is_mux ? "true" : "false")
+        << ", \"zero_point\": " << info.quant_info.qp_zp << ", \"scale\": " << info.quant_info.qp_scale
+        << ", \"limvals\": [" << info.quant_info.limvals_min << ", " << info.quant_info.limvals_max << "]";
+    if (nms) {
+        out << ", \"nms\": {\"classes\": " << info.nms_info.number_of_classes
+            << ", \"max_bboxes_per_class\": " << info.nms_info.max_bboxes_per_class << "}";
+    } else {
+        out << ", \"shape\": " << shape_json(info.shape) << ", \"hw_shape\": " << shape_json(info.hw_shape);
+    }
+    out << "}";
+    return out.str();
+}
+
+int group_streams_json(hailo_hef hef, const std::string &group, std::ostringstream &out) {
+    std::vector<hailo_stream_info_t> infos(HAILO_MAX_STREAMS_COUNT);
+    size_t count = 0;
+    auto status = hailo_hef_get_all_stream_infos(hef, group.c_str(), infos.data(), infos.size(), &count);
+    if (status == HAILO_INSUFFICIENT_BUFFER) {
+        infos.resize(count);
+        status = hailo_hef_get_all_stream_infos(hef, group.c_str(), infos.data(), infos.size(), &count);
+    }
+    if (status != HAILO_SUCCESS) return fail(status, "hef_info: no stream infos for network group " + group);
+    for (size_t i = 0; i < count; i++) out << (i ? ", " : "") << stream_info_json(infos[i]);
+    return HAILO_SUCCESS;
+}
+
+int hef_info_text(const char *hef_path, char *json, size_t capacity, size_t *needed) {
+    HefHandle handle;
+    auto status = hailo_create_hef_file(&handle.hef, hef_path);
+    if (status != HAILO_SUCCESS) return fail(status, std::string("cannot read HEF ") + hef_path);
+    std::vector<hailo_network_group_info_t> groups(HAILO_MAX_NETWORK_GROUPS);
+    size_t count = groups.size();
+    status = hailo_get_network_groups_infos(handle.hef, groups.data(), &count);
+    if (status == HAILO_INSUFFICIENT_BUFFER) {
+        groups.resize(count);
+        status = hailo_get_network_groups_infos(handle.hef, groups.data(), &count);
+    }
+    if (status != HAILO_SUCCESS) return fail(status, "hef_info: no network group infos");
+    std::ostringstream out;
+    out << "{\"groups\": [";
+    for (size_t g = 0; g < count; g++) {
+        std::string name = fixed_text(groups[g].name, sizeof groups[g].name, 0);
+        out << (g ? ", " : "") << "{\"name\": \"" << json_escape(name) << "\", \"multi_context\": "
+            << (groups[g].is_multi_context ? "true" : "false") << ", \"streams\": [";
+        int failed = group_streams_json(handle.hef, name, out);
+        if (failed != HAILO_SUCCESS) return failed;
+        out << "]}";
+    }
+    out << "]}";
+    return write_text(out.str(), json, capacity, needed, "hef_info");
+}
+
 int infer(Session &s, void **inputs, size_t *input_sizes, size_t n_inputs, void **outputs, size_t *output_sizes,
           size_t n_outputs, unsigned timeout_ms) {
     int status = check_buffers(s.inputs, inputs, input_sizes, n_inputs, true, "input");
@@ -615,7 +764,7 @@ int infer(Session &s, void **inputs, size_t *input_sizes, size_t n_inputs, void 
     auto targets = output_targets(s, outputs, output_sizes);
     auto bindings = make_bindings(s, inputs, targets.data());
     if (!bindings) return fail(bindings.status(), "infer: binding buffers failed");
-    auto run = s.configured.run(bindings.value(), std::chrono::milliseconds(timeout_ms ? timeout_ms : 10000));
+    auto run = run_counted(s, bindings.value(), std::chrono::milliseconds(timeout_ms ? timeout_ms : 10000));
     if (run != HAILO_SUCCESS) return fail(run, "infer: run failed");
     for (size_t i = 0; i < n_outputs; i++) {
         if (targets[i] != outputs[i]) std::memcpy(outputs[i], targets[i], s.outputs[i].frame_size);
@@ -641,6 +790,27 @@ int health_text(Hold &hold, char *json, size_t capacity, size_t *needed) {
     return write_text(health_json(devices->front().get()), json, capacity, needed, "health");
 }
 
+// A session is freed only once HailoRT holds none of its buffers. shutdown() aborts and then waits up to
+// 10 s for transfers in flight, but HailoRT v5.2.0 returns deactivate()'s status whatever that wait
+// did (net_flow/pipeline/infer_model.cpp, ConfiguredInferModelImpl::shutdown), and on Hailo-10H it is
+// one request to the device's server (configured_infer_model_hrpc_client.cpp): so the shim also waits
+// for its own jobs' callbacks. A session that failed either is leaked, never freed, and said so (1004).
+int close_session(Session *s) {
+    hailo_status status = s->is_configured ? s->configured.shutdown() : HAILO_SUCCESS;
+    bool drained = s->inflight->drained(s->drain);
+    if (status == HAILO_SUCCESS && drained) {
+        delete s;
+        return HAILO_SUCCESS;
+    }
+    std::string why = status != HAILO_SUCCESS ? "shutdown failed with status " + std::to_string(status) : "";
+    if (!drained) {
+        why += (why.empty() ? "" : " and ") + std::to_string(s->inflight->count()) + " job(s) still in flight after " +
+               std::to_string(s->drain.count()) + " ms";
+    }
+    return fail(LOOP_LEAKED, "close: " + why + ": the session and its buffers are leaked, not freed, since the "
+                             "device may still write into them (the caller's buffers must stay allocated too)");
+}
+
 }  // namespace
 
 LOOP_HRT_EXPORT int loop_hrt_abi_version(void) {
@@ -661,6 +831,11 @@ LOOP_HRT_EXPORT int loop_hrt_layout(void *handle, char *json, size_t capacity, s
 LOOP_HRT_EXPORT int loop_hrt_hef_layout(const char *hef_path, char *json, size_t capacity, size_t *needed) {
     if (!hef_path) return fail(LOOP_BAD_ARGUMENT, "hef_layout: null path");
     return guarded("hef_layout", [&] { return hef_layout_text(hef_path, json, capacity, needed); });
+}
+
+LOOP_HRT_EXPORT int loop_hrt_hef_info(const char *hef_path, char *json, size_t capacity, size_t *needed) {
+    if (!hef_path) return fail(LOOP_BAD_ARGUMENT, "hef_info: null path");
+    return guarded("hef_info", [&] { return hef_info_text(hef_path, json, capacity, needed); });
 }
 
 LOOP_HRT_EXPORT int loop_hrt_infer(void *handle, void **inputs, size_t *input_sizes, size_t n_inputs,
@@ -724,8 +899,5 @@ LOOP_HRT_EXPORT size_t loop_hrt_last_error(char *text, size_t capacity) {
 
 LOOP_HRT_EXPORT int loop_hrt_close(void *handle) {
     if (!handle) return HAILO_SUCCESS;
-    return guarded("close", [&] {
-        delete static_cast<Session *>(handle);
-        return HAILO_SUCCESS;
-    });
+    return guarded("close", [&] { return close_session(static_cast<Session *>(handle)); });
 }

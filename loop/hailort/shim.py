@@ -31,8 +31,8 @@ from loop.hailort.sigs import Binding, bind
 ENV_LIBRARY = "LOOP_HAILORT_SHIM"
 ENV_DLL_DIR = "LOOP_HAILORT_DLL_DIR"
 SIGS_NAME = "hailort_shim.sigs"
-ABI_VERSION = 3
-BAD_BUFFER, TEXT_TOO_SMALL, BAD_ARGUMENT, CAUGHT_EXCEPTION = 1000, 1001, 1002, 1003
+ABI_VERSION = 4
+BAD_BUFFER, TEXT_TOO_SMALL, BAD_ARGUMENT, CAUGHT_EXCEPTION, LEAKED = 1000, 1001, 1002, 1003, 1004
 STATUS_HINTS: dict[int, str] = {
     2: "HAILO_INVALID_ARGUMENT: HailoRT refused an argument (an unknown device_id, say)",
     4: "HAILO_TIMEOUT: the device did not answer in time (a hung or overloaded device, or a USB link that "
@@ -57,6 +57,9 @@ STATUS_HINTS: dict[int, str] = {
     TEXT_TOO_SMALL: "loop shim: text buffer too small",
     BAD_ARGUMENT: "loop shim: null argument or bad option",
     CAUGHT_EXCEPTION: "loop shim: a C++ exception was stopped at the C boundary",
+    LEAKED: "loop shim: close could not make sure the device is done with the session's buffers (a failed "
+    "shutdown, or jobs still in flight), so it leaked them instead of freeing them; the buffers passed to it "
+    "must stay allocated too",
 }
 _DLL_HANDLES: list[Any] = []  # kept for the process's life: closing one drops its folder from the search
 
@@ -208,6 +211,13 @@ def as_float_when_unquantizable(entry: dict[str, Any]) -> dict[str, Any]:
         count = math.prod(int(d) for d in entry["shape"])
         return {**entry, "dtype": "float32", "frame_bytes": count * 4, "scale": None, "zero_point": None}
     return entry
+
+
+def hef_info(hef: Path | str, library: str | None = None) -> dict[str, Any]:
+    """A HEF's network groups and physical streams as HailoRT's C API reports them (``hailo_create_hef_file``,
+    ``hailo_hef_get_all_stream_infos``), without a device: ``loop_hrt_hef_info``'s JSON."""
+    shim = ShimCaller(load_shim(*locate(library)))
+    return dict(json.loads(shim.text("loop_hrt_hef_info", str(hef).encode())))
 
 
 def hef_layouts(hef: Path, library: str | None = None) -> tuple[tuple[TensorLayout, ...], tuple[TensorLayout, ...]]:

@@ -66,7 +66,11 @@ def _compile_shim_over_fake(out_dir: Path) -> Path:
         str(out),
         str(SHIM_DIR / "hailort_shim.cpp"),
         str(FAKE_HAILORT / "fake_hailort.cpp"),
+        str(FAKE_HAILORT / "fake_hef.cpp"),
         "-pthread",
+        # The fake checks every aligned delete (the shim's page buffers) against the buffers its
+        # in-flight jobs hold (fake_hailort.cpp, fake_hailort_stall_jobs).
+        "-Wl,--wrap=_ZdlPvSt11align_val_t",
     ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-4000:]

@@ -60,6 +60,7 @@ def test_shim_sigs_declares_the_expected_abi(shim_sigs_path: Path) -> None:
         "loop_hrt_open",
         "loop_hrt_layout",
         "loop_hrt_hef_layout",
+        "loop_hrt_hef_info",
         "loop_hrt_infer",
         "loop_hrt_pipelined",
         "loop_hrt_hw_latency",

@@ -20,14 +20,26 @@
 // "destroy <pid>": what processes of a sweep did, for tests and for a stand-in hailortcli).
 // fake_hailort_counters() reports what the shim asked for; fake_hailort_reset() clears it;
 // fake_hailort_fail_runs(status, n) makes the next n runs (sync or async) answer status.
+// fake_hailort_stall_jobs(1, status): async jobs started from now on stay in flight, holding their
+// buffers (their wait answers HAILO_TIMEOUT at once), and shutdown() leaves them so and answers status:
+// what HailoRT does when its 10 s wait for transfers runs out (infer_model.cpp,
+// ConfiguredInferModelImpl::shutdown, whose status is deactivate()'s whatever the wait did).
+// fake_hailort_stall_jobs(0, 0) completes them (callbacks with HAILO_STREAM_ABORT) and ends the mode.
+// Freed buffers: the shim's aligned ::operator delete is wrapped at link time (-Wl,--wrap, see
+// tests/devices/conftest.py); freeing a block that holds a stalled job's buffer counts
+// freed_in_flight, says so on stderr and leaves the block allocated, as live DMA would still use it.
 #include "hailo/hailort.hpp"
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <new>
+
+#include <malloc.h>
 #include <sstream>
 #include <stdexcept>
 
@@ -44,8 +56,16 @@ struct Counters {
     int dma_maps = 0, dma_unmaps = 0, live_vdevices = 0, configures = 0, output_binds = 0, misaligned_outputs = 0;
     int last_batch = -1, last_power_mode = -1, last_latency_flags = 0, shutdowns = 0;
     int vdevice_creates = 0, peak_live_vdevices = 0, fail_runs = 0, fail_status = 0;
+    int stall = 0, stall_shutdown_status = 0, freed_in_flight = 0;
     std::string active_group;
 };
+
+// A job started while jobs stall: the buffers it holds and the callback it owes.
+struct StalledJob {
+    std::vector<MemoryView> buffers;
+    std::function<void(const AsyncInferCompletionInfo &)> callback;
+};
+std::vector<StalledJob> g_stalled;  // guarded by g_mutex
 
 std::mutex g_mutex;
 Counters g_counters;
@@ -363,7 +383,29 @@ hailo_status injected_failure() {
 
 }  // namespace
 
+namespace {
+
+// fake_hailort_stall_jobs: a job started now stays in flight with its buffers; false when not stalling.
+bool stalled(const ConfiguredInferModel::Bindings &bindings, std::function<void(const AsyncInferCompletionInfo &)> callback) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (!g_counters.stall) return false;
+    StalledJob job{{}, std::move(callback)};
+    for (auto &in : bindings.state()->inputs) job.buffers.push_back(in.second);
+    for (auto &out : bindings.state()->outputs) job.buffers.push_back(out.second);
+    g_stalled.push_back(std::move(job));
+    return true;
+}
+
+}  // namespace
+
+// infer_model.cpp (ConfiguredInferModelBase::run): run_async and a wait, so a run that times out
+// leaves its job in flight.
 hailo_status ConfiguredInferModel::run(const Bindings &bindings, std::chrono::milliseconds) {
+    if (stalled(bindings, ASYNC_INFER_EMPTY_CALLBACK)) return HAILO_TIMEOUT;
+    return compute_run(bindings);
+}
+
+hailo_status ConfiguredInferModel::compute_run(const Bindings &bindings) {
     auto &spec = *m_state->spec;
     if (auto failure = injected_failure()) return failure;
     if (spec.throw_at == "run") throw std::runtime_error("fake HailoRT: thrown on purpose (throw=run)");
@@ -385,9 +427,11 @@ hailo_status ConfiguredInferModel::run(const Bindings &bindings, std::chrono::mi
     return HAILO_SUCCESS;
 }
 
+
 Expected<AsyncInferJob> ConfiguredInferModel::run_async(const Bindings &bindings,
                                                         std::function<void(const AsyncInferCompletionInfo &)> callback) {
-    auto status = run(bindings, std::chrono::milliseconds(1000));  // synchronous: the fake has no queue
+    if (stalled(bindings, callback)) return AsyncInferJob(HAILO_TIMEOUT);  // its wait times out
+    auto status = compute_run(bindings);  // synchronous: the fake has no queue
     callback(AsyncInferCompletionInfo{status});
     return AsyncInferJob(status);
 }
@@ -407,7 +451,7 @@ Expected<size_t> ConfiguredInferModel::get_async_queue_size() const { return QUE
 hailo_status ConfiguredInferModel::shutdown() {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_counters.shutdowns++;
-    return HAILO_SUCCESS;
+    return g_counters.stall ? static_cast<hailo_status>(g_counters.stall_shutdown_status) : HAILO_SUCCESS;
 }
 
 hailo_status AsyncInferJob::wait(std::chrono::milliseconds) { return m_result; }
@@ -542,6 +586,7 @@ extern "C" HAILORTAPI size_t fake_hailort_counters(char *json, size_t capacity) 
         << ", \"last_latency_flags\": " << g_counters.last_latency_flags << ", \"shutdowns\": " << g_counters.shutdowns
         << ", \"vdevice_creates\": " << g_counters.vdevice_creates
         << ", \"peak_live_vdevices\": " << g_counters.peak_live_vdevices
+        << ", \"stalled_jobs\": " << hailort::g_stalled.size() << ", \"freed_in_flight\": " << g_counters.freed_in_flight
         << ", \"active_group\": \"" << g_counters.active_group << "\"}";
     std::string text = out.str();
     if (json && capacity > text.size()) std::memcpy(json, text.c_str(), text.size() + 1);
@@ -562,4 +607,36 @@ extern "C" HAILORTAPI void fake_hailort_fail_runs(int status, int count) {
     std::lock_guard<std::mutex> lock(hailort::g_mutex);
     hailort::g_counters.fail_status = status;
     hailort::g_counters.fail_runs = count;
+}
+
+extern "C" HAILORTAPI void fake_hailort_stall_jobs(int stall, int shutdown_status) {
+    std::vector<hailort::StalledJob> done;
+    {
+        std::lock_guard<std::mutex> lock(hailort::g_mutex);
+        hailort::g_counters.stall = stall;
+        hailort::g_counters.stall_shutdown_status = shutdown_status;
+        if (!stall) done.swap(hailort::g_stalled);
+    }
+    for (auto &job : done) job.callback(hailort::AsyncInferCompletionInfo{HAILO_STREAM_ABORT});
+}
+
+// The shim's aligned delete (its PageBuffers), redirected here by -Wl,--wrap=_ZdlPvSt11align_val_t.
+extern "C" void __real__ZdlPvSt11align_val_t(void *ptr, std::align_val_t align);
+
+extern "C" void __wrap__ZdlPvSt11align_val_t(void *ptr, std::align_val_t align) {
+    if (ptr) {
+        auto *begin = static_cast<uint8_t *>(ptr);
+        const uint8_t *end = begin + malloc_usable_size(ptr);
+        std::lock_guard<std::mutex> lock(hailort::g_mutex);
+        for (auto &job : hailort::g_stalled) {
+            for (auto &view : job.buffers) {
+                if (view.data() < end && view.data() + view.size() > begin) {
+                    hailort::g_counters.freed_in_flight++;
+                    std::fprintf(stderr, "[FAKE HailoRT] a buffer an in-flight job holds was freed: left allocated\n");
+                    return;
+                }
+            }
+        }
+    }
+    __real__ZdlPvSt11align_val_t(ptr, align);
 }

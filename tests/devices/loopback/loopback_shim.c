@@ -1,7 +1,7 @@
 /*
  * LOOPBACK TEST DOUBLE. This is not HailoRT and runs on no Hailo hardware.
  *
- * It implements the ABI declared in shim/hailort_shim.sigs (version 3) so that the Python
+ * It implements the ABI declared in shim/hailort_shim.sigs (version 4) so that the Python
  * binding (loop/hailort/sigs.py, loop/hailort/shim.py) and the device (loop/devices/hailort.py) can be
  * exercised for real, through ctypes, without a Hailo device. The tests compile it with the
  * system C compiler into a temporary directory. (The real shim's C++ is exercised separately,
@@ -137,7 +137,7 @@ static int claim_device(const char *options) {
     return 0;
 }
 
-EXPORT int loop_hrt_abi_version(void) { return 3; }
+EXPORT int loop_hrt_abi_version(void) { return 4; }
 
 EXPORT int loop_hrt_device_acquire(const char *options, void **device) {
     int status;
@@ -220,6 +220,15 @@ EXPORT int loop_hrt_hef_layout(const char *hef_path, char *json, size_t capacity
     lb.in_bytes = (size_t)s[0] * s[1] * s[2];
     lb.out_bytes = (size_t)s[3] * s[4] * s[5];
     return layout_json(&lb, 0, json, capacity, needed);
+}
+
+/* A loopback "HEF" is no HEF the C API reads: 92, HAILO_HEF_NOT_SUPPORTED, as hailo_create_hef_file answers. */
+EXPORT int loop_hrt_hef_info(const char *hef_path, char *json, size_t capacity, size_t *needed) {
+    (void)json;
+    (void)capacity;
+    (void)needed;
+    if (!hef_path) return fail(BAD_ARGUMENT, "hef_info: null path");
+    return fail(92, "hef_info: the loopback reads no HEF through the C API");
 }
 
 EXPORT int loop_hrt_infer(void *handle, void **inputs, size_t *input_sizes, size_t n_inputs,

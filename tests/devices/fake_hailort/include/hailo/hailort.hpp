@@ -163,6 +163,7 @@ public:
     hailo_status shutdown();
 
 private:
+    hailo_status compute_run(const Bindings &bindings);  // the fake's own: one job, computed at once
     std::shared_ptr<FakeConfiguredState> m_state;
 };
 

@@ -11,17 +11,25 @@ are corrected together, and the quantized graph is run in segments, one per dept
 ``d`` holds the nodes that only corrections shallower than ``d`` can reach, so its outputs
 are final once computed and are kept, never recomputed. Only the short chain from each
 layer to its quantized output is run twice (to measure it, then again downstream).
+
+A correction is kept only where it helps: ``bias_rules`` weighs each on calibration frames it
+was not estimated from (or shrinks it by its standard error), and places a kept one on its
+bias's grid, widening an Add constant's grid rather than pinning a value at its end. Then
+``bias_guard`` keeps the pass only if, done on half the frames, it lowers the model's own
+output error on the other half (each layer's own error cannot see what a correction does
+downstream). The pass costs about twice a plain one with the guard.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import onnx
 from onnx import helper
 
+from loop.compilers import bias_guard, bias_rules
+from loop.compilers.bias_rules import Rule
 from loop.compilers.qdq import QdqGraph
 from loop.core.sessions import Optimization, session
 
@@ -41,16 +49,34 @@ class Target:
     in_place: bool = True  # the layer's own output carries the bias (not a later Add)
 
 
+DEFAULT_RULE: Rule = "holdout"
+GUARD_WORSE = "the corrections together did not lower the model's output error on held-out frames"
+
+
 @dataclass
 class Correction:
-    """What bias correction did: layers corrected, and every other layer with why not."""
+    """What bias correction did, per layer: corrected; clipped (corrected only as far as its
+    bias's grid reaches, and by how much not); or skipped, and why. ``regridded``: corrected
+    layers whose Add constant got a wider grid to hold the correction."""
 
+    rule: Rule = DEFAULT_RULE
+    frames: int = 0
     corrected: list[str] = field(default_factory=list)
+    clipped: dict[str, str] = field(default_factory=dict)
+    regridded: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     depths: int = 0
 
     def to_dict(self) -> dict[str, object]:
-        return {"corrected": len(self.corrected), "depths": self.depths, "skipped": dict(self.skipped)}
+        return {
+            "rule": self.rule,
+            "frames": self.frames,
+            "depths": self.depths,
+            "corrected": list(self.corrected),
+            "clipped": dict(self.clipped),
+            "regridded": dict(self.regridded),
+            "skipped": dict(self.skipped),
+        }
 
 
 def targets(g: QdqGraph, correction: Correction) -> list[Target]:
@@ -116,8 +142,22 @@ def float_means(
     optimize: Optimization = "all",
     last: frozenset[str] = frozenset(),
 ) -> dict[str, np.ndarray]:
-    """Per-channel means of the model's tensors ``names``, in one run. A float model may be
-    optimized; a QDQ model must not be, or its Q/DQ pairs are fused into integer kernels."""
+    """Per-channel means of the model's tensors ``names`` over every frame."""
+    per_frame = frame_means(model, names, frames, threads, optimize, last)
+    return {n: v.mean(axis=0) for n, v in per_frame.items()}
+
+
+def frame_means(
+    model: onnx.ModelProto,
+    names: list[str],
+    frames: list[dict[str, np.ndarray]],
+    threads: int,
+    optimize: Optimization = "all",
+    last: frozenset[str] = frozenset(),
+) -> dict[str, np.ndarray]:
+    """Per-frame, per-channel means (frames x channels) of the model's tensors ``names``, in
+    one run. A float model may be optimized; a QDQ model must not be, or its Q/DQ pairs are
+    fused into integer kernels."""
     exposed = onnx.ModelProto()
     exposed.CopyFrom(model)
     present = {o.name for o in exposed.graph.output}
@@ -126,24 +166,42 @@ def float_means(
     )
     run = session(exposed, threads, optimize=optimize)
     unique = list(dict.fromkeys(names))
-    sums: dict[str, Any] = {n: 0.0 for n in unique}
+    means: dict[str, list[np.ndarray]] = {n: [] for n in unique}
     for feed in frames:
         for name, value in zip(unique, run.run(unique, feed), strict=True):
-            sums[name] = sums[name] + _channel_mean(value, name in last)
-    return {n: np.asarray(s) / len(frames) for n, s in sums.items()}
+            means[name].append(_channel_mean(value, name in last))
+    return {n: np.stack(m) for n, m in means.items()}
 
 
 def correct(
-    float_model: onnx.ModelProto, quantized: onnx.ModelProto, frames: list[dict[str, np.ndarray]], threads: int = 0
+    float_model: onnx.ModelProto,
+    quantized: onnx.ModelProto,
+    frames: list[dict[str, np.ndarray]],
+    threads: int = 0,
+    rule: Rule = DEFAULT_RULE,
+    guard: bool = True,
 ) -> Correction:
-    """Correct ``quantized``'s biases in place against ``float_model`` on ``frames``."""
-    correction = Correction()
+    """Correct ``quantized``'s biases in place against ``float_model`` on ``frames``, each
+    layer's correction kept or shrunk by ``rule`` (see ``bias_rules``). With ``guard``, only
+    if the pass lowers the model's output error on held-out frames (see ``bias_guard``)."""
+    if guard:
+
+        def fit(model: onnx.ModelProto, part: list[dict[str, np.ndarray]]) -> object:
+            return correct(float_model, model, part, threads, rule, guard=False)
+
+        gain = bias_guard.output_gain(float_model, quantized, frames, threads, fit)
+        if gain is not None and gain <= 0:
+            correction = Correction(rule, len(frames))
+            for t in targets(QdqGraph(quantized), correction):
+                correction.skipped[t.node] = GUARD_WORSE
+            return correction
+    correction = Correction(rule, len(frames))
     g = QdqGraph(quantized)
     todo = targets(g, correction)
     if not todo or not frames:
         return correction
     last = frozenset(t.f_out for t in todo if t.channels_last)
-    expected = float_means(float_model, [t.f_out for t in todo], frames, threads, last=last)
+    expected = frame_means(float_model, [t.f_out for t in todo], frames, threads, last=last)
     runner = _Segments(g, {t.node for t in todo}, frames, threads)
     by_depth: dict[int, list[Target]] = {}
     for t in todo:
@@ -157,24 +215,56 @@ def correct(
             frozenset(t.q_out for t in layers if t.channels_last),
         )
         for t in layers:
-            moved = _apply(g, t, measured[t.q_out] - expected[t.f_out])
+            decision = bias_rules.decide(measured[t.q_out] - expected[t.f_out], rule)
+            if decision.move is None:
+                correction.skipped[t.node] = decision.why
+                continue
+            moved = _apply(g, t, decision.move, correction)
             if t.in_place:  # an Add's bias is read when the Add runs again, after the layer's kept output
                 runner.shift(t.node, moved)
-            correction.corrected.append(t.node)
     correction.depths = len(by_depth)
     return correction
 
 
-def _apply(g: QdqGraph, t: Target, error: np.ndarray) -> np.ndarray:
-    """Correct one bias on its own grid (int32 for a layer's, an Add constant's uint8 with its
-    zero point); return how far its dequantized value moved, per channel."""
-    ints, scale = g.required(t.bias), g.required(t.bias_scale).astype(np.float64)
-    zero = g.required(t.bias_zero_point).astype(np.float64) if t.bias_zero_point else 0.0
-    limits = np.iinfo(ints.dtype)
-    corrected = (ints.astype(np.float64) - zero) * scale - error.reshape(ints.shape)
-    new = np.clip(np.round(corrected / scale + zero), limits.min, limits.max).astype(ints.dtype)
-    g.set_array(t.bias, new)
-    return ((new.astype(np.float64) - ints.astype(np.float64)) * scale).reshape(-1)
+def _apply(g: QdqGraph, t: Target, move: np.ndarray, correction: Correction | None = None) -> np.ndarray:
+    """Move one bias by ``move`` on its own grid (int32 for a layer's, an Add constant's uint8
+    with its zero point, widened if the move needs it); record how it went in ``correction``
+    and return how far the dequantized bias moved, per channel."""
+    ints, scale = g.required(t.bias), g.required(t.bias_scale)
+    zero = g.required(t.bias_zero_point) if t.bias_zero_point else None
+    placed = bias_rules.place(ints, scale, zero, move, regrid=t.bias_zero_point is not None)
+    g.set_array(t.bias, placed.ints)
+    if placed.grid is not None and zero is not None and t.bias_zero_point:
+        _set_grid(g, t, placed.grid[0].astype(scale.dtype), placed.grid[1].astype(zero.dtype))
+    if correction is None:
+        return placed.moved
+    if placed.grid is not None:
+        step, zp, ends = float(placed.grid[0].max()), float(placed.grid[1].max()), np.iinfo(ints.dtype)
+        lo, hi = (ends.min - zp) * step, (ends.max - zp) * step
+        correction.regridded[t.node] = f"its constant's grid widened to [{lo:.4g}, {hi:.4g}] to hold the correction"
+    if placed.clipped:
+        off = float(np.max(np.abs(move - placed.moved)))
+        correction.clipped[t.node] = (
+            f"{placed.clipped} of {placed.ints.size} channels pinned at the end of the bias's grid, "
+            f"up to {off:.4g} short of the correction"
+        )
+    else:
+        correction.corrected.append(t.node)
+    return placed.moved
+
+
+def _set_grid(g: QdqGraph, t: Target, scale: np.ndarray, zero: np.ndarray) -> None:
+    """Give an Add constant's DequantizeLinear a new scale and zero point: its own, new
+    initializers where the old ones are read by anything else."""
+    dq = next(n for n in g.consumers[t.bias] if n.op_type == "DequantizeLinear")
+    for slot, name, value in ((1, t.bias_scale, scale), (2, t.bias_zero_point or "", zero)):
+        if len(g.consumers.get(name, [])) > 1:
+            fresh = f"{name}.loop_{dq.name or t.node}"
+            g.model.graph.initializer.append(onnx.numpy_helper.from_array(value, fresh))
+            g.inits[fresh] = g.model.graph.initializer[-1]
+            dq.input[slot] = fresh
+        else:
+            g.set_array(name, value)
 
 
 class _Segments:
@@ -214,7 +304,7 @@ class _Segments:
     ) -> dict[str, np.ndarray]:
         """Run the nodes no correction at ``depth`` or deeper can reach, and the ``layers``
         about to be corrected, keeping their outputs; plus what leads from them to the
-        tensors in ``measure``; return those tensors' per-channel means.
+        tensors in ``measure``; return those tensors' per-frame, per-channel means.
 
         A layer's own output is kept from before its correction and moved by :meth:`shift`
         after it (a bias adds a constant per channel), so the layer is never run twice."""
@@ -233,18 +323,18 @@ class _Segments:
         outputs = list(dict.fromkeys(keep + measure))
         run = session(self._model(nodes, produced, outputs), self.threads)
         feeds = self._feeds(nodes, produced)
-        sums: dict[str, Any] = {m: 0.0 for m in measure}
+        means: dict[str, list[np.ndarray]] = {m: [] for m in measure}
         for frame in self.kept:
             values = dict(zip(outputs, run.run(outputs, {n: frame[n] for n in feeds}), strict=True))
             frame.update((k, values[k]) for k in keep)
             for m in measure:
-                sums[m] = sums[m] + _channel_mean(values[m], m in last)
+                means[m].append(_channel_mean(values[m], m in last))
         self.done.update(final)
         still = self._read_after(self.done)
         for frame in self.kept:
             for name in [k for k in frame if k not in still]:
                 del frame[name]
-        return {m: np.asarray(s) / len(self.kept) for m, s in sums.items()}
+        return {m: np.stack(v) for m, v in means.items()}
 
     def shift(self, layer: str, moved: np.ndarray) -> None:
         """Add a corrected bias's movement to the kept output of ``layer``, in every frame."""

@@ -26,7 +26,7 @@ def _one_layer_at_a_time(float_model: onnx.ModelProto, quantized: onnx.ModelProt
     expected = bc.float_means(float_model, [t.f_out for t in todo], feeds, 1)
     for t in todo:
         measured = bc.float_means(quantized, [t.q_out], feeds, 1, optimize="none")[t.q_out]
-        bc._apply(g, t, measured - expected[t.f_out])
+        bc._apply(g, t, expected[t.f_out] - measured)
 
 
 def _biases(model: onnx.ModelProto) -> dict[str, np.ndarray]:
@@ -40,7 +40,7 @@ def test_segmented_equals_one_layer_at_a_time():
     quantized = _quantize(model.SerializeToString(), frames, CompileOptions())
     plain = onnx.ModelProto()
     plain.CopyFrom(quantized)
-    correction = bc.correct(model, quantized, [{"x": f[None]} for f in frames], 1)
+    correction = bc.correct(model, quantized, [{"x": f[None]} for f in frames], 1, rule="always", guard=False)
     _one_layer_at_a_time(model, plain, frames)
     assert correction.corrected == [
         "first",
@@ -77,7 +77,7 @@ def test_a_conv_without_bias_gets_one_and_is_corrected():
     q = OnnxRuntimeCompiler().optimize(data, frames, CompileOptions(bias_correction=True))
     assert q.info["zero_bias_added"] == ["after_resize"]
     assert "after_resize" not in q.info["bias_correction"]["skipped"]
-    assert q.info["bias_correction"]["corrected"] == 8
+    assert len(q.info["bias_correction"]["corrected"]) == 8
     off = OnnxRuntimeCompiler().optimize(data, frames, CompileOptions(bias_correction=False))
     held_out = _frames(8, 2)
     assert _snr(data, q.data, held_out) > _snr(data, off.data, held_out) - 0.5
@@ -131,7 +131,10 @@ def test_a_linear_layer_written_as_matmul_and_add_is_corrected():
     compiler = OnnxRuntimeCompiler()
     plain = compiler.optimize(model.SerializeToString(), calib, CompileOptions(bias_correction=False))
     fixed = compiler.optimize(model.SerializeToString(), calib, CompileOptions(bias_correction=True))
-    assert fixed.info["bias_correction"]["corrected"] == 2 and "fc1" not in fixed.info["bias_correction"]["skipped"]
+    assert (
+        fixed.info["bias_correction"]["corrected"] == ["fc1", "fc2"]
+        and "fc1" not in fixed.info["bias_correction"]["skipped"]
+    )
     prints = {lp.name: lp for lp in compiler.fingerprint(fixed)}
     before = {lp.name: lp for lp in compiler.fingerprint(plain)}
     assert prints["fc1"].bias is not None and len(prints["fc1"].bias) == 12
@@ -143,3 +146,106 @@ def test_a_linear_layer_written_as_matmul_and_add_is_corrected():
         return float(np.abs(np.mean(diffs, axis=(0, 1, 2))).mean())
 
     assert mean_error(fixed.data) < mean_error(plain.data)
+
+
+def _linear(name: str, weight: np.ndarray, bias: np.ndarray, as_add: bool) -> onnx.ModelProto:
+    """One linear layer over [1, K]: a Gemm with its bias, or MatMul then an Add of it."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    if as_add:
+        nodes = [
+            helper.make_node("MatMul", ["x", "w"], ["m"], name=name),
+            helper.make_node("Add", ["m", "b"], ["y"], name=f"{name}_bias"),
+        ]
+    else:
+        nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["y"], name=name)]
+    graph = helper.make_graph(
+        nodes,
+        "linear",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, weight.shape[0]])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, weight.shape[1]])],
+        [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _output_error(model: onnx.ModelProto, quantized: bytes, frames: np.ndarray) -> np.ndarray:
+    """Per frame and channel, the quantized model's output minus the float one's."""
+    ref, got = session(model), session(quantized, optimize="none")
+    return np.stack([got.run(None, {"x": f[None]})[0][0] - ref.run(None, {"x": f[None]})[0][0] for f in frames])
+
+
+def test_a_correction_that_is_noise_is_weighed_on_held_out_frames_and_dropped():
+    """Inputs of zero mean: the layer's output error has no mean to correct, so a correction
+    from 6 frames is their noise alone. It would raise the error on other frames; it is
+    skipped, and said why."""
+    rng = np.random.default_rng(3)
+    model = _linear("fc", rng.normal(0, 0.3, (64, 16)).astype(np.float32), np.zeros(16, np.float32), False)
+    calib, held_out = rng.normal(0, 1, (6, 64)).astype(np.float32), rng.normal(0, 1, (256, 64)).astype(np.float32)
+    compiler, data = OnnxRuntimeCompiler(), model.SerializeToString()
+    on = compiler.optimize(data, calib, CompileOptions(bias_correction=True))
+    off = compiler.optimize(data, calib, CompileOptions(bias_correction=False))
+    assert list(on.info["bias_correction"]["skipped"]) == ["fc"]
+    assert "did not lower" in on.info["bias_correction"]["skipped"]["fc"]  # on that layer, or at the outputs
+    alone = bc.correct(model, onnx.load_from_string(off.data), [{"x": f[None]} for f in calib], 1, guard=False)
+    assert alone.skipped == {"fc": "did not lower the held-out error"}
+    assert on.info["bias_correction"]["corrected"] == []
+    forced = onnx.load_from_string(off.data)
+    bc.correct(model, forced, [{"x": f[None]} for f in calib], 1, rule="always", guard=False)
+    mse = {k: float(np.mean(_output_error(model, q, held_out) ** 2)) for k, q in (("on", on.data), ("off", off.data))}
+    assert float(np.mean(_output_error(model, forced.SerializeToString(), held_out) ** 2)) > mse["off"]  # noise hurts
+    guarded = bc.correct(model, onnx.load_from_string(off.data), [{"x": f[None]} for f in calib], 1, rule="always")
+    assert guarded.skipped == {"fc": bc.GUARD_WORSE}  # applied regardless, it fails at the outputs on held-out frames
+    assert mse["on"] <= mse["off"]
+
+
+def test_a_matmul_add_correction_beyond_the_constants_grid_widens_the_grid():
+    """ONNX Runtime gives an Add's constant a uint8 grid spanning its values and 0: the largest
+    bias sits at the grid's end. Every weight of channel 1 rounds down, so that channel's output
+    is low and its correction raises the largest bias past the grid. The grid widens to hold
+    it (no channel pinned), the record says so, and channel 1's mean error is gone."""
+    k = 64
+    weight = np.full((k, 2), 0.2, np.float32)
+    weight[:, 1] = (np.arange(k) % 100 + 0.45) / 127  # each 0.45 of a step above its integer: rounds down
+    weight[0, 1] = 1.0  # the channel's scale: 1/127
+    model = _linear("fc", weight, np.array([0.5, 1.0], np.float32), True)
+    rng = np.random.default_rng(0)
+    calib, held_out = rng.random((16, k), dtype=np.float32), rng.random((64, k), dtype=np.float32)
+    q = OnnxRuntimeCompiler().optimize(model.SerializeToString(), calib, CompileOptions(bias_correction=True))
+    record = q.info["bias_correction"]
+    assert record["corrected"] == ["fc"] and record["clipped"] == {} and "fc" in record["regridded"]
+    error = _output_error(model, q.data, held_out).mean(axis=0)
+    off = OnnxRuntimeCompiler().optimize(model.SerializeToString(), calib, CompileOptions(bias_correction=False))
+    assert _output_error(model, off.data, held_out).mean(axis=0)[1] < -0.05  # the error corrected
+    assert abs(error[1]) < 0.02
+
+
+def test_an_int32_bias_pinned_at_its_grid_end_is_reported_clipped():
+    """A bias that cannot move as far as asked is clipped, and the record says which and how far."""
+    g_model = patterns_model()
+    frames = _frames(4, 0)
+    quantized = _quantize(g_model.SerializeToString(), frames, CompileOptions())
+    g = QdqGraph(quantized)
+    target = bc.targets(g, bc.Correction())[0]
+    correction = bc.Correction()
+    ints = g.required(target.bias)
+    scale = g.required(target.bias_scale).astype(np.float64)
+    move = np.zeros(ints.size)
+    move[0] = (np.iinfo(np.int32).max - float(ints[0]) + 10) * float(np.ravel(scale)[0])
+    bc._apply(g, target, move, correction)
+    assert target.node in correction.clipped and "1 of" in correction.clipped[target.node]
+    assert target.node not in correction.corrected and g.required(target.bias)[0] == np.iinfo(np.int32).max
+
+
+def test_every_layer_has_a_record():
+    """Each quantized layer is corrected, clipped or skipped with a reason: no layer is left out."""
+    model, frames = patterns_model(), _frames(8, 4)
+    q = OnnxRuntimeCompiler().optimize(model.SerializeToString(), frames, CompileOptions(bias_correction=True))
+    record = q.info["bias_correction"]
+    named = record["corrected"] + list(record["clipped"]) + list(record["skipped"])
+    layers = [lp.name for lp in OnnxRuntimeCompiler().fingerprint(q)]
+    assert sorted(named) == sorted(layers) and len(named) == len(set(named))
+    assert record["rule"] == bc.DEFAULT_RULE and record["frames"] == 8
+    assert all(why for why in record["skipped"].values())

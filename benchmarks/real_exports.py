@@ -12,7 +12,9 @@ recogniser and direction classifier; nothing downloaded is committed). For each 
   clamp: the function changes), and a ``calibration`` variant;
 * an independent check of every verdict: the base's and the variant's stored artifacts are
   compared initializer by initializer (integer kernels, biases with their grid steps, scales
-  and zero points), and the verdict the op's footprint implies is derived from that alone;
+  and zero points), and the verdict the op's footprint implies is derived from that alone; a
+  kernel channel re-rounded on a moved weight scale (each value within half an old plus half a
+  new step) is rounding, which every footprint holds, not a re-derived kernel;
 * base SNR per-tensor and per-channel, bias correction off and on, beside a plain
   ``quantize_static`` (per-tensor, MinMax, QDQ) on the same frames.
 """
@@ -129,8 +131,8 @@ def _bias_steps(inits: dict[str, np.ndarray], nodes: list[onnx.NodeProto]) -> di
         elif n.op_type == "QGemm" and len(n.input) > 6 and n.input[6] in inits:
             steps[n.input[6]] = np.broadcast_to(value(1) * value(4), inits[n.input[6]].shape)
         elif n.op_type == "QLinearAdd":  # a linear layer's bias, the Add's constant on its own grid
-            for i in (0, 3):
-                if n.input[i] in inits and inits[n.input[i]].ndim == 1:
+            for i in (0, 3):  # a row vector too ((1, N): a jax2tf Dense's bias)
+                if n.input[i] in inits and sum(d > 1 for d in inits[n.input[i]].shape) <= 1:
                     steps[n.input[i]] = np.broadcast_to(value(i + 1), inits[n.input[i]].shape)
     return steps
 
@@ -155,12 +157,68 @@ def _kind(name: str, inits: dict[str, np.ndarray], steps: dict[str, np.ndarray])
     return "other", name
 
 
+def _kernel_axis(name: str, nodes: list[onnx.NodeProto], kernel: np.ndarray, size: int) -> int:
+    """The axis a kernel's per-channel scale runs along: a DequantizeLinear's ``axis`` (default
+    1), a QLinearConv's output channels (0), else the one axis of that length."""
+    for n in nodes:
+        if n.input and n.input[0] == name and n.op_type == "DequantizeLinear":
+            return next((a.i for a in n.attribute if a.name == "axis"), 1) % kernel.ndim
+        if n.op_type == "QLinearConv" and len(n.input) > 3 and n.input[3] == name:
+            return 0
+    fits = [i for i, d in enumerate(kernel.shape) if d == size]
+    return fits[-1] if kernel.ndim == 2 else fits[0]
+
+
+def _dequantized(inits: dict[str, np.ndarray], nodes: list[onnx.NodeProto], stem: str) -> tuple[np.ndarray, np.ndarray]:
+    """A kernel's dequantized values with the channel axis first, and its scale per channel."""
+    q = inits[f"{stem}_quantized"].astype(np.float64)
+    scale = inits[f"{stem}_scale"].astype(np.float64).reshape(-1)
+    zero = inits.get(f"{stem}_zero_point", np.zeros(1)).astype(np.float64).reshape(-1)
+    if scale.size == 1:
+        return (q - zero[0]).reshape(1, -1) * scale[0], scale
+    axis = _kernel_axis(f"{stem}_quantized", nodes, q, scale.size)
+    q = np.moveaxis(q, axis, 0).reshape(scale.size, -1)
+    return (q - zero.reshape(-1, 1)) * scale.reshape(-1, 1), scale
+
+
+def kernel_change(
+    a: dict[str, np.ndarray],
+    nodes_a: list[onnx.NodeProto],
+    b: dict[str, np.ndarray],
+    nodes_b: list[onnx.NodeProto],
+    stem: str,
+) -> tuple[str, list[int]]:
+    """``rounding`` when every changed channel moved its weight scale and each value by at most
+    half an old step plus half a new one (the unchanged float kernel put on a moved grid), else
+    ``real``; with the channels that changed."""
+    (x, sa), (y, sb) = _dequantized(a, nodes_a, stem), _dequantized(b, nodes_b, stem)
+    if x.shape != y.shape:
+        return "real", []
+    if sa.size != sb.size:
+        sa, sb = np.broadcast_to(sa, (x.shape[0],)), np.broadcast_to(sb, (x.shape[0],))
+    moved = np.abs(y - x)
+    changed = [int(c) for c in np.flatnonzero(moved.max(axis=1) > 0)]
+    for c in changed:
+        if sa[c] == sb[c] or moved[c].max() > 0.5 * sa[c] + 0.5 * sb[c] + 1e-12:
+            return "real", changed
+    return "rounding", changed
+
+
 def changes(base_artifact: str, variant_artifact: str) -> dict[str, Any]:
-    """What differs: kernels (integer weights of rank >= 2 or their scales), biases beyond
-    rounding (half an old step plus half a new one), and activation grids (scalar scales)."""
+    """What differs: kernels re-derived (``kernels``) or only re-rounded on a moved weight grid
+    (``kernel-rounding``, stem: channels), biases beyond rounding (half an old step plus half a
+    new one), and activation grids (scalar scales)."""
     (a, nodes_a), (b, nodes_b) = _inits(base_artifact), _inits(variant_artifact)
     steps_a, steps_b = _bias_steps(a, nodes_a), _bias_steps(b, nodes_b)
-    found: dict[str, Any] = {"kernels": set(), "biases": set(), "rounding": set(), "grids": set(), "other": set()}
+    found: dict[str, Any] = {
+        "kernels": set(),
+        "kernel-rounding": {},
+        "biases": set(),
+        "rounding": set(),
+        "grids": set(),
+        "other": set(),
+    }
+    touched: set[str] = set()
     for name in sorted(set(a) | set(b)):
         if name not in a or name not in b:
             # ORT's graph optimizer shares equal constants: a scale equal to another grid's
@@ -178,11 +236,17 @@ def changes(base_artifact: str, variant_artifact: str) -> dict[str, Any]:
             beyond = bool(np.any(moved > 0.5 * steps_a[name] + 0.5 * steps_b[name] + 1e-12))
             found["biases" if beyond else "rounding"].add(name)
         elif kind == "kernel":
-            found["kernels"].add(stem)
+            touched.add(stem)
         elif kind == "grid":
             found["grids"].add(stem)
         elif kind != "bias-grid":
             found["other"].add(name)
+    for stem in sorted(touched):
+        verdict, channels = kernel_change(a, nodes_a, b, nodes_b, stem)
+        if verdict == "rounding":
+            found["kernel-rounding"][stem] = channels
+        else:
+            found["kernels"].add(stem)
     return found
 
 
@@ -220,6 +284,8 @@ def expected(op: dict[str, Any], found: dict[str, Any], bc: bool, model: onnx.Mo
     tensors = {g for g in found["grids"]}
     outside = found["kernels"] or found["biases"] or found["other"] or len(tensors) > 1
     for tensor in tensors:
+        if f"{tensor}_scale" not in inits:  # a grid shared under another name: no clamp of its own to read
+            continue
         bounds = _clamp(model, tensor)
         scale, zp = float(inits[f"{tensor}_scale"]), float(inits[f"{tensor}_zero_point"])
         lo, hi = -zp * scale, (255 - zp) * scale

@@ -24,6 +24,7 @@ from loop.core.record import RunRecord
 from loop.flow.local_runner import LocalRunner
 from loop.flow.runner import RaceSpec, RunTask
 from loop.flow.sweep import SweepOptions, run_sweep
+from loop.hailort.hef import HefInfo, inspect_hef
 from loop.measure.compare import ledger_ratio
 from loop.spec.sweepfile import parse
 from loop.store.artifacts import load_artifact, recorded_sha
@@ -61,6 +62,7 @@ class Result:
     stages: dict[str, float] = field(default_factory=dict)
     ratio_basis: str = "ledger"  # or "interleaved, N rounds": measured together with the reference
     ratio_floor_pct: float | None = None  # how far two sessions of the reference differed (in the ci95)
+    tied: list[Result] = field(default_factory=list)  # set by Study.best: the others within noise of this one
 
     @property
     def usable(self) -> bool:
@@ -197,7 +199,7 @@ def race_runs(runs: Path, sweep_file: Path, ref: RunRecord, candidates: Sequence
         "reference_run": ref.id,
         "runs": {str(r.id): recorded_sha(r) for r in candidates},
         "candidates": rows,
-        **{k: m[k] for k in ("rounds", "wall_s", "flags", "fps", "control", "floor_pct")},
+        **{k: v for k, v in m.items() if k not in ("ratios", "dropped", "host")},  # depth, switches: beside the fps
     }
 
 
@@ -242,3 +244,11 @@ def _result(index: int, run: RunRecord) -> Result:
         sweep=run.sweep,
         stages=dict(run.stages),
     )
+
+
+def inspect(hef: str | Path, device: str | None = None) -> HefInfo:
+    """What a HEF holds, read from the file with no device and no Hailo software (``loop inspect``):
+    size, format version, architecture, network groups, every stream with its shape, format order,
+    type and quantization, and, given a device (``hailo10h``), whether it fits, with the arithmetic.
+    ``.to_json()`` is ``loop inspect --json``. A file that is not a readable HEF raises LoopError."""
+    return inspect_hef(hef, device)

@@ -248,14 +248,20 @@ def study_cmd(runs: Path, name: str, as_json: bool, best: str | None, pareto: st
     from loop.study import Study
 
     study = Study(name, runs=runs)
+    found = study.best(best) if best else None
     if best:
-        found = study.best(best)
         results = [found] if found else []
     elif pareto:
         results = study.pareto(tuple(k.strip() for k in pareto.split(",")))
     else:
         results = study.results()
-    click.echo(json.dumps([asdict(r) for r in results], indent=2) if as_json else report.study_table(results))
+    if as_json:  # the best's own "tied" holds the candidates within noise of it
+        click.echo(json.dumps([asdict(r) for r in results], indent=2))
+        return
+    click.echo(report.study_table([*results, *(found.tied if found else [])]))
+    if found is not None:
+        tied = ", ".join(f"run {t.run_id}" for t in found.tied) or "none"
+        click.echo(f"best by {best}: run {found.run_id}; within its noise: {tied}")
 
 
 @main.command("audit")
@@ -508,6 +514,19 @@ def link_predict(run_id: int, runs: Path, link_name: str, depth: int | None, as_
     )
     if weights is not None:
         click.echo(describe(weights, p.link))
+
+
+@main.command("inspect")
+@click.argument("hef", type=click.Path(path_type=Path))
+@click.option("--device", default=None, help="Say whether the HEF fits this device (hailo10h, hailo8, ...).")
+@JSON
+def inspect_command(hef: Path, device: str | None, as_json: bool) -> None:
+    """What a HEF holds, read with no device and no Hailo software: size, format version,
+    architecture, network groups, streams with shape, order, type and quantization."""
+    from loop.hailort.hef import describe, inspect_hef
+
+    info = inspect_hef(hef, device)
+    click.echo(json.dumps(info.to_json(), indent=2) if as_json else "\n".join(map(for_person, describe(info))))
 
 
 if __name__ == "__main__":

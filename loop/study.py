@@ -12,14 +12,17 @@ What a search needs from it:
   group is one sweep (``NAME-gN``, or ``NAME-gN-o<hash>``) with the base compiled with the same
   options as its reference, so a candidate's own options still get a real verdict.
 * **Reuse by content.** A candidate already evaluated in this study (the same perturbations and
-  compile options, over the study's fixed base and settings: the same authored model, hence the
-  same artifact, on the same devices and protocol) comes back from the ledger without running,
-  ``reused``; identical candidates in one generation run once. ``remeasure=True`` runs them again.
+  compile options, over the study's fixed settings, and over the same content: the base's bytes
+  and the calibration and scoring frames, as its reference's run recorded them) comes back from
+  the ledger without running, ``reused``; identical candidates in one generation run once.
+  ``remeasure=True`` runs them again. A base or frame file rewritten under its path is a new
+  reference: its candidates are measured afresh, with a line (:class:`ContentChanged`) saying so.
 * **Results that say everything**: ``usable`` is false for failed, confounded, unaudited or
   host-busy runs, ``why`` says which; each carries its rate's interval and its rate ratio to
   the reference of its sweep with an interval (from the two runs' recorded figures).
 * ``best(key)`` and ``pareto(keys)``, where one candidate dominates another only beyond their
-  intervals, so candidates within noise of each other are both on the front.
+  intervals, so candidates within noise of each other are both on the front, and the best
+  carries in ``tied`` those within noise of it.
 """
 
 from __future__ import annotations
@@ -28,17 +31,20 @@ import hashlib
 import json
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from loop.api import Result, race_runs, result_of, write_generation
+from loop.api import Result, check_generation, race_runs, result_of, write_generation
 from loop.core.errors import LoopError
+from loop.core.leftovers import scratch
 from loop.core.record import RunRecord
+from loop.core.registry import compiler_class
 from loop.core.text import for_person
-from loop.flow.sweep import SweepOptions, run_sweep
+from loop.flow.resume import Content, ContentChanged, Named, moved
+from loop.flow.sweep import SweepOptions, reference_content, run_sweep
 from loop.measure.stats import widened
 from loop.spec.sweepfile import parse
 from loop.spec.yamlio import load_yaml
@@ -60,6 +66,17 @@ def content_key(perturb: Sequence[Mapping[str, Any]], options: Mapping[str, Any]
 
 
 _MISSING = object()
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """A candidate this study ran: its key, the generation, the content its reference stood on."""
+
+    key: str
+    generation: int
+    content: Content
+    run: RunRecord
+    ref: RunRecord | None
 
 
 def _split(candidate: Candidate, study_compile: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -123,8 +140,10 @@ class Study:
     # -- generations ---------------------------------------------------------------------
 
     def _generation_files(self) -> list[Path]:
+        """In generation order (``g10`` after ``g9``), so the latest run of a candidate wins."""
         folder = self.runs / "generations"
-        return sorted(folder.glob(f"{self.name}-g*.yaml")) if folder.exists() else []
+        found = folder.glob(f"{self.name}-g*.yaml") if folder.exists() else []
+        return sorted(found, key=lambda p: (_generation_of(self.name, p) or 0, p.name))
 
     def next_generation(self) -> int:
         numbers = [_generation_of(self.name, p) for p in self._generation_files()]
@@ -145,7 +164,7 @@ class Study:
             raise LoopError(f"study '{self.name}' has a generation {generation} already: leave generation out")
         split = [_split(c, self._compile) for c in candidates]
         keys = [content_key(p, o) for p, o in split]
-        done = {} if remeasure else self._evaluated()
+        done = {} if remeasure else self._reusable(set(keys))
         todo: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
         named: dict[str, str] = {}
         for i, (key, (perturb, options)) in enumerate(zip(keys, split, strict=True)):
@@ -216,30 +235,72 @@ class Study:
             runs = {r.variant: r for r in ledger.records(sweep)}  # id order: the latest attempt wins
         return runs, runs.get("base")
 
-    def _evaluated(self) -> dict[str, tuple[RunRecord, RunRecord | None]]:
-        """Every candidate this study has run, by content key, from its generation files."""
-        found: dict[str, tuple[RunRecord, RunRecord | None]] = {}
+    def _evaluated(self) -> list[Evaluated]:
+        """Every candidate this study has run, in generation order, from its generation files."""
+        found: list[Evaluated] = []
         for path in self._generation_files():
             doc = yaml.safe_load(path.read_text())
             runs, ref = self._latest(str(doc["sweep"]))
+            content = Content(None, None, None) if ref is None else Content.of(ref)
             for v in doc.get("variants", []):
                 run = runs.get(v["name"])
                 if v["name"] != "base" and run is not None and run.status == "ok":
                     asked = {"perturb": v.get("perturb") or [], "compile": doc.get("compile") or {}}
-                    found[content_key(*_split(asked, self._compile))] = (run, ref)
+                    key = content_key(*_split(asked, self._compile))
+                    found.append(Evaluated(key, _generation_of(self.name, path) or 0, content, run, ref))
         return found
+
+    def _reusable(self, keys: set[str]) -> dict[str, tuple[RunRecord, RunRecord | None]]:
+        """The latest run of each of ``keys`` whose reference stood on what the base and frame
+        files hold now, compiled by the same tools; a line for each content or set of tools it
+        no longer matches, where that costs a rerun."""
+        earlier = [e for e in self._evaluated() if e.key in keys]
+        if not earlier:
+            return {}
+        (now, names), tools = self._content(), compiler_class(self.backend)().describe()
+        found = {e.key: (e.run, e.ref) for e in earlier if self._same(e.content, now) and e.run.versions == tools}
+        stale = {(e.content, json.dumps(e.run.versions, sort_keys=True)): e for e in earlier if e.key not in found}
+        for (before, _), e in stale.items():  # the latest generation of each
+            since = f"generation {e.generation}"
+            line = (
+                moved(before, now, names, since)
+                or _tools_moved(e.run.versions, tools, since)
+                or f"the content {since} stood on is not recorded: measured afresh"
+            )
+            warnings.warn(line, ContentChanged, stacklevel=4)
+        return found
+
+    def _content(self) -> tuple[Content, Named]:
+        """The study's reference as authored now: its base and frame files read afresh."""
+        with scratch("gen") as tmp:
+            check_generation(Path(tmp), f"{self.name}-now", self.base, self.backend, [{"name": "base"}], self.settings)
+            return reference_content(parse(Path(tmp) / "sweep.yaml"))
+
+    def _same(self, before: Content, now: Content) -> bool:
+        """Seeded scoring frames follow from the study's fixed settings and the base's shapes, so
+        a run from before their hash was recorded matches on the rest."""
+        if before.inputs_sha is None and (self.settings.get("inputs") or {}).get("path") is None:
+            before = replace(before, inputs_sha=now.inputs_sha)
+        return before == now
 
     # -- answers -------------------------------------------------------------------------
 
     def results(self) -> list[Result]:
         """Every candidate this study has evaluated, once each (its latest run)."""
         raced = self._raced()
-        return [with_race(result_of(i, run, ref), raced) for i, (run, ref) in enumerate(self._evaluated().values())]
+        latest = {e.key: (e.run, e.ref) for e in self._evaluated()}
+        return [with_race(result_of(i, run, ref), raced) for i, (run, ref) in enumerate(latest.values())]
 
     def best(self, key: str = "snr_db", usable_only: bool = True) -> Result | None:
-        """The result with the highest ``key`` (a score, ``rate_fps`` or ``rate_ratio``)."""
+        """The result with the highest ``key`` (a score, ``rate_fps`` or ``rate_ratio``); its
+        ``tied`` holds the others whose interval on ``key`` reaches into its own: within noise,
+        any of them may be the better one."""
         pool = [r for r in self.results() if (r.usable or not usable_only) and r.value(key) is not None]
-        return max(pool, key=lambda r: float(r.value(key) or 0.0), default=None)
+        found = max(pool, key=lambda r: float(r.value(key) or 0.0), default=None)
+        if found is not None:
+            low = found.interval(key)[0]
+            found.tied = [r for r in pool if r is not found and r.interval(key)[1] >= low]
+        return found
 
     def pareto(self, keys: Sequence[str] = ("snr_db", "rate_ratio")) -> list[Result]:
         """The usable results no other beats on every key beyond their intervals."""
@@ -255,6 +316,14 @@ class Study:
         except ImportError:
             raise LoopError("study.dataframe() needs pandas (pip install pandas)", field="dataframe") from None
         return pd.DataFrame(self.records())
+
+
+def _tools_moved(before: Mapping[str, Any], now: Mapping[str, Any], since: str) -> str | None:
+    """One line naming the compiler's tools whose versions moved (a new one makes new artifacts)."""
+    moved = [
+        f"{k} {before.get(k, '-')} -> {now.get(k, '-')}" for k in sorted({*before, *now}) if before.get(k) != now.get(k)
+    ]
+    return f"the compiler changed since {since} ({', '.join(moved)}): measured afresh" if moved else None
 
 
 def _dominates(a: Result, b: Result, keys: Sequence[str]) -> bool:

@@ -22,6 +22,7 @@
 #include "hailo/infer_model.hpp"
 #include "hailo/vdevice.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -548,28 +549,43 @@ void ensure_slots(Session &s, size_t count) {
     }
 }
 
-// run_async with a callback that counts the job out. A job whose run_async answered an error stays counted
-// until a callback comes: HailoRT may have queued some of its transfers before failing (infer_model.cpp,
-// ConfiguredInferModelImpl::run_async), and close then leaks the session rather than guess. One that threw
-// is taken as never queued: HailoRT reports its own failures as statuses, not exceptions.
-Expected<AsyncInferJob> start_job(Session &s, const ConfiguredInferModel::Bindings &bindings) {
+// The first failure the jobs of one call reported to their callbacks. On Hailo-8 (ConfiguredInferModelImpl)
+// only the callback carries a job's status: AsyncInferJob::wait answers success once the callback ran,
+// whatever the job did (AsyncInferJobImpl::wait, infer_model.cpp, hailort v4.23.0 and v5.2.0), while
+// Hailo-10H's wait answers the job's status (AsyncInferJobHrpcClient::wait, configured_infer_model_hrpc_client.cpp).
+using Failure = std::shared_ptr<std::atomic<int>>;
+
+Failure no_failure() { return std::make_shared<std::atomic<int>>(HAILO_SUCCESS); }
+
+// run_async with a callback that counts the job out and keeps its failure. A job whose run_async answered an
+// error stays counted until a callback comes: HailoRT may have queued some of its transfers before failing
+// (infer_model.cpp, ConfiguredInferModelImpl::run_async), and close then leaks the session rather than guess.
+// One that threw is taken as never queued: HailoRT reports its own failures as statuses, not exceptions.
+Expected<AsyncInferJob> start_job(Session &s, const ConfiguredInferModel::Bindings &bindings, const Failure &failed) {
     auto inflight = s.inflight;
     inflight->start();
     try {
-        return s.configured.run_async(bindings, [inflight](const AsyncInferCompletionInfo &) { inflight->finish(); });
+        return s.configured.run_async(bindings, [inflight, failed](const AsyncInferCompletionInfo &info) {
+            int none = HAILO_SUCCESS;
+            if (info.status != HAILO_SUCCESS) failed->compare_exchange_strong(none, info.status);
+            inflight->finish();
+        });
     } catch (...) {
         inflight->finish();
         throw;
     }
 }
 
-// ConfiguredInferModel::run as HailoRT writes it (wait_for_async_ready, run_async, wait), with the job counted.
+// ConfiguredInferModel::run as HailoRT writes it (wait_for_async_ready, run_async, wait), with the job counted
+// and its own status checked.
 hailo_status run_counted(Session &s, const ConfiguredInferModel::Bindings &bindings, std::chrono::milliseconds timeout) {
     auto status = s.configured.wait_for_async_ready(timeout, 1);
     if (status != HAILO_SUCCESS) return status;
-    auto job = start_job(s, bindings);
+    auto failed = no_failure();
+    auto job = start_job(s, bindings, failed);
     if (!job) return job.status();
-    return job->wait(timeout);
+    status = job->wait(timeout);
+    return status != HAILO_SUCCESS ? status : static_cast<hailo_status>(failed->load());
 }
 
 double read_hw_latency(Session &s) {
@@ -592,13 +608,15 @@ int run_pipelined(Session &s, void **inputs, uint64_t count, size_t slots, doubl
     // Slots are the session's own, so jobs still in flight after an early return write into live memory.
     std::vector<AsyncInferJob> jobs(slots);
     std::vector<bool> pending(slots, false);
+    auto failed = no_failure();  // a frame that failed is a failure, never a frame done
     auto start = std::chrono::steady_clock::now();
     for (uint64_t i = 0; i < count; i++) {
         size_t k = static_cast<size_t>(i % slots);
         hailo_status status = HAILO_SUCCESS;
         if (pending[k] && (status = jobs[k].wait(TIMEOUT)) != HAILO_SUCCESS) return fail(status, "pipelined: wait failed");
+        if (failed->load() != HAILO_SUCCESS) return fail(static_cast<hailo_status>(failed->load()), "pipelined: a frame failed");
         if ((status = s.configured.wait_for_async_ready(TIMEOUT, 1)) != HAILO_SUCCESS) return fail(status, "pipelined: device not ready");
-        auto job = start_job(s, bindings[k]);
+        auto job = start_job(s, bindings[k], failed);
         if (!job) return fail(job.status(), "pipelined: run_async failed");
         jobs[k] = job.release();
         pending[k] = true;
@@ -607,6 +625,7 @@ int run_pipelined(Session &s, void **inputs, uint64_t count, size_t slots, doubl
         hailo_status status = HAILO_SUCCESS;
         if (pending[k] && (status = jobs[k].wait(TIMEOUT)) != HAILO_SUCCESS) return fail(status, "pipelined: wait failed");
     }
+    if (failed->load() != HAILO_SUCCESS) return fail(static_cast<hailo_status>(failed->load()), "pipelined: a frame failed");
     *elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return HAILO_SUCCESS;
 }

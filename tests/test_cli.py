@@ -213,6 +213,30 @@ def test_layers_lists_names_and_where_ranges_land(exported_onnx: Path):
     assert invoke("layers", "missing.onnx").exit_code == 2
 
 
+def test_layers_keeps_layer_names_whole_and_cuts_long_tensor_names(tmp_path: Path):
+    """``loop layers`` is where a sweep file's ``layer:`` is copied from: a layer name cut in the
+    middle drops what tells it apart (EfficientNet's ``/_blocks.1/``), so only tensors are cut."""
+    import onnx
+    from authored import exported_classifier
+
+    model = exported_classifier()
+    deep = "/encoder" + "/transformer_block_stack" * 6
+    inner = {o for n in model.graph.node for o in n.output} - {o.name for o in model.graph.output}
+    for node in model.graph.node:
+        node.name = deep + node.name
+        node.input[:] = [deep + t if t in inner else t for t in node.input]
+        node.output[:] = [deep + t if t in inner else t for t in node.output]
+    onnx.checker.check_model(model)
+    onnx.save(model, str(tmp_path / "deep.onnx"))
+    names = [n.name for n in model.graph.node if n.op_type in ("Conv", "Gemm")]
+    text = CliRunner().invoke(main, ["layers", str(tmp_path / "deep.onnx")], env={"COLUMNS": "120"}).output
+    assert all(name in text for name in names), text
+    assert "…" in text  # the tensor columns were cut
+    runner = CliRunner()
+    rows = json.loads(runner.invoke(main, ["layers", str(tmp_path / "deep.onnx"), "--json"]).output)
+    assert [r["layer"] for r in rows] == names
+
+
 def test_layers_takes_input_shapes_and_shows_the_clamps(tmp_path: Path):
     import onnx
     from authored import clamp_chain_model, dynamic_detector

@@ -1,14 +1,19 @@
 """Studies through the Python API: generations that count themselves, a reference per compile
 options, reuse by content, results that say why, and best/pareto."""
 
+import json
+import sqlite3
 from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
 import yaml
-from authored import FAST_MEASURE
+from authored import FAST_MEASURE, exported_classifier
 
 from loop.api import Result
 from loop.core.errors import LoopError
+from loop.flow.resume import ContentChanged
 from loop.study import Study, _dominates
 
 MEASURE = yaml.safe_load(FAST_MEASURE)["measure"]
@@ -58,6 +63,60 @@ def test_a_study_is_refused_another_base_or_a_name_it_never_had(tmp_path, recipe
     assert sorted(p.name for p in (tmp_path / "runs" / "studies").iterdir()) == ["s.json"]
 
 
+UP = [{"op": "scale_weights", "layer": "/features/0/Conv", "factor": 1.05}]
+
+
+def _forget_inputs_sha(ledger: Path) -> None:
+    """Rows as a loop from before the scoring frames' hash was recorded wrote them."""
+    db = sqlite3.connect(ledger)
+    with db:
+        for run_id, text in db.execute("SELECT id, record FROM runs").fetchall():
+            record = json.loads(text)
+            record.get("info", {}).pop("inputs_sha", None)
+            db.execute("UPDATE runs SET record=? WHERE id=?", (json.dumps(record), run_id))
+    db.close()
+
+
+def test_a_base_rewritten_in_place_is_a_new_reference_measured_afresh_and_said_so(tmp_path):
+    base, runs = tmp_path / "x.onnx", tmp_path / "runs"
+    onnx.save(exported_classifier(seed=0), str(base))
+    first = Study("s", base=base, runs=runs, inputs={"count": 2}, measure={**MEASURE, "budget_s": 2}).evaluate([UP])
+    _forget_inputs_sha(runs / "ledger.sqlite")  # a study already on disk: its seeded frames follow from its settings
+    assert Study("s", runs=runs).evaluate([UP])[0].reused
+    onnx.save(exported_classifier(seed=1), str(base))  # other weights, same path
+    told = r"^base \S*x\.onnx changed since generation 0 \(sha \w{8} -> \w{8}\): measured afresh$"
+    with pytest.warns(ContentChanged, match=told):
+        fresh = Study("s", runs=runs).evaluate([UP])
+    assert not fresh[0].reused and fresh[0].run_id != first[0].run_id and fresh[0].generation == 1
+    assert fresh[0].scores["snr_db"] != first[0].scores["snr_db"]
+    again = Study("s", runs=runs).evaluate([UP])
+    assert again[0].reused and again[0].run_id == fresh[0].run_id  # over the new base, reused again
+    assert [r.run_id for r in Study("s", runs=runs).results()] == [fresh[0].run_id]  # the latest of each
+
+
+def test_a_new_compiler_revision_measures_a_study_afresh(tmp_path, recipe, monkeypatch):
+    from loop.compilers.onnxruntime import OnnxRuntimeCompiler
+
+    first = study(tmp_path, recipe).evaluate([scale(1.05)])
+    describe = OnnxRuntimeCompiler.describe
+    monkeypatch.setattr(OnnxRuntimeCompiler, "describe", lambda self: {**describe(self), "loop_compile": "next"})
+    with pytest.warns(ContentChanged, match=r"^the compiler changed since generation 0 \(loop_compile \w+ -> next\)"):
+        fresh = Study("s", runs=tmp_path / "runs").evaluate([scale(1.05)])
+    assert not fresh[0].reused and fresh[0].run_id != first[0].run_id
+
+
+def test_a_calibration_file_rewritten_in_place_is_measured_afresh_and_said_so(tmp_path, recipe):
+    frames, runs = tmp_path / "calib.npy", tmp_path / "runs"
+    rng = np.random.default_rng(0)
+    np.save(frames, rng.normal(0, 1, (4, 3, 8, 8)).astype(np.float32))
+    settings = {"calibration": {"path": str(frames)}, "inputs": {"count": 2}, "measure": {**MEASURE, "budget_s": 2}}
+    first = Study("s", base=recipe, runs=runs, **settings).evaluate([scale(1.05)])
+    np.save(frames, rng.normal(0, 2, (4, 3, 8, 8)).astype(np.float32))
+    with pytest.warns(ContentChanged, match=r"^calibration frames \S*calib\.npy changed since generation 0 \(sha"):
+        fresh = Study("s", runs=runs).evaluate([scale(1.05)])
+    assert not fresh[0].reused and fresh[0].run_id != first[0].run_id
+
+
 def _r(snr: float, ratio: tuple[float, float, float]) -> Result:
     return Result(0, "c", 1, "ok", "clean", {"snr_db": snr}, rate_ratio=ratio[1], rate_ratio_ci95=(ratio[0], ratio[2]))
 
@@ -67,6 +126,16 @@ def test_dominance_only_beyond_the_intervals():
     assert _dominates(_r(30, (1.10, 1.12, 1.14)), _r(30, (0.98, 1.00, 1.02)), keys)
     assert not _dominates(_r(30, (0.99, 1.01, 1.03)), _r(30, (0.98, 1.00, 1.02)), keys)  # within noise
     assert not _dominates(_r(31, (0.90, 0.92, 0.94)), _r(30, (0.98, 1.00, 1.02)), keys)  # a trade-off
+
+
+def test_best_names_the_candidates_within_its_noise(tmp_path, recipe, monkeypatch):
+    s = study(tmp_path, recipe)
+    pool = [_r(30, (1.00, 1.05, 1.10)), _r(31, (0.98, 1.00, 1.02)), _r(29, (0.90, 0.92, 0.94))]
+    monkeypatch.setattr(s, "results", lambda: pool)
+    by_ratio = s.best("rate_ratio")
+    assert by_ratio is pool[0] and by_ratio.tied == [pool[1]]  # its interval reaches 1.00; 0.94 does not
+    by_snr = s.best("snr_db")  # a point without an interval: ties only at the same value
+    assert by_snr is pool[1] and by_snr.tied == []
 
 
 def test_the_optuna_example_runs_two_generations(tmp_path):
@@ -89,8 +158,6 @@ def test_the_optuna_example_runs_two_generations(tmp_path):
 
 
 def test_loop_study_lists_best_and_front(tmp_path, recipe):
-    import json
-
     from click.testing import CliRunner
 
     from loop.cli import main
@@ -102,7 +169,10 @@ def test_loop_study_lists_best_and_front(tmp_path, recipe):
     table = CliRunner().invoke(main, ["study", "s", "--runs", runs]).output
     assert "rate ratio (95% CI)" in table and table.count("s-g0") == 2
     best = CliRunner().invoke(main, ["study", "s", "--runs", runs, "--best", "snr_db", "--json"])
-    assert best.exit_code == 0 and len(json.loads(best.output)) <= 1
+    found = json.loads(best.output)
+    assert best.exit_code == 0 and len(found) <= 1 and all("tied" in r for r in found)
+    shown = CliRunner().invoke(main, ["study", "s", "--runs", runs, "--best", "snr_db"]).output
+    assert ("; within its noise: " in shown) == bool(found)  # none where a busy host left none usable
     missing = CliRunner().invoke(main, ["study", "other", "--runs", runs])
     assert missing.exit_code == 2 and "no study 'other'" in missing.output
 

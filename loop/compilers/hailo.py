@@ -43,10 +43,11 @@ from loop.compilers.hailo_params import (
     output_names,
     saved_translated_params,
 )
-from loop.compilers.hailo_weights import hn_model_layers, layer_bits, residency
+from loop.compilers.hailo_weights import hef_residency, hn_model_layers, layer_bits, residency
 from loop.core.hashing import bytes_sha
 from loop.core.text import for_person
 from loop.core.vocab import Artifact, CompileOptions, Frames, LayerPrint, Quantized, TensorLayout
+from loop.spec.cut import cut_model, cut_of
 
 _IGNORED_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("io", "uint8"),
@@ -200,6 +201,9 @@ def model_script(options: CompileOptions, calibration_count: int, layer_names: d
     levels = [("optimization_level", own.optimization_level), ("compression_level", own.compression_level)]
     if any(v is not None for _, v in levels):
         lines.append(f"model_optimization_flavor({', '.join(f'{k}={v}' for k, v in levels if v is not None)})")
+    # Written either way, in the words hailo_model_zoo's scripts use (centernet_resnet_v1_50_postprocess.alls):
+    # left to the DFC, the same sweep could audit differently on two DFC versions.
+    lines.append(f"pre_quantization_optimization(equalization, policy={own.equalization})")
     batch = own.calibration_batch_size or min(8, max(1, calibration_count))
     lines.append(f"model_optimization_config(calibration, batch_size={batch}, calibset_size={calibration_count})")
     policy = "enabled" if options.bias_correction else "disabled"
@@ -278,6 +282,30 @@ def hef_io(hef: Path, guess: Callable[[], Layouts]) -> tuple[Layouts, str]:
     return guess(), f"hn (guessed, the HEF could not be read: {'; '.join(reasons)})"
 
 
+def moved_kernels(before: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> list[str]:
+    """The DFC layers whose float kernel the optimization changed (translated against quantized-from)."""
+    moved = []
+    for key, value in before.items():
+        parts = key.split(":")[0].split("/")
+        other = after.get(key)
+        same = other is not None and np.array_equal(np.asarray(other), np.asarray(value))
+        if parts[-1] == "kernel" and other is not None and not same:
+            moved.append(parts[-2])
+    return moved
+
+
+def equalization(policy: str, moved: list[str], mapped: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What the run records of equalization: the policy written, the layers whose float kernel moved
+    between translation and quantization (the ONNX nodes they stand for), and, where it is on, that
+    equalization is the cause the audit names for their kernel changes."""
+    names = [str((mapped.get(layer) or {}).get("name") or layer) for layer in moved]
+    found: dict[str, Any] = {"equalization": {"policy": policy, "layers": names if policy == "enabled" else []}}
+    if policy == "enabled" and names:
+        cause = "equalization rescaled this kernel with its neighbour's (hailo.equalization: enabled)"
+        found["kernel_causes"] = dict.fromkeys(names, cause)
+    return found
+
+
 class HailoCompiler(Compiler):
     """The DFC behind the compiler interface. ``workdir`` keeps the ONNX, HAR and HEF files
     (a fresh temporary folder per compile when None)."""
@@ -328,7 +356,7 @@ class HailoCompiler(Compiler):
         hw_arch, net = own.hw_arch or "hailo10h", own.net_name or "loop_net"
         stages: dict[str, float] = {}
         folder = self._dir()
-        runner, script, hn = self._parse(model, calibration, options, folder / f"{net}.onnx", stages)
+        runner, script, hn, translated = self._parse(model, calibration, options, folder / f"{net}.onnx", stages)
         frames = nchw_to_nhwc(calibration)
         with named_errors("optimize"), dfc_log() as log, timed(stages, "optimize_s"):
             runner.optimize(frames)
@@ -340,7 +368,8 @@ class HailoCompiler(Compiler):
         with timed(stages, "params_s"):
             source, params = self._params(runner)
             layers, layers_from = layer_bits(hn_model_layers(runner), script, params)
-        mapped, made_by = onnx_layers(model, hn)
+        mapped, made_by = onnx_layers(cut_model(model, cut_of(options)), hn)
+        equalized = moved_kernels(translated, self._native(runner))
         info = {
             "model_script": script,
             "param_keys": list(params),
@@ -355,28 +384,34 @@ class HailoCompiler(Compiler):
             # what each DFC layer stands for in the ONNX (HN original_names), and which node makes each output
             "onnx_layers": mapped,
             "onnx_outputs": made_by,
+            "cut": dict(zip(("start_nodes", "end_nodes"), map(list, cut_of(options)), strict=True)),
+            **equalization(own.equalization, equalized, mapped),
         }
         return Quantized(self.name, data, info=info, stages=stages)
 
     def _parse(
         self, model: bytes, calibration: np.ndarray, options: CompileOptions, onnx_path: Path, stages: dict[str, float]
-    ) -> tuple[Any, str, dict[str, Any]]:
-        """A runner holding the parsed network and its model script (and the HN), each DFC call timed alone."""
+    ) -> tuple[Any, str, dict[str, Any], dict[str, np.ndarray]]:
+        """A runner holding the parsed network and its model script (and the HN, and the float params as
+        translated), each DFC call timed alone. A cut goes to the parser as hailo_model_zoo passes it."""
         from hailo_sdk_client import ClientRunner
 
         own = HailoOptions.of(options)
         onnx_path.write_bytes(model)
         with timed(stages, "startup_s"):
             runner = ClientRunner(hw_arch=own.hw_arch or "hailo10h")
+        start, end = cut_of(options)
+        cut = {k: list(v) for k, v in (("start_node_names", start), ("end_node_names", end)) if v}
         with named_errors("parse"):
             shapes = self._input_shapes(model, calibration)
             with timed(stages, "parse_s"):
-                parsed = runner.translate_onnx_model(str(onnx_path), onnx_path.stem, net_input_shapes=shapes)
+                parsed = runner.translate_onnx_model(str(onnx_path), onnx_path.stem, net_input_shapes=shapes, **cut)
         hn = (hn_dict(parsed[0]) if isinstance(parsed, tuple) else {}) or hn_dict(self._hn(runner))
         script = model_script(options, len(calibration), layer_names_from_hn(hn))
         with timed(stages, "script_s"):
             runner.load_model_script(script)
-        return runner, script, hn
+        translated = flat_params(parsed[1]) if isinstance(parsed, tuple) and len(parsed) > 1 else {}
+        return runner, script, hn, translated
 
     @staticmethod
     def _input_shapes(model: bytes, calibration: np.ndarray) -> dict[str, list[int]]:
@@ -407,7 +442,11 @@ class HailoCompiler(Compiler):
 
             har = self._dir() / f"{quantized.info.get('net_name', 'loop_net')}.har"
             har.write_bytes(quantized.data)
-            self._runners[sha] = ClientRunner(har=str(har))
+            runner = ClientRunner(har=str(har))
+            # hailo_model_zoo loads the script again before it compiles a reopened HAR (main_driver.py
+            # compile -> main_utils.py compile_model); that the HAR keeps it is not documented.
+            runner.load_model_script(str(quantized.info.get("model_script") or ""))
+            self._runners[sha] = runner
         return self._runners[sha]
 
     def fingerprint(self, quantized: Quantized) -> list[LayerPrint]:
@@ -459,7 +498,15 @@ class HailoCompiler(Compiler):
         with timed(stages, "reopen_s"):
             runner = self._runner(quantized)
         with named_errors("compile"), timed(stages, "compile_s"):
-            hef = bytes(runner.compile())
+            made = runner.compile()
+        hw_arch = str(quantized.info.get("hw_arch") or HailoOptions.of(options).hw_arch or "hailo10h")
+        fit = hef_residency(len(made), hw_arch)
+        quantized.info["hef_residency"] = fit
+        if isinstance(quantized.info.get("weights"), dict):  # judged by the HEF, as HailoRT loads it
+            quantized.info["weights"].update(resident=fit["resident"], device_memory_bytes=fit["device_bytes"])
+        if fit["resident"] == "no":  # HailoRT would fail at configure: refused before any device work
+            raise HailoCompileError(f"compile: {fit['arithmetic']}")
+        hef = bytes(made)
         folder = Path(quantized.info.get("workdir") or self._dir())
         hef_path = folder / f"{quantized.info.get('net_name', 'loop_net')}.hef"
         hef_path.write_bytes(hef)

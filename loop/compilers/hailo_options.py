@@ -12,6 +12,8 @@ from pydantic import Field
 
 from loop.core.options import BackendOptions
 
+NodeNames = Annotated[list[Annotated[str, Field(min_length=1, max_length=1024)]], Field(min_length=1, max_length=64)]
+
 
 class HailoOptions(BackendOptions):
     """Keys passed to the Dataflow Compiler; None leaves each to the compiler's default."""
@@ -30,6 +32,17 @@ class HailoOptions(BackendOptions):
     # kernel a perturbation did not touch (hailo_model_zoo's scripts that enable bias correction
     # all write it disabled).
     finetune: bool = Field(False, description="run the DFC's finetune (distillation) pass")
+    # Written into every model script, so the same sweep audits alike on two DFC versions.
+    equalization: Literal["enabled", "disabled"] = Field(
+        "enabled", description="the DFC's equalization (rescales neighbouring kernels), written into the script"
+    )
+    # Set through the sweep file's `hailo:` section: where the network on the device starts and ends.
+    start_nodes: NodeNames | None = Field(None, description="ONNX nodes the compiled network starts at")
+    end_nodes: NodeNames | None = Field(None, description="ONNX nodes the compiled network ends at")
+
+
+# The keys the sweep file's `hailo:` section sets (they travel as these compile keys).
+SECTION_KEYS = ("start_nodes", "end_nodes", "equalization")
 
 
 # Common keys the hailo backend would silently ignore: refused instead, with why (write model_script lines).

@@ -1,9 +1,11 @@
-"""Precision per DFC layer, and the seed's first number: do the weights, at the precision the
-Dataflow Compiler compiled them to, fit in the device's memory?
+"""Precision per DFC layer, the weights at that precision, and the seed's first number: does the
+compiled network fit the device?
 
-Resident weights cross the link once; weights that do not fit stream over it on every
-inference, which turns the bus from a one-off into a per-inference cost (the seed: 24.045 GB at
-bf16 fits nowhere in 8 GB, about 6 GB at four bits does).
+On Hailo-10H that is judged as HailoRT loads a network: the client sends the whole HEF in one call
+and the device's server allocates one DMA buffer of the HEF's size (hailort v5.2.0
+``vdevice_hrpc_client.cpp``, ``hailort_server.cpp``). A HEF that does not fit fails when the model
+is configured; it never streams. So the HEF's size against what the device can allocate decides,
+known once the compile has run and before any device work (docs/hailo.md, "Residency").
 """
 
 from __future__ import annotations
@@ -15,9 +17,8 @@ from typing import Any
 
 import numpy as np
 
-# The seed's device (ASUS UGen300, Hailo-10H) carries 8 GB of LPDDR4. Other chips: no figure
-# checked against a source, so residency is left unknown rather than guessed.
-DEVICE_MEMORY_BYTES: dict[str, int] = {"hailo10h": 8 * 2**30}
+from loop.hailort.hef import DEVICE_BYTES
+
 DEFAULT_BITS = (8, 8)  # a8_w8, the mode the DFC's model scripts write when they raise or lower one
 _QUANT_PARAM = re.compile(r"^\s*quantization_param\(\s*(\[[^\]]*\]|\{[^}]*\}|[^,\s()]+)\s*,(.*)\)\s*$")
 _MODE = re.compile(r"precision_mode\s*=\s*a(\d+)_w(\d+)")
@@ -90,21 +91,41 @@ def layer_bits(
 
 
 def residency(layers: Mapping[str, tuple[int, Bits]], source: str, hw_arch: str) -> dict[str, Any]:
-    """What the run records: weight bytes at the compiled precision against the device's memory."""
+    """What the run records of the weights: their count and bytes at the compiled precision. Whether
+    they are resident is judged by the HEF (:func:`hef_residency`), once compiled."""
     total_bits = sum(n * w for n, (_, w) in layers.values())
     by_bits: dict[str, int] = {}
     for n, (_, w) in layers.values():
         if n:
             by_bits[str(w)] = by_bits.get(str(w), 0) + n
     nbytes = (total_bits + 7) // 8
-    memory = DEVICE_MEMORY_BYTES.get(hw_arch)
-    resident = "unknown" if memory is None else ("yes" if nbytes <= memory else "no")
     return {
         "weights": sum(n for n, _ in layers.values()),
         "weights_by_bits": dict(sorted(by_bits.items())),
         "bytes": nbytes,
         "from": source,
         "hw_arch": hw_arch,
-        "device_memory_bytes": memory,
-        "resident": resident,
+        "device_memory_bytes": None,
+        "resident": "unknown",  # until the HEF is compiled: the HEF's size decides
+    }
+
+
+def hef_residency(size: int, hw_arch: str) -> dict[str, Any]:
+    """A HEF of ``size`` bytes against what a ``hw_arch`` device can allocate for it, with the
+    arithmetic in one line; ``resident`` is unknown for a chip with no figure."""
+    capacity, source = DEVICE_BYTES.get(hw_arch, (None, ""))
+    if capacity is None:
+        arithmetic = f"HEF {size:,} B; no figure for what {hw_arch} can allocate for a HEF: fit not judged"
+        return {"hef_bytes": size, "device_bytes": None, "resident": "unknown", "arithmetic": arithmetic}
+    fits = size <= capacity
+    arithmetic = (
+        f"HEF {size:,} B {'<=' if fits else '>'} {capacity:,} B ({capacity / 2**30:g} GiB, an upper bound on what "
+        f"{hw_arch} can allocate for it): {'fits' if fits else 'does not fit; HailoRT would fail to configure it'}"
+    )
+    return {
+        "hef_bytes": size,
+        "device_bytes": capacity,
+        "device_bytes_from": source,
+        "resident": "yes" if fits else "no",
+        "arithmetic": arithmetic,
     }

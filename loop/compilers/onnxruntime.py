@@ -27,7 +27,7 @@ from loop.core.vocab import Artifact, CompileOptions, LayerPrint, Quantized
 from loop.spec.frames import Frames, count, feed
 from loop.store.artifacts import with_layout
 
-REVISION = "2"  # 2: fingerprints say what float kernel each layer stands for (issue 32)
+REVISION = "2"  # 2: float kernels in fingerprints, held-out bias correction (issue 32)
 
 
 class OnnxRuntimeCompiler(Compiler):

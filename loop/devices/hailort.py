@@ -44,6 +44,7 @@ from loop.devices import hailortcli
 from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
 from loop.hailort.shim import (
     ENV_LIBRARY,
+    LEAKED,
     HailoRTError,
     ShimCaller,
     candidate_paths,
@@ -73,6 +74,10 @@ LATENCY_OFF_NOTE = (
     "rates with it off; HailoRT refuses it for several physical inputs or on-chip NMS)"
 )
 HAILO_TIMEOUT = 4
+# A session the shim leaked (status 1004: HailoRT may still hold its buffers): its staging buffers, pointer
+# arrays and HEF folder, kept for the process's life, since a leaked job may still read or write them.
+LEAKED_SESSIONS: list[tuple[object, ...]] = []
+LEAK_NOTE = "session leaked"  # in the run's notes and warnings (loop.measure.protocol flags it)
 _POWER_LIMIT = re.compile(r"USB-C source electrical current advertised", re.IGNORECASE)
 _LOG_LEVEL = re.compile(r"\[(warning|error|critical)\]\s*(?:\[[^\]]*\]\s*)*(.*)", re.IGNORECASE)
 
@@ -193,10 +198,31 @@ class HailoRTSession(Session):
         self.max_depth = self.async_queue_size
         self.notes = tuple(layout.get("notes", ())) + (() if hw_latency_asked else (LATENCY_OFF_NOTE,))
         self.timeout_ms = 10000
+        self.leaked = 0  # sessions of this one the shim leaked rather than freed (close status 1004)
+        self._stage()
+
+    def _stage(self) -> None:
+        """Fresh staging buffers, the inputs' contents carried over (a bound call loaded them once)."""
+        old = getattr(self, "_ins", None)
         self._ins = [Staging(t) for t in self.inputs]
         self._outs = [Staging(t) for t in self.outputs]
+        for new, was in zip(self._ins, old or (), strict=False):
+            new.raw[:] = was.raw
         self._in_ptrs, self._in_sizes = _pointers(self._ins, [s.nbytes for s in self._ins])
         self._out_ptrs, self._out_sizes = _pointers(self._outs, [s.raw.nbytes for s in self._outs])
+
+    def _closed(self, handle: ctypes.c_void_p) -> int:
+        """Close ``handle``; where the shim could not free it (1004, or a close that failed), the
+        buffers it was given are kept for good and the run says so. Its status."""
+        status = int(self.shim.binding.loop_hrt_close(handle)) if handle else 0
+        if status:
+            text = status_line(status, self.shim.last_error())
+            LEAKED_SESSIONS.append((self._ins, self._outs, self._in_ptrs, self._out_ptrs, self.hef_dir))
+            self.leaked += 1
+            line = f"[loop] hailort {LEAK_NOTE}, its buffers kept allocated for good: {text}"
+            self.notes += (line,)
+            self.log.lines.append(line)
+        return status
 
     def _load(self, frames: Sequence[np.ndarray]) -> None:
         check_frames(self.inputs, frames, "input")
@@ -210,7 +236,8 @@ class HailoRTSession(Session):
         status = call()
         if status == HAILO_TIMEOUT and self._reopen is not None:
             old, self.handle = self.handle, ctypes.c_void_p()
-            self.shim.binding.loop_hrt_close(old)  # gone either way; its status says nothing more
+            if self._closed(old):  # leaked: its jobs may still use the buffers, so the new one gets its own
+                self._stage()
             self.handle = self._reopen()
             self.notes += (f"HAILO_TIMEOUT (4) in {what}: the session was reopened and the call retried once",)
             status = call()
@@ -251,9 +278,12 @@ class HailoRTSession(Session):
         self._load(frames)
         elapsed, hw = ctypes.c_double(), ctypes.c_double()
         depth = max(1, min(depth, self.async_queue_size))
-        ins = (self._in_ptrs, self._in_sizes, len(self._ins))
         run = self.shim.binding.loop_hrt_pipelined
-        call = lambda: run(self.handle, *ins, count, depth, ctypes.byref(elapsed), ctypes.byref(hw))  # noqa: E731
+
+        def call() -> int:  # the buffers read at each call: a reopen after a leak stages fresh ones
+            ins = (self._in_ptrs, self._in_sizes, len(self._ins))
+            return int(run(self.handle, *ins, count, depth, ctypes.byref(elapsed), ctypes.byref(hw)))
+
         self._checked(lambda: noisy(self.log, call), "pipelined")
         return elapsed.value
 
@@ -264,15 +294,19 @@ class HailoRTSession(Session):
 
     def close(self) -> None:
         """The handle first: removing the HEF can raise (Windows refuses to delete a file HailoRT
-        still has open), and a handle left open holds the device for good."""
+        still has open), and a handle left open holds the device for good. A session the shim leaked
+        (1004) is no error here: it is recorded, and its buffers and HEF are kept (:meth:`_closed`)."""
         handle, self.handle = self.handle, ctypes.c_void_p()
+        status = 0
         try:
-            if handle:
-                self.shim.check(self.shim.binding.loop_hrt_close(handle))
+            status = self._closed(handle)
+            if status not in (0, LEAKED):
+                self.shim.check(status)
         finally:
             on_close, self.on_close = self.on_close, lambda: None  # once, even after a reopen that failed
             on_close()
-            self.hef_dir.cleanup()
+            if not status:
+                self.hef_dir.cleanup()
 
 
 class HailoRTDevice(Device):

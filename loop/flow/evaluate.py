@@ -26,6 +26,7 @@ from loop.judge import audit as audit_mod
 from loop.judge import score as score_mod
 from loop.spec import frames as frames_mod
 from loop.spec.author import Authored
+from loop.spec.cut import cut_model, cut_of
 from loop.spec.sweepfile import SweepSpec
 from loop.store.artifacts import materialize
 from loop.store.files import store_artifact
@@ -87,9 +88,22 @@ def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult, ag
     if against.reference is None:
         return audit_mod.Audit(Verdict.NO_REFERENCE)
     v = authored.variant
-    return audit_mod.audit(
+    found = audit_mod.audit(
         against.reference.layers, compiled.layers, authored.footprint, v.expect, _clamps(authored, compiled)
     )
+    return _named_causes(found, compiled.info.get("kernel_causes") or {})
+
+
+def _named_causes(found: audit_mod.Audit, causes: dict[str, str]) -> audit_mod.Audit:
+    """A kernel change the compiler says one of its own passes makes (the DFC's equalization, say)
+    names that pass in its detail."""
+    changes = tuple(
+        Change(c.layer, c.what, f"{c.detail}; {causes[c.layer]}", c.allowed)
+        if c.layer in causes and c.what.startswith("kernel")
+        else c
+        for c in found.changes
+    )
+    return audit_mod.Audit(found.verdict, changes)
 
 
 def _clamps(authored: Authored, compiled: CompileResult) -> dict[str, tuple[float, float]]:
@@ -230,7 +244,8 @@ def evaluate_variant(
     clock = _Clock()
     verdict = verdict_for(spec, authored, compiled, against)
     clock.lap("audit_s")
-    reference = float_outputs(authored.model(), prepared.task.inputs)
+    # the float model cut as the compiled network is (hailo.start_nodes/end_nodes), or the whole model
+    reference = float_outputs(cut_model(authored.model(), cut_of(authored.options)), prepared.task.inputs)
     renamed = compiled.info.get("output_names") or {}  # compiled output -> the model output it carries
     runs = [outputs_of(r, reference, renamed) for r in ran.devices.values()]
     others = dict(zip(list(ran.devices)[1:], runs[1:], strict=True))

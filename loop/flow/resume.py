@@ -6,12 +6,17 @@ sweeps of one file started together can never both take a variant: the second re
 first one's ``running`` rows. A run that failed for a reason outside the variant (the disk
 was full when its artifact or row was written, a record found corrupt) is redone, and so is
 an ``ok`` row whose record no longer parses.
+
+A sweep's key covers the content of what it authored (:func:`loop.flow.sweep.identity`), so a
+base or frame file rewritten in place makes a new sweep that runs afresh; :func:`moved` says
+in one line what changed since the runs it no longer resumes.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +25,7 @@ from loop.core.kinds import Stage, Status
 from loop.core.record import RunRecord
 from loop.store.ledger import Ledger, LedgerEntry, is_live
 
+SHA_SHOWN = 8
 HEARTBEAT_S = 30.0
 FINISHED = (Status.OK, Status.FAILED)
 RETRIED_STAGES = (Stage.STORE, Stage.LEDGER)  # failed where the variant is not to blame: redone on resume
@@ -66,6 +72,68 @@ def _sort(state: ResumeState, entry: LedgerEntry) -> None:
             state.live.add(name)
         else:
             state.interrupted.append(entry.run.id)
+
+
+class ContentChanged(UserWarning):
+    """A base or frame file changed under its path since earlier runs: they are not reused."""
+
+
+@dataclass(frozen=True)
+class Content:
+    """What a reference's figures stand on besides its settings: its base as authored and its
+    calibration and scoring frames, each by hash (None: not recorded, by an older loop)."""
+
+    onnx_sha: str | None
+    calib_sha: str | None
+    inputs_sha: str | None
+
+    @classmethod
+    def of(cls, run: RunRecord) -> Content:
+        inputs = run.info.get("inputs_sha")
+        return cls(run.onnx_sha, run.calib_sha, inputs if isinstance(inputs, str) else None)
+
+
+@dataclass(frozen=True)
+class Named:
+    """How to name a reference's content to a person: its base, and its frame files (None: seeded)."""
+
+    base: str
+    calibration: str | None = None
+    inputs: str | None = None
+
+
+def moved(before: Content, now: Content, names: Named, since: str) -> str | None:
+    """One line saying what of ``before`` differs in ``now``, or None where nothing recorded
+    does. Seeded frames change with the base's shapes, so they are named only where the base
+    did not change."""
+    parts = [("base " + names.base, before.onnx_sha, now.onnx_sha)]
+    for what, file, old, new in (
+        ("calibration", names.calibration, before.calib_sha, now.calib_sha),
+        ("scoring", names.inputs, before.inputs_sha, now.inputs_sha),
+    ):
+        if file is not None or before.onnx_sha == now.onnx_sha:
+            parts.append((f"{what} frames {file}" if file else f"seeded {what} frames", old, new))
+    said = [
+        f"{what} changed since {since} (sha {_short(old)} -> {_short(new)})"
+        for what, old, new in parts
+        if old != new and old
+    ]
+    return "; ".join(said) + ": measured afresh" if said else None
+
+
+def _short(sha: str | None) -> str:
+    return (sha or "-")[:SHA_SHOWN]
+
+
+def moved_since(ledger: Ledger, sweep: str, now: Mapping[str, Content], names: Mapping[str, Named]) -> list[str]:
+    """For a sweep about to start afresh: what changed in each reference (``now``, by variant)
+    since the latest finished run of that variant under the same sweep name."""
+    latest: dict[str, RunRecord] = {}
+    for run in ledger.records(sweep):
+        if run.variant in now and run.status == Status.OK:
+            latest[run.variant] = run  # id order: the last one wins
+    found = (moved(Content.of(run), now[v], names[v], f"run {run.id}") for v, run in latest.items())
+    return [line for line in found if line]
 
 
 @dataclass(frozen=True)

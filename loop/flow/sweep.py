@@ -35,7 +35,7 @@ from loop.flow.compile_pool import Job, check_cluster, compile_hosts, iter_compi
 from loop.flow.evaluate import Against, Reference, RunOutcome
 from loop.flow.local_runner import LocalRunner
 from loop.flow.measuring import Compiled, ahead, evaluated
-from loop.flow.resume import Claim, Heartbeat, claim
+from loop.flow.resume import Claim, Content, ContentChanged, Heartbeat, Named, claim, moved_since
 from loop.flow.runner import Runner, RunResult, RunTask, StageTimeouts
 from loop.judge import fingerprint as fp
 from loop.measure import hostlock
@@ -151,6 +151,34 @@ def identity(spec: SweepSpec, authored: list[Authored]) -> str:
     return h.hexdigest()
 
 
+def content(a: Authored) -> Content:
+    return Content(a.onnx_sha, a.calib_sha, a.inputs_sha)
+
+
+def named(spec: SweepSpec, a: Authored) -> Named:
+    return Named(str(a.variant.base or spec.base), a.calib_source.path, a.input_source.path)
+
+
+def reference_content(spec: SweepSpec) -> tuple[Content, Named]:
+    """The content of ``spec``'s reference as authored now (its base and frame files read
+    afresh), and how to name it."""
+    reference = references(spec, with_reference(spec))[""]
+    with scratch("author") as staging:
+        authored = author(spec, reference, True, Path(staging))
+    return content(authored), named(spec, authored)
+
+
+def _tell_moved(ledger: Ledger, spec: SweepSpec, authored: list[Authored], key: str) -> None:
+    """A sweep whose content is new, run before under its name: one line for what changed (a base
+    rewritten in place is a new reference, not the one its earlier runs were measured against)."""
+    if ledger.latest_key(key) is not None:
+        return
+    refs = [a for a in authored if a.reference]
+    now = {a.variant.name: content(a) for a in refs}
+    for line in moved_since(ledger, spec.name, now, {a.variant.name: named(spec, a) for a in refs}):
+        warnings.warn(line, ContentChanged, stacklevel=3)
+
+
 def _run(
     spec: SweepSpec, runs: Path, options: SweepOptions, jobs: int, authored: list[Authored], ledger: Ledger
 ) -> SweepResult:
@@ -163,6 +191,8 @@ def _run(
         spec.backend,
         options.generation,
     )
+    if not options.fresh:
+        _tell_moved(ledger, spec, authored, want.identity)
     _, state, ids = claim(ledger, want)
     result = SweepResult(spec, skipped=sorted(state.live))
     todo = [a for a in ordered if a.variant.name in ids]
@@ -359,5 +389,6 @@ def _finished_run(run_id: int, spec: SweepSpec, a: Authored, c: CompileResult, o
             **{k: v for k, v in c.info.items() if k != "versions"},
             **o.info,
             **({"notes": list(a.notes)} if a.notes else {}),
+            "inputs_sha": a.inputs_sha,  # the scoring frames', beside the row's ONNX and calibration hashes
         },
     )

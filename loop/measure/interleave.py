@@ -30,11 +30,10 @@ from loop.spec.sweepfile import MeasureSpec
 CHUNK_S = 0.1  # one timed chunk: short enough that A and B see the same bursts
 Rate = Callable[[], float]
 T = TypeVar("T")
+U = TypeVar("U")
 
 
-def one_round(
-    sides: Sequence[Callable[[], T]], chunks: int, shift: int, pick: Callable[[list[T]], float]
-) -> list[float]:
+def one_round(sides: Sequence[Callable[[], T]], chunks: int, shift: int, pick: Callable[[list[T]], U]) -> list[U]:
     """``chunks`` short measurements of every side, interleaved; ``pick`` of each side's.
     The order rotates every chunk so no side always goes first (or always follows a burst)."""
     rates: list[list[T]] = [[] for _ in sides]

@@ -30,6 +30,8 @@ from loop.measure.stats import ci_pct, median_ci95
 from loop.spec.sweepfile import MeasureSpec
 
 POWER_WARNING = "USB-C source electrical current advertised"
+LEAK_WARNING = "session leaked"  # a session the device could not free: its buffers kept for good
+SESSION_LEAKED = "session-leaked"
 DRIFT_MIN_S = 60.0
 
 
@@ -295,4 +297,5 @@ def measuring_stick(
 
 
 def flags_for(warnings: Sequence[str]) -> list[Flag]:
-    return [Flag.POWER_LIMITED] if any(POWER_WARNING in w for w in warnings) else []
+    flags = [Flag.POWER_LIMITED] if any(POWER_WARNING in w for w in warnings) else []
+    return flags + ([Flag(SESSION_LEAKED)] if any(LEAK_WARNING in w for w in warnings) else [])

@@ -1,9 +1,12 @@
 """A generation measured together: its reference and candidates in interleaved rounds.
 
-Every artifact is opened in one process and timed in short chunks of single frames, all sides
-within each round (the order rotating), so a burst of host load or a drift lands on all alike;
-a round's figure for a side is the rate at the lower quartile of its frame times (load only
-ever slows a frame down, and only the frames it preempts). Each candidate's rate ratio to the
+Every artifact is opened in one process and timed in short chunks at the protocol's depth, all
+sides within each round (the order rotating), so a burst of host load or a drift lands on all
+alike. At depth 1 a round's figure for a side is the rate at the lower quartile of its frame
+times (load only ever slows a frame down, and only the frames it preempts); deeper, its best
+pipelined chunk, with the single-frame rate kept beside it (``single``, ``single_ratios``). The
+frames that pay for the device switching to a side are run untimed (:mod:`loop.measure.sides`),
+counted in ``discarded``, their median extra cost in ``switch_ms``. Each candidate's rate ratio to the
 reference is the geometric mean of its per-round ratios with a 95% interval. Rounds go on until
 every candidate still racing has an interval (widened by the A/A floor below) within
 ``target_pct`` of its ratio, or the ``budget_s`` is spent; a candidate whose whole interval lies
@@ -16,29 +19,26 @@ outer edge of its interval), which no round-to-round interval can show.
 
 from __future__ import annotations
 
-import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from loop.core.vocab import Artifact
-from loop.devices.base import Device, Session
+from loop.devices.base import Device
 from loop.measure.hostload import LoadProbe, busy_flags
-from loop.measure.interleave import device_frames, one_round, shared_options
+from loop.measure.interleave import one_round, shared_options
+from loop.measure.sides import Side, Switches, figures, switch_ms
 from loop.measure.stats import ratio_ci95, widened
 from loop.spec.sweepfile import MeasureSpec
 
 MIN_ROUNDS = 3
-# A side's round is three chunks of single frames, each chunk about 20 ms, interleaved with the
+# At depth 1, a side's round is three chunks of single frames, each chunk about 20 ms, interleaved with the
 # other sides'; its figure is the rate at the lower quartile of its frame times. A busy host
 # preempts some frames and slows those alone; the quartile is past them. (squeezenet at 64 px,
 # 13 identical candidates, 20 rounds, load average 4.6 on 2 cores: widest interval +-14% as the
 # best chunk's frames / seconds, +-4.8% at the quartile; quiet, +-1.6% and under +-1%. Three
 # chunks a round rather than five: the same intervals in fewer seconds; 10 ms chunks took more rounds.)
-RACE_CHUNK_S = 0.02
 CHUNKS = 3  # whatever the protocol's min_duration_s: rounds, not long chunks, narrow a ratio
 QUANTILE = 0.25
 
@@ -57,6 +57,11 @@ class Race:
     wall_s: float = 0.0
     host: dict[str, Any] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
+    depth: list[int] = field(default_factory=list)  # per side, the depth it raced at
+    single: list[list[float]] = field(default_factory=list)  # per side, each round's single-frame rate
+    single_ratios: list[tuple[float, float, float] | None] = field(default_factory=list)
+    discarded: list[int] = field(default_factory=list)  # per side, frames run untimed after a switch to it
+    switch_ms: list[float | None] = field(default_factory=list)  # per side, the median extra a switch cost
 
 
 def half_width_pct(ratio: tuple[float, float, float]) -> float:
@@ -70,6 +75,8 @@ def _ratios(race: Race) -> None:
     race.ratios, race.control = [None, *candidates], control
     _, lo, hi = control
     race.floor_pct = 100.0 * max(1.0 - lo, hi - 1.0, 0.0)
+    single = race.single[0]
+    race.single_ratios = [None, *(ratio_ci95(side, single[: len(side)]) for side in race.single[1:-1])]
 
 
 def _settled(race: Race, active: list[int], target_pct: float) -> bool:
@@ -98,36 +105,22 @@ def _close_enough(
     return half_width_pct(widened(ratio, floor_pct)) <= target or half_width_pct(ratio) <= apart_pct / 3
 
 
-Side = Callable[[], list[float]]
-
-
-def _side(session: Session, spec: MeasureSpec) -> Side:
-    """A warmed-up session's chunk: single frames, as many as last about ``RACE_CHUNK_S``."""
-    frames = device_frames(session)
-    session.pipelined(frames, max(spec.warmup, 1), 1)
-    typical = statistics.median(session.frame_times(frames, 8))
-    count = max(1, int(RACE_CHUNK_S / max(typical, 1e-6)))
-    return lambda: session.frame_times(frames, count)
-
-
-def _round(sides: Sequence[Side], shift: int) -> list[float]:
-    """``CHUNKS`` chunks of every side, interleaved, the order rotating; each side's figure is
-    the frame rate at the low quantile of its frames' times."""
-    return one_round(sides, CHUNKS, shift, lambda chunks: 1.0 / float(np.quantile(np.concatenate(chunks), QUANTILE)))
-
-
 def race(device: Device, artifacts: Sequence[Artifact], spec: MeasureSpec, target_pct: float, budget_s: float) -> Race:
     """Measure ``artifacts`` (the reference first) together, in rounds, as the module says."""
     options = shared_options(spec)
     sessions = [device.open(a, options) for a in (*artifacts, artifacts[0])]  # the last: the A/A control
     try:
-        sides = [_side(s, spec) for s in sessions]
-        out = Race(fps=[[] for _ in sides], dropped=[None] * len(artifacts))
+        switches = Switches()
+        sides = [Side(s, spec, switches) for s in sessions]
+        out = Race(fps=[[] for _ in sides], dropped=[None] * len(artifacts), depth=[s.depth for s in sides])
+        out.single = [[] for _ in sides]
         active = list(range(len(sides)))
         probe, t0 = LoadProbe.start(), time.perf_counter()
         while True:
-            for i, fps in zip(active, _round([sides[i] for i in active], out.rounds), strict=True):
+            picked = one_round([sides[i] for i in active], CHUNKS, out.rounds, lambda c: figures(c, QUANTILE))
+            for i, (fps, single) in zip(active, picked, strict=True):
                 out.fps[i].append(fps)
+                out.single[i].append(single)
             out.rounds += 1
             if out.rounds < MIN_ROUNDS:
                 continue
@@ -136,6 +129,8 @@ def race(device: Device, artifacts: Sequence[Artifact], spec: MeasureSpec, targe
                 break
         out.host, out.wall_s = probe.stop(), time.perf_counter() - t0
         out.flags = [str(f) for f in busy_flags(out.host, spec.host_busy_pct)]
+        out.discarded = list(switches.frames)
+        out.switch_ms = [switch_ms(switches, i) for i in range(len(sides))]
         return out
     finally:
         for s in sessions:

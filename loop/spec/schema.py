@@ -186,6 +186,21 @@ class Variant(Strict):
     compile: Compile | None = Field(None, description="over the sweep's `compile`")
 
 
+NodeNames = Annotated[list[Annotated[str, Field(min_length=1, max_length=1024)]], Field(min_length=1, max_length=64)]
+
+
+class Hailo(Strict):
+    """``hailo:``: the hailo backend's network cut and equalization (they travel as its compile keys)."""
+
+    start_nodes: NodeNames | None = Field(None, description="ONNX nodes the compiled network starts at")
+    end_nodes: NodeNames | None = Field(
+        None, description="ONNX nodes the compiled network ends at (a post-processing tail stays on the host)"
+    )
+    equalization: Literal["enabled", "disabled"] | None = Field(
+        None, description="the DFC's equalization, written into the model script (default: enabled)"
+    )
+
+
 class Sweep(Strict):
     """The sweep file's top level."""
 
@@ -205,6 +220,7 @@ class Sweep(Strict):
     inputs: Data | None = Field(None, description="scoring frames")
     compile: Compile | None = Field(None, description="compile options")
     measure: Measure | None = Field(None, description="measurement protocol")
+    hailo: Hailo | None = Field(None, description="backend hailo: the network cut and equalization")
     params: Params | None = Field(None, description="recipe parameter overrides")
     input_shapes: Annotated[dict[InputName, Shape], Field(max_length=64)] | None = Field(
         None, description="a static shape per input of an .onnx base, by name (`{x: [1, 3, 320, 320]}`)"

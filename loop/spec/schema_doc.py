@@ -22,6 +22,7 @@ SECTIONS: tuple[tuple[str, type[schema.Strict]], ...] = (
     ("`calibration:` and `inputs:`", schema.Data),
     ("`compile:`", schema.Compile),  # with each registered backend's own keys: see sections()
     ("`measure:`", schema.Measure),
+    ("`hailo:` (backend hailo)", schema.Hailo),
     ("`perturb:` op `scale_weights`", schema.ScaleWeightsOp),
     ("`perturb:` op `add_weight_noise`", schema.AddWeightNoiseOp),
     ("`perturb:` ops `force_range_out`, `force_range_in`", schema.ForceRangeOp),

@@ -131,7 +131,7 @@ def _parse(path: Path, check_backends: bool, cluster: bool) -> SweepSpec:
         _available(model.backend, devices, cluster, raw)
     _backend_keys(model, raw)
     measure = _measure(model.measure, MeasureSpec())
-    compile_options = _compile(model.compile, extra=_extra(raw, foreign))
+    compile_options = _hailo(model, raw, _compile(model.compile, extra=_extra(raw, foreign)))
     variants = tuple(
         _variant(i, v, raw["variants"][i], path.parent, measure, compile_options, foreign)
         for i, v in enumerate(model.variants)
@@ -154,7 +154,43 @@ def _parse(path: Path, check_backends: bool, cluster: bool) -> SweepSpec:
         input_shapes={k: tuple(v) for k, v in (model.input_shapes or {}).items()},
     )
     _check_layers(spec, raw)
+    _check_cut(spec, raw)
     return spec
+
+
+def _hailo(model: schema.Sweep, raw: LineDict, options: CompileOptions) -> CompileOptions:
+    """The ``hailo:`` section's keys, as the hailo backend's compile keys (so they key the compile)."""
+    if model.hailo is None:
+        return options
+    if model.backend != "hailo":
+        raise LoopError(
+            f"'hailo:' is read by the hailo backend only (this sweep's backend is {model.backend}); remove it",
+            line=line_of(raw, "hailo"),
+            field="hailo",
+        )
+    merged = dict(options.backend_options)
+    for key in model.hailo.model_fields_set:
+        value = getattr(model.hailo, key)
+        merged[key] = tuple(value) if isinstance(value, list) else value
+    return replace(options, backend_options=tuple(sorted(merged.items())))
+
+
+def _check_cut(spec: SweepSpec, raw: LineDict) -> None:
+    """Each of ``hailo.start_nodes``/``end_nodes`` must name an ONNX node of the base, at its line."""
+    from loop.spec.cut import check_cut, cut_of
+
+    section = raw.get("hailo")
+    if not isinstance(section, LineDict):
+        return
+    try:
+        check_cut(load(spec.base, spec.params, spec.input_shapes).data, cut_of(spec.compile))
+    except LoopError as exc:
+        key, _, index = (exc.field or "").partition("[")
+        items = section.get(key)
+        at = int(index.rstrip("]")) if index else -1
+        line = items.item_lines[at] if isinstance(items, LineList) and 0 <= at < len(items.item_lines) else None
+        exc.field = f"hailo.{exc.field}"
+        raise exc.where(line=line or line_of(section, key)) from None
 
 
 def _foreign_keys(raw: Any) -> set[str]:

@@ -37,6 +37,22 @@ double", lists them with what is NOT confirmed):
   the kernel hash: "the optimiser re-derives weight quantisation, bias correction and its
   distillation pass against the new range", seeds/000_861571b4a11cff51.txt; the rounding rule is
   the double's stand-in for an algorithm that is not public).
+- **Cut.** ``translate_onnx_model(..., start_node_names=[...], end_node_names=[...])`` translates only
+  the nodes from the start nodes to the end nodes, whose outputs become the net's outputs: the rest
+  (a post-processing tail, say) is never read, so an op the parser cannot translate there does not
+  fail it (hailo_model_zoo v5.2.0 ``core/main_utils.py`` passes ``start_node_names``/``end_node_names``
+  so for its detection networks, whose NMS tails stay on the host).
+- **Equalize.** With ``pre_quantization_optimization(equalization, policy=enabled)`` (hailo_model_zoo's
+  ``cfg/alls/generic/centernet_resnet_v1_50_postprocess.alls`` writes that line) each conv whose output
+  only one conv reads is rescaled with it, per channel, before quantization: its output channel c is
+  divided by ``s_c`` and the reader's input channel c multiplied by it, with ``s_c = sqrt(r1_c / r2_c)``
+  from the two kernels' ranges, so both reach ``sqrt(r1_c * r2_c)`` and the function is unchanged
+  (a ReLU between them commutes with a positive scale). This is cross-layer equalization as published
+  (Nagel et al., "Data-Free Quantization Through Weight Equalization and Bias Correction", ICCV 2019);
+  the DFC's own algorithm is not public (ASSUMED: data-free, on pairs of convs). The native params
+  (``get_params()``) then hold the equalized kernels, the float kernels the DFC quantized.
+- **Compile.** ``compile()`` returns the HEF's bytes; a test may ask for a HEF of a given size
+  (:class:`SizedHef`, never materialized), to stand for one bigger than a device can take.
 - **Emulate.** ``infer`` runs the quantized layers on float NHWC frames and returns the outputs
   in the HN's output-layer order, which is the order of the layers, not of the ONNX outputs
   (ASSUMED: the DFC is not known to keep the ONNX order).
@@ -194,16 +210,39 @@ def params_from_json(data: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
 # -- translate ------------------------------------------------------------------------------
 
 
-def translate(model_bytes: bytes, net: str) -> Net:
-    """The ONNX as the double's parser sees it: weighted ops named by kind, BN and Relu fused."""
+def _between(graph: onnx.GraphProto, start: list[str], end: list[str]) -> tuple[list[onnx.NodeProto], list[str]]:
+    """The nodes from ``start`` to ``end`` (every node when neither is given) and the net's outputs."""
+    if not end:
+        return list(graph.node), [o.name for o in graph.output]
+    makers = {o: n for n in graph.node for o in n.output}
+    by_name = {n.name: n for n in graph.node}
+    unknown = [n for n in [*start, *end] if n not in by_name]
+    if unknown:
+        raise FakeDfcError(f"FAKE DFC: no node named {unknown[0]}")
+    keep: set[str] = set()
+    todo = [by_name[n] for n in end]
+    while todo:
+        node = todo.pop()
+        if node.name in keep:
+            continue
+        keep.add(node.name)
+        if node.name not in start:
+            todo.extend(makers[t] for t in node.input if t in makers)
+    return [n for n in graph.node if n.name in keep], [by_name[n].output[0] for n in end]
+
+
+def translate(model_bytes: bytes, net: str, start: list[str] | None = None, end: list[str] | None = None) -> Net:
+    """The ONNX as the double's parser sees it: weighted ops named by kind, BN and Relu fused; only
+    the nodes between ``start`` and ``end`` when they are given."""
     graph = onnx.load_from_string(model_bytes).graph
     weights = {t.name: numpy_helper.to_array(t).astype(np.float32) for t in graph.initializer}
+    nodes, outputs = _between(graph, start or [], end or [])
     (inp,) = [i for i in graph.input if i.name not in weights]
     _, c, h, w = (d.dim_value for d in inp.type.tensor_type.shape.dim)
     result = Net(net, inp.name, (h, w, c))
     producer = {inp.name: "input_layer1"}
     counts: dict[str, int] = {}
-    for node in graph.node:
+    for node in nodes:
         source = producer.get(node.input[0])
         if node.op_type in WEIGHTED:
             counts[node.op_type] = counts.get(node.op_type, 0) + 1
@@ -219,11 +258,11 @@ def translate(model_bytes: bytes, net: str) -> Net:
             raise FakeDfcError(f"FAKE DFC: cannot translate {node.op_type} node {node.name}")
         producer[node.output[0]] = result.layers[-1].name if node.op_type in WEIGHTED else str(source)
     made = {ly.out_tensor: ly.name for ly in result.layers}
-    missing = [o.name for o in graph.output if o.name not in made]
+    missing = [o for o in outputs if o not in made]
     if missing:
         raise FakeDfcError(f"FAKE DFC: output {missing[0]} is not the end of a layer")
     order = [ly.name for ly in result.layers]
-    result.outputs = sorted((made[o.name] for o in graph.output), key=order.index)  # the layers' order
+    result.outputs = sorted((made[o] for o in outputs), key=order.index)  # the layers' order
     return result
 
 
@@ -267,6 +306,45 @@ def _out_shape(shape: tuple[int, int, int], layer: Layer) -> tuple[int, int, int
     kh, kw, _, cout = layer.kernel.shape
     t, left, b, r = layer.pads
     return ((shape[0] + t + b - kh) // layer.strides[0] + 1, (shape[1] + left + r - kw) // layer.strides[1] + 1, cout)
+
+
+# -- equalize -------------------------------------------------------------------------------
+
+
+def equalization_enabled(script: str) -> bool:
+    return bool(re.search(r"pre_quantization_optimization\(\s*equalization\s*,\s*policy\s*=\s*enabled", script))
+
+
+def equalize(net: Net) -> list[str]:
+    """Cross-layer equalization of each conv with its only reader, in place; the layers it rescaled."""
+    touched: list[str] = []
+    for first in net.layers:
+        readers = [ly for ly in net.layers if ly.input == first.name]
+        if len(readers) != 1 or first.name in net.outputs:
+            continue
+        second = readers[0]
+        r1 = np.max(np.abs(first.kernel), axis=(0, 1, 2))
+        r2 = np.max(np.abs(second.kernel), axis=(0, 1, 3))
+        s = np.where((r1 > 0) & (r2 > 0), np.sqrt(r1 / np.where(r2 > 0, r2, 1.0)), 1.0)
+        first.kernel = (first.kernel / s).astype(np.float32)
+        first.bias = (first.bias / s).astype(np.float32)
+        second.kernel = (second.kernel * s[None, None, :, None]).astype(np.float32)
+        touched += [n for n in (first.name, second.name) if n not in touched]
+    return touched
+
+
+class SizedHef:
+    """A HEF of ``size`` bytes that is never made: ``len()`` answers, the bytes are refused (a test's
+    stand-in for a HEF bigger than a device can take, which no test machine should hold)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        raise MemoryError(f"FAKE DFC: a {self.size:,}-byte HEF is not materialized")
 
 
 # -- run --------------------------------------------------------------------------------------

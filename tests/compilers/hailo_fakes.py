@@ -85,7 +85,8 @@ class FakeHailoSdkClient(types.ModuleType):
         self.params: dict[str, dict[str, np.ndarray]] | None = None  # pinned quantized params
         self.hn_layers: list[tuple[str, int, str]] | None = None  # pinned (name, weights, precision mode)
         self.float_bias: set[str] = set()  # DFC layers whose bias the double keeps in float
-        self.hef = FAKE_HEF
+        self.equalized: list[str] = []  # the layers the last optimize equalized
+        self.hef: bytes | int = FAKE_HEF  # an int: a HEF of that many bytes (double.SizedHef)
         fake = self
 
         class InferenceContext:
@@ -99,17 +100,24 @@ class FakeHailoSdkClient(types.ModuleType):
                 self.script = ""
                 self.net: double.Net | None = None
                 self.quantized: dict[str, dict[str, np.ndarray]] = {}
+                self.compile_script = ""  # the compile-time commands compile() sees
                 if har is not None:
+                    # The quantized net and the script it was optimized with come back; whether the DFC also
+                    # keeps the script's compile-time commands (performance_param, allocator lines) is not
+                    # documented, so the double does not: hailo_model_zoo loads the script again before it
+                    # compiles a reopened HAR (main_driver.py compile -> core/main_utils.py compile_model).
                     self.net, self.quantized, self.script, self.hw_arch = double.read_har(Path(har).read_bytes())
 
             def translate_onnx_model(self, path: str, net: str, **kwargs: Any) -> tuple[dict, dict]:
                 fake.record("translate_onnx_model", {"path": path, "net": net, **kwargs})
-                self.net = double.translate(Path(path).read_bytes(), net)
+                start, end = kwargs.get("start_node_names"), kwargs.get("end_node_names")
+                self.net = double.translate(Path(path).read_bytes(), net, start, end)
                 return self.net.hn(), double.native(self.net)
 
             def load_model_script(self, text: str, append: bool = False) -> None:
                 fake.record("load_model_script", text)
                 self.script = self.script + text if append else text
+                self.compile_script = self.compile_script + text if append else text
 
             def optimize(self, calib: np.ndarray) -> None:
                 fake.record("optimize", calib)
@@ -119,6 +127,8 @@ class FakeHailoSdkClient(types.ModuleType):
                         len(calib),
                     )
                 assert self.net is not None, "FAKE DFC: optimize before translate"
+                if double.equalization_enabled(self.script):
+                    fake.equalized = double.equalize(self.net)
                 self.quantized = double.quantize(self.net, np.asarray(calib), self.script, fake.float_bias)
 
             def save_har(self, path: str) -> None:
@@ -169,11 +179,11 @@ class FakeHailoSdkClient(types.ModuleType):
                     rows.append((layer.name, int(layer.kernel.size), "a{}_w{}".format(*bits.get(layer.name, (8, 8)))))
                 return rows
 
-            def compile(self) -> bytes:
-                fake.record("compile", None)
+            def compile(self) -> bytes | double.SizedHef:
+                fake.record("compile", self.compile_script)
                 if fake.compile_error:
                     raise RuntimeError(fake.compile_error)
-                return fake.hef
+                return double.SizedHef(fake.hef) if isinstance(fake.hef, int) else fake.hef
 
             @contextmanager
             def infer_context(self, context: str) -> Iterator[str]:

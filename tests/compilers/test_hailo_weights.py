@@ -37,7 +37,7 @@ def test_without_the_hn_model_kernels_are_counted_at_the_scripts_width() -> None
     assert source.startswith("kernel parameters")
     record = residency(layers, source, "hailo10h")
     assert record["bytes"] == (288 * 4 + 160 * 16) // 8 and record["weights_by_bits"] == {"16": 160, "4": 288}
-    assert record["resident"] == "yes"
+    assert record["resident"] == "unknown"  # the HEF's size decides, once compiled (hef_residency)
 
 
 def test_a_chip_without_a_memory_figure_leaves_residency_unknown() -> None:

@@ -17,6 +17,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from loop.core.errors import LoopError
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.spec.sweepfile import parse
 from loop.store.ledger import Ledger
@@ -264,3 +265,103 @@ def test_a_failing_vendor_check_flags_a_measured_run(tmp_path, monkeypatch, shim
     assert "hailortcli benchmark failed (74)" in run["measure"]["hailortcli"]["error"]
     (flag,) = [f for f in run["flags"] if f.startswith("vendor-check-failed")]
     assert flag.startswith("vendor-check-failed: hailortcli benchmark failed (74): [HailoRT] [error] Failed")
+
+
+def tailed_model(path: Path) -> None:
+    """Conv_0 -> Relu_0 -> Conv_1 -> Sigmoid_0: a post-processing tail the DFC's double cannot translate."""
+    rng = np.random.default_rng(3)
+    w0, w1 = rng.normal(0, 0.5, (4, 3, 1, 1)), rng.normal(0, 0.5, (2, 4, 1, 1))
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w0"], ["c0"], name="Conv_0"),
+            helper.make_node("Relu", ["c0"], ["r0"], name="Relu_0"),
+            helper.make_node("Conv", ["r0", "w1"], ["c1"], name="Conv_1"),
+            helper.make_node("Sigmoid", ["c1"], ["y"], name="Sigmoid_0"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 4])],
+        [numpy_helper.from_array(w.astype(np.float32), n) for n, w in (("w0", w0), ("w1", w1))],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def emulator_sweep(tmp_path: Path, hailo: str, variants: str = "  - name: base\n") -> Path:
+    tailed_model(tmp_path / "net.onnx")
+    sweep = tmp_path / "sweep.yaml"
+    head = textwrap.dedent("""\
+        sweep: hailo-cut
+        base: net.onnx
+        backend: hailo
+        devices: [hailo-emulator]
+        calibration: {count: 8}
+        inputs: {count: 4}
+        compile: {hw_arch: hailo10h, optimization_level: 0}
+        measure: {warmup: 1, frames: 4, repeats: 1, depth: [1], ttfo_repeats: 1, latency_frames: 2, min_duration_s: 0}
+        """)
+    sweep.write_text(f"{head}{hailo}variants:\n{variants}")
+    return sweep
+
+
+def runs_of(sweep: Path, tmp_path: Path) -> dict[str, dict]:
+    result = run_sweep(parse(sweep), tmp_path / "runs", SweepOptions(jobs=1, progress=False))
+    ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
+    return {
+        o.variant: {**ledger.record(o.run_id).to_json(), "info": ledger.record(o.run_id).info} for o in result.outcomes
+    }
+
+
+def test_a_cut_network_compiles_and_scores_against_the_same_cut_in_float(tmp_path, monkeypatch):
+    """Issue 33, item 2: ``hailo: {end_nodes: [Conv_1]}`` leaves the Sigmoid tail on the host, as
+    hailo_model_zoo leaves an NMS tail: the DFC's double translates up to Conv_1 (it refuses a
+    Sigmoid), and the float reference is the same cut (onnx.utils.Extractor), so the emulated net
+    scores close to it. Before, ``hailo:`` was an unknown key."""
+    fake_sdk(monkeypatch)
+    sweep = emulator_sweep(tmp_path, "hailo: {start_nodes: [Conv_0], end_nodes: [Conv_1]}\n")
+    run = runs_of(sweep, tmp_path)["base"]
+    assert run["status"] == "ok", run["error"]
+    assert run["info"]["cut"] == {"start_nodes": ["Conv_0"], "end_nodes": ["Conv_1"]}
+    assert run["info"]["output_names"] == {"loop_net/conv2": "c1"}  # the cut's output, not y
+    assert run["scores"]["snr_db"] > 20  # against the cut float model: the uncut one ends in a Sigmoid
+    assert {layer["name"] for layer in run["layers"]} == {"Conv_0", "Conv_1"}
+
+
+def test_a_node_the_base_lacks_is_refused_at_its_line(tmp_path, monkeypatch):
+    fake_sdk(monkeypatch)
+    sweep = emulator_sweep(tmp_path, "hailo:\n  end_nodes:\n    - Conv_1\n    - Conv_9\n")
+    with pytest.raises(LoopError) as caught:
+        parse(sweep)
+    line = caught.value.render()
+    assert "\n" not in line
+    assert line == f"{sweep}:12: hailo.end_nodes[1]: the base has no ONNX node named 'Conv_9'"
+
+
+def test_a_hef_bigger_than_the_device_takes_is_refused_before_device_work(tmp_path, monkeypatch):
+    """Issue 33, item 1: HailoRT on Hailo-10H sends the whole HEF and the device's server allocates one
+    buffer of its size; a HEF over what the device can take fails there, so loop refuses it after the
+    compile, before any device work, in one line with the sizes. The DFC's double makes a 9 GiB HEF
+    without holding it (SizedHef); the emulator would have run it before."""
+    fake_sdk(monkeypatch)
+    monkeypatch.setenv("LOOP_FAKE_HEF_SIZE", str(9 * 2**30))
+    sweep = emulator_sweep(tmp_path, "hailo: {end_nodes: [Conv_1]}\n")
+    run = runs_of(sweep, tmp_path)["base"]
+    assert (run["status"], run["stage"]) == ("failed", "compile")
+    assert "\n" not in run["error"]
+    assert "HEF 9,663,676,416 B > 8,589,934,592 B (8 GiB, an upper bound" in run["error"]
+    assert not run["measure"] and not run["scores"]
+
+
+def test_equalization_is_named_as_the_cause_of_the_kernel_changes_it_makes(tmp_path, monkeypatch):
+    """Issue 33, item 4: equalization is written into the script and recorded; scaling Conv_1's weights
+    moves Conv_0's kernel too (equalization rescales each pair together), and the audit says so."""
+    fake_sdk(monkeypatch)
+    variants = "  - name: base\n  - name: louder\n    perturb: [{op: scale_weights, layer: Conv_1, factor: 4.0}]\n"
+    runs = runs_of(emulator_sweep(tmp_path, "hailo: {end_nodes: [Conv_1]}\n", variants), tmp_path)
+    base, louder = runs["base"], runs["louder"]
+    assert base["status"] == louder["status"] == "ok", (base["error"], louder["error"])
+    assert "pre_quantization_optimization(equalization, policy=enabled)" in base["info"]["model_script"]
+    assert base["info"]["equalization"] == {"policy": "enabled", "layers": ["Conv_0", "Conv_1"]}
+    (moved,) = [c for c in louder["changes"] if c["layer"] == "Conv_0" and c["what"] == "kernel"]
+    assert not moved["allowed"] and "equalization rescaled this kernel" in moved["detail"]

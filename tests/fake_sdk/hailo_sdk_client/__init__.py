@@ -2,7 +2,8 @@
 that cannot see a module patched into the test's own ``sys.modules``. It is
 tests/compilers/hailo_fakes.py's FakeHailoSdkClient (a test double of Hailo's Dataflow
 Compiler, not Hailo's code), with the HEF bytes ``compile()`` returns taken from
-``$LOOP_FAKE_HEF`` and the layers whose bias it keeps in float from ``$LOOP_FAKE_FLOAT_BIAS``
+``$LOOP_FAKE_HEF`` (or a HEF of ``$LOOP_FAKE_HEF_SIZE`` bytes that is never made) and the
+layers whose bias it keeps in float from ``$LOOP_FAKE_FLOAT_BIAS``
 (comma-separated DFC layer names)."""
 from __future__ import annotations
 
@@ -18,5 +19,7 @@ _spec.loader.exec_module(_fakes)
 _fake = _fakes.FakeHailoSdkClient()
 if os.environ.get("LOOP_FAKE_HEF"):
     _fake.hef = os.environ["LOOP_FAKE_HEF"].encode()
+if os.environ.get("LOOP_FAKE_HEF_SIZE"):  # a HEF of that many bytes, never made (SizedHef)
+    _fake.hef = int(os.environ["LOOP_FAKE_HEF_SIZE"])
 _fake.float_bias = {n for n in os.environ.get("LOOP_FAKE_FLOAT_BIAS", "").split(",") if n}
 sys.modules.update(_fake.modules())

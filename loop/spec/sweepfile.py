@@ -162,7 +162,11 @@ def _hailo(model: schema.Sweep, raw: LineDict, options: CompileOptions) -> Compi
     """The ``hailo:`` section's keys, as the hailo backend's compile keys (so they key the compile)."""
     if model.hailo is None:
         return options
-    if model.backend != "hailo":
+    # the backend that declares these keys as its own reads them; no other does
+    from loop.core.registry import COMPILERS, compiler_class
+
+    own = compiler_class(model.backend).options_model if model.backend in COMPILERS else None
+    if own is None or not model.hailo.model_fields_set <= set(own.model_fields):
         raise LoopError(
             f"'hailo:' is read by the hailo backend only (this sweep's backend is {model.backend}); remove it",
             line=line_of(raw, "hailo"),

@@ -214,3 +214,8 @@ def test_a_seed_over_a_frame_file_is_said_to_change_only_the_order(write_sweep, 
     seeded = make_frames(spec.calibration, (1, 3, 8, 8), tmp_path)
     plain = make_frames(replace(spec.calibration, seed=0), (1, 3, 8, 8), tmp_path)
     assert not np.array_equal(seeded, plain) and np.array_equal(np.sort(seeded, 0), np.sort(plain, 0))
+
+
+def test_a_hailo_section_on_another_backend_is_refused_at_its_line(write_sweep):
+    error = _error(write_sweep, GOOD.replace("variants:", "hailo: {start_nodes: [conv1]}\nvariants:"))
+    assert error.line == 3 and error.field == "hailo" and "read by the hailo backend only" in str(error)

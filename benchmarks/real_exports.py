@@ -147,7 +147,9 @@ def _kind(name: str, inits: dict[str, np.ndarray], steps: dict[str, np.ndarray])
     if name in steps:
         return "bias", name
     stem = name.removesuffix("_scale").removesuffix("_zero_point")
-    if stem in steps:  # a bias's own grid: judged with the bias, as its dequantized value
+    if stem in steps or f"{stem}_quantized" in steps:
+        # a bias's own grid (a linear layer's Add constant is named ``X_quantized`` beside its
+        # ``X_scale``): judged with the bias, as its dequantized value
         return "bias-grid", stem
     weight = inits.get(f"{stem.removesuffix('_quantized')}_quantized")
     if weight is not None and weight.ndim >= 2:
@@ -265,6 +267,31 @@ def _clamp(model: onnx.ModelProto, tensor: str) -> tuple[float, float] | None:
     return (ends[0] if ends[0] is not None else -np.inf), (ends[1] if ends[1] is not None else np.inf)
 
 
+def _downstream(model: onnx.ModelProto, start: onnx.NodeProto) -> set[str]:
+    """The names of ``start`` and of every node that reads, however far on, what it writes."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    seen, todo = {start.name}, [start]
+    while todo:
+        for out in todo.pop().output:
+            for r in readers.get(out, []):
+                if r.name not in seen:
+                    seen.add(r.name)
+                    todo.append(r)
+    return seen
+
+
+def _bias_owner(bias: str, model: onnx.ModelProto) -> str | None:
+    """The float model's node a quantized bias belongs to: the node that reads it (``B`` of
+    ``B_quantized``), or the node loop gave a zero bias (``NODE.loop_zero_bias_quantized``)."""
+    name = bias.removesuffix("_quantized")
+    if name.endswith(".loop_zero_bias"):
+        return name.removesuffix(".loop_zero_bias")
+    return next((n.name for n in model.graph.node if name in n.input), None)
+
+
 def expected(op: dict[str, Any], found: dict[str, Any], bc: bool, model: onnx.ModelProto, artifact: str) -> str:
     """The verdict ``op``'s footprint implies for ``found``, reasoned from the artifacts."""
     if not any(found.values()):
@@ -272,9 +299,11 @@ def expected(op: dict[str, Any], found: dict[str, Any], bc: bool, model: onnx.Mo
     kind = op["op"]
     if kind == "scale_weights":
         # its footprint holds everything at or after the layer; what no footprint of it holds
-        # is another layer's kernel
+        # is another layer's kernel, or the bias of a layer before it
         node = next(n for n in model.graph.node if n.name == op["layer"])
         ok = found["kernels"] <= {node.input[1], f"{node.input[1]}.{op['layer']}"}
+        after = _downstream(model, node)
+        ok = ok and all(_bias_owner(b, model) in after for b in found["biases"])
         return "clean" if ok else "confounded"
     if kind == "calibration":
         return "clean" if not found["kernels"] and (bc or not found["biases"]) else "confounded"

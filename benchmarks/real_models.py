@@ -103,7 +103,8 @@ def _onto(x: np.ndarray, layout: dict[str, Any]) -> np.ndarray:
     if layout["scale"] is None:
         return x.astype(layout["dtype"])
     info = np.iinfo(np.dtype(layout["dtype"]))
-    q = np.round(x / layout["scale"] + (layout["zero_point"] or 0))
+    # float32, as QuantizeLinear divides (a float64 division misses the ties of a normalised frame)
+    q = np.round(np.asarray(x, np.float32) / np.float32(layout["scale"])) + (layout["zero_point"] or 0)
     return np.clip(q, info.min, info.max).astype(layout["dtype"])
 
 

@@ -66,12 +66,17 @@ class Correction:
     regridded: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     depths: int = 0
+    # the output guard: "kept" or "dropped" the pass, "off" (not asked), "too few frames"
+    guard: str = "off"
+    guard_gain: float | None = None  # held-out squared error the pass removed (negative: added)
 
     def to_dict(self) -> dict[str, object]:
         return {
             "rule": self.rule,
             "frames": self.frames,
             "depths": self.depths,
+            "guard": self.guard,
+            "guard_gain": self.guard_gain,
             "corrected": list(self.corrected),
             "clipped": dict(self.clipped),
             "regridded": dict(self.regridded),
@@ -191,11 +196,24 @@ def correct(
 
         gain = bias_guard.output_gain(float_model, quantized, frames, threads, fit)
         if gain is not None and gain <= 0:
-            correction = Correction(rule, len(frames))
+            correction = Correction(rule, len(frames), guard="dropped", guard_gain=gain)
             for t in targets(QdqGraph(quantized), correction):
                 correction.skipped[t.node] = GUARD_WORSE
             return correction
-    correction = Correction(rule, len(frames))
+        kept = Correction(rule, len(frames), guard="too few frames" if gain is None else "kept", guard_gain=gain)
+        return _corrected(float_model, quantized, frames, threads, kept)
+    return _corrected(float_model, quantized, frames, threads, Correction(rule, len(frames)))
+
+
+def _corrected(
+    float_model: onnx.ModelProto,
+    quantized: onnx.ModelProto,
+    frames: list[dict[str, np.ndarray]],
+    threads: int,
+    correction: Correction,
+) -> Correction:
+    """The pass itself, layer by layer in depth order, recorded in ``correction``."""
+    rule = correction.rule
     g = QdqGraph(quantized)
     todo = targets(g, correction)
     if not todo or not frames:

@@ -54,6 +54,7 @@ _IGNORED_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("calibration_method", "minmax"),
     ("per_channel", True),  # the Dataflow Compiler's own weights are per channel
     ("int32_bias_weight_adjust", True),
+    ("bias_correction_guard", True),
 )
 _LEVEL_MENTION = re.compile(r"optimization[ _]level", re.IGNORECASE)
 # The DFC's wording when it lowers the level is UNCONFIRMED: any "reduce/lower/set ... level ... to N".

@@ -51,4 +51,5 @@ REFUSED = {
     "calibration_method": "the Dataflow Compiler has no verified model-script equivalent",
     "per_channel": "the Dataflow Compiler has no verified model-script equivalent",
     "int32_bias_weight_adjust": "an ONNX Runtime quantizer option; the Dataflow Compiler has no such step",
+    "bias_correction_guard": "loop's guard on its own bias correction; the Dataflow Compiler's has none",
 }

@@ -27,7 +27,8 @@ from loop.core.vocab import Artifact, CompileOptions, LayerPrint, Quantized
 from loop.spec.frames import Frames, count, feed
 from loop.store.artifacts import with_layout
 
-REVISION = "2"  # 2: float kernels in fingerprints, held-out bias correction (issue 32)
+# 2: float kernels in fingerprints, held-out bias correction (issue 32); 3: the guard recorded
+REVISION = "3"
 
 
 class OnnxRuntimeCompiler(Compiler):
@@ -66,7 +67,9 @@ class OnnxRuntimeCompiler(Compiler):
         info["removed_clamps"] = biasing.removed_clamps(float_model, quantized)
         if options.bias_correction:
             feeds = calibration_feeds(float_model, calibration)
-            correction = bias_correction.correct(float_model, quantized, feeds, options.threads)
+            correction = bias_correction.correct(
+                float_model, quantized, feeds, options.threads, guard=options.bias_correction_guard
+            )
             info["bias_correction"] = correction.to_dict()
         if warnings:
             info["warnings"] = warnings

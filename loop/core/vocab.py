@@ -168,6 +168,9 @@ class CompileOptions:
     # ONNX Runtime raises a channel's weight scale where its int32 bias would overflow at the
     # input's scale (QDQDisableWeightAdjustForInt32Bias off): its default, so kept on.
     int32_bias_weight_adjust: bool = True
+    # bias correction kept only where, end to end, it lowers the output error on held-out
+    # frames; a near tie can go either way on a base and its variant (benchmarks/README.md)
+    bias_correction_guard: bool = True
     overrides: tuple[RangeOverride, ...] = ()
     threads: int = 0
     timeout_s: float | None = None

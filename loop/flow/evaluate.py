@@ -6,7 +6,7 @@ chip) scores the same inputs, and how far it disagrees with the first is recorde
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,13 @@ class Reference:
     layers: tuple[LayerPrint, ...]
     raw: tuple[tuple[np.ndarray, ...], ...] | None
     snr_db: float | None
+    bias_guard: str | None = None  # what the output guard did with the reference's bias correction
+
+
+def bias_guard_of(info: Mapping[str, Any]) -> str | None:
+    """ "kept" or "dropped" where a compile's bias correction ran under its output guard."""
+    correction = info.get("bias_correction")
+    return correction.get("guard") if isinstance(correction, Mapping) else None
 
 
 @dataclass(frozen=True)
@@ -91,7 +98,23 @@ def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult, ag
     found = audit_mod.audit(
         against.reference.layers, compiled.layers, authored.footprint, v.expect, _clamps(authored, compiled)
     )
+    found = _guard_cause(found, against.reference.bias_guard, bias_guard_of(compiled.info))
     return _named_causes(found, compiled.info.get("kernel_causes") or {})
+
+
+def _guard_cause(found: audit_mod.Audit, reference: str | None, here: str | None) -> audit_mod.Audit:
+    """Bias changes the output guard made by going one way on the reference and the other on
+    this variant (a near tie) say so, and how to pin it: the changes are real, and a confound."""
+    if reference == here or {reference, here} != {"kept", "dropped"}:
+        return found
+    why = (
+        f"the bias-correction guard {here} the pass here and {reference} it on the reference "
+        "(a near tie; compile.bias_correction_guard: false keeps it on both)"
+    )
+    changes = tuple(
+        Change(c.layer, c.what, f"{c.detail}; {why}", c.allowed) if c.what == "bias" else c for c in found.changes
+    )
+    return audit_mod.Audit(found.verdict, changes)
 
 
 def _named_causes(found: audit_mod.Audit, causes: dict[str, str]) -> audit_mod.Audit:
@@ -250,7 +273,11 @@ def evaluate_variant(
     runs = [outputs_of(r, reference, renamed) for r in ran.devices.values()]
     others = dict(zip(list(ran.devices)[1:], runs[1:], strict=True))
     scores = _score(authored, runs[0], others, reference, against.reference, scorer)  # made once
-    made = Reference(tuple(compiled.layers), _tuples(runs[0].raw), scores.get("snr_db")) if authored.reference else None
+    made = (
+        Reference(tuple(compiled.layers), _tuples(runs[0].raw), scores.get("snr_db"), bias_guard_of(compiled.info))
+        if authored.reference
+        else None
+    )
     flags = _calibration_flags(spec, authored, scores, against.reference)
     clock.lap("score_s")
     m, stick = ran.measure or {}, ran.vendor

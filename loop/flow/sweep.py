@@ -32,7 +32,7 @@ from loop.core.record import Figures, RunRecord, Scores
 from loop.core.registry import make_device
 from loop.core.vocab import Artifact, CompileResult, Frames
 from loop.flow.compile_pool import Job, check_cluster, compile_hosts, iter_compiled
-from loop.flow.evaluate import Against, Reference, RunOutcome
+from loop.flow.evaluate import Against, Reference, RunOutcome, bias_guard_of
 from loop.flow.local_runner import LocalRunner
 from loop.flow.measuring import Compiled, ahead, evaluated
 from loop.flow.resume import Claim, Content, ContentChanged, Heartbeat, Named, claim, moved_since
@@ -313,15 +313,15 @@ def _resumed_reference(
         return Against(None, f"the reference '{ref.variant.name}' has not run")
     if run.status != Status.OK:
         return Against(None, f"the reference '{ref.variant.name}' failed at stage {run.stage}: {run.error}")
-    layers, snr = run.layers, run.scores.snr_db
+    layers, snr, guard = run.layers, run.scores.snr_db, bias_guard_of(run.info)
     name = Path(run.artifact or "").name  # in this runs folder, wherever it was when recorded
     try:
         artifact = load_artifact(runs_artifact(runs, name), recorded_sha(run))
     except LoopError as exc:
         warnings.warn(f"the reference's artifact: {exc}; its outputs are not compared", StoreWarning, stacklevel=2)
-        return Against(Reference(layers, None, snr))
+        return Against(Reference(layers, None, snr, guard))
     raw = outputs_of(artifact, ref.inputs())
-    return Against(Reference(layers, None if raw is None else tuple(tuple(outs) for outs in raw), snr))
+    return Against(Reference(layers, None if raw is None else tuple(tuple(outs) for outs in raw), snr, guard))
 
 
 def _finished_outcome(run: RunRecord) -> RunOutcome:

@@ -214,11 +214,20 @@ def to_model_order(y: np.ndarray, layout: TensorLayout, shape: Sequence[int] | N
 
 def onto_grid(x: np.ndarray, layout: TensorLayout) -> np.ndarray:
     """Float values (already in the device's order) onto the layout's grid:
-    ``q = x / scale + zero_point``, rounded and saturated to the dtype."""
+    ``q = round(x / scale) + zero_point``, saturated to the dtype.
+
+    In float32, as ONNX Runtime's QuantizeLinear and HailoRT's ``quantize_input``
+    (``include/hailo/quantization.hpp``) divide: a normalised frame such as ``(p/255 - 0.5)/0.5``
+    puts most values exactly half a step apart, and in float64 the division lands them just
+    short of the tie instead, all rounded toward the zero point. That bias cost a text
+    classifier 7 dB (benchmarks/README.md). Ties go to even, as both runtimes break them;
+    HailoRT adds the zero point before rounding, which differs only on a tie at an odd zero
+    point."""
     if not layout.quantized:
         return np.ascontiguousarray(x.reshape(layout.shape), dtype=layout.dtype)
     info = np.iinfo(np.dtype(layout.dtype))
-    q = np.round(x / layout.scale + (layout.zero_point or 0))
+    x32 = np.asarray(x, dtype=np.float32)
+    q = np.round(x32 / np.float32(layout.scale)).astype(np.float64) + (layout.zero_point or 0)
     return np.clip(q, info.min, info.max).astype(layout.dtype).reshape(layout.shape)
 
 

@@ -126,6 +126,11 @@ class Compile(Strict):
         description="raise a weight scale where its int32 bias would overflow (ONNX Runtime's default; rounding, "
         "not a confound, when an input scale moves it)",
     )
+    bias_correction_guard: bool = Field(
+        True,
+        description="keep bias correction only where it lowers the output error on held-out frames (false: "
+        "always keep it, so a near tie cannot go one way on the base and the other on a variant)",
+    )
     threads: Threads = Field(0, description="compile threads (0: the tool's choice)")
     timeout_s: float | None = Field(None, gt=0, le=7 * 86_400, description="kill a compile running longer")
 

@@ -198,7 +198,12 @@ def test_a_correction_that_is_noise_is_weighed_on_held_out_frames_and_dropped():
     assert float(np.mean(_output_error(model, forced.SerializeToString(), held_out) ** 2)) > mse["off"]  # noise hurts
     guarded = bc.correct(model, onnx.load_from_string(off.data), [{"x": f[None]} for f in calib], 1, rule="always")
     assert guarded.skipped == {"fc": bc.GUARD_WORSE}  # applied regardless, it fails at the outputs on held-out frames
+    assert guarded.guard == "dropped" and guarded.guard_gain is not None and guarded.guard_gain <= 0
     assert mse["on"] <= mse["off"]
+    # without the guard (compile.bias_correction_guard: false) only the layer's own rule decides
+    unguarded = compiler.optimize(data, calib, CompileOptions(bias_correction=True, bias_correction_guard=False))
+    assert unguarded.info["bias_correction"]["guard"] == "off"
+    assert unguarded.info["bias_correction"]["skipped"] == {"fc": "did not lower the held-out error"}
 
 
 def test_a_matmul_add_correction_beyond_the_constants_grid_widens_the_grid():

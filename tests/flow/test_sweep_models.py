@@ -221,3 +221,24 @@ def test_stored_frames_for_two_inputs_must_name_both(tmp_path):
         )
         with pytest.raises(LoopError, match=words):
             parse(tmp_path / "s.yaml")
+
+
+def test_bias_changes_the_guard_made_by_going_two_ways_name_it():
+    """The output guard keeps bias correction on the reference and drops it on a variant (a
+    near tie): every corrected bias moves, a real confound; its detail says why and how to pin it."""
+    from loop.core.kinds import Verdict
+    from loop.core.record import Change
+    from loop.flow.evaluate import _guard_cause
+    from loop.judge.audit import Audit
+
+    found = Audit(
+        Verdict.CONFOUNDED,
+        (Change("conv0", "bias", "max |d| 0.1", False), Change("conv3", "kernel", "scaled", True)),
+    )
+    named = _guard_cause(found, "kept", "dropped")
+    assert named.verdict == Verdict.CONFOUNDED
+    assert "guard dropped the pass here and kept it on the reference" in named.changes[0].detail
+    assert "bias_correction_guard: false" in named.changes[0].detail
+    assert named.changes[1] == found.changes[1]
+    for same in (("kept", "kept"), ("dropped", "dropped"), (None, "kept"), ("off", "kept")):
+        assert _guard_cause(found, *same) == found

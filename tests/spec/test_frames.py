@@ -45,3 +45,40 @@ def test_a_sweep_file_without_count_takes_every_stored_frame(tmp_path):
     )
     spec = parse(tmp_path / "s.yaml")
     assert spec.calibration.count is None and spec.inputs.count is None
+
+
+def _quantize_linear(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """ONNX Runtime's own QuantizeLinear on ``x``: what the calibrated model was scored with."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])],
+        "q",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, list(x.shape))],
+        [
+            helper.make_tensor("s", TensorProto.FLOAT, [], [scale]),
+            helper.make_tensor("z", TensorProto.UINT8, [], [zero_point]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0]
+
+
+def test_a_normalised_frame_is_put_on_its_grid_as_quantize_linear_puts_it() -> None:
+    """(p/255 - 0.5)/0.5 on a grid of 2/255 puts every value on a tie; a float64 division
+    lands them short of it and rounds them all toward the zero point (7 dB on a real text
+    classifier)."""
+    from loop.core.vocab import TensorLayout
+    from loop.spec.frames import onto_grid
+
+    pixels = np.arange(256, dtype=np.float32)
+    x = ((pixels / 255 - 0.5) / 0.5).astype(np.float32).reshape(1, 256)
+    for scale, zero_point in ((np.float32(2 / 255), 128), (np.float32(0.0123), 7)):
+        layout = TensorLayout("x", (1, 256), "uint8", float(scale), zero_point)
+        got = onto_grid(x, layout)
+        assert np.array_equal(got, _quantize_linear(x, float(scale), zero_point))
+    # a float64 frame is put on the grid as the float32 the model takes
+    assert np.array_equal(onto_grid(x.astype(np.float64), layout), onto_grid(x, layout))

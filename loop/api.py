@@ -246,9 +246,19 @@ def _result(index: int, run: RunRecord) -> Result:
     )
 
 
-def inspect(hef: str | Path, device: str | None = None) -> HefInfo:
+def inspect(hef: str | Path, device: str | None = None, sweep: str | Path | None = None) -> HefInfo:
     """What a HEF holds, read from the file with no device and no Hailo software (``loop inspect``):
     size, format version, architecture, network groups, every stream with its shape, format order,
     type and quantization, and, given a device (``hailo10h``), whether it fits, with the arithmetic.
+    With no ``device``, a ``sweep`` file names it: the chip its hailo backend compiles for.
     ``.to_json()`` is ``loop inspect --json``. A file that is not a readable HEF raises LoopError."""
-    return inspect_hef(hef, device)
+    return inspect_hef(hef, device or (sweep_device(Path(sweep)) if sweep is not None else None))
+
+
+def sweep_device(path: Path) -> str | None:
+    """The chip a sweep file's hailo backend compiles for (its ``hw_arch``, else the backend's
+    default, hailo10h); None for a sweep on another backend."""
+    from loop.compilers.hailo import target_arch
+
+    spec = parse(path)
+    return target_arch(spec.compile) if spec.backend == "hailo" else None

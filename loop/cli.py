@@ -519,13 +519,21 @@ def link_predict(run_id: int, runs: Path, link_name: str, depth: int | None, as_
 @main.command("inspect")
 @click.argument("hef", type=click.Path(path_type=Path))
 @click.option("--device", default=None, help="Say whether the HEF fits this device (hailo10h, hailo8, ...).")
+@click.option(
+    "--sweep",
+    "sweep",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Without --device: the device this sweep file's hailo backend compiles for.",
+)
 @JSON
-def inspect_command(hef: Path, device: str | None, as_json: bool) -> None:
+def inspect_command(hef: Path, device: str | None, sweep: Path | None, as_json: bool) -> None:
     """What a HEF holds, read with no device and no Hailo software: size, format version,
     architecture, network groups, streams with shape, order, type and quantization."""
-    from loop.hailort.hef import describe, inspect_hef
+    from loop.api import inspect
+    from loop.hailort.hef import describe
 
-    info = inspect_hef(hef, device)
+    info = inspect(hef, device, sweep)
     click.echo(json.dumps(info.to_json(), indent=2) if as_json else "\n".join(map(for_person, describe(info))))
 
 

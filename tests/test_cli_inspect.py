@@ -49,3 +49,22 @@ def test_a_file_that_is_no_hef_is_one_line_and_exit_2(tmp_path: Path, content: b
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and str(path) in done.stderr and said in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_device_defaults_to_the_chip_the_sweep_compiles_for(tmp_path: Path) -> None:
+    if not SHARED_HEF.is_file():
+        pytest.skip(f"the shared real HEF is not at {SHARED_HEF} (CI has ../shared beside the clone)")
+    import onnx
+    from authored import pooled_two_conv
+
+    onnx.save(pooled_two_conv(), str(tmp_path / "net.onnx"))
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("sweep: s\nbase: net.onnx\nbackend: hailo\ncompile: {hw_arch: hailo8}\nvariants: [{name: base}]\n")
+    done = inspect(str(SHARED_HEF), "--json", "--sweep", str(sweep))
+    assert done.returncode == 0, done.stderr
+    fit = json.loads(done.stdout)["fit"]
+    assert fit["device"] == "hailo8" and fit["architecture_ok"] is True  # the file is a hailo8p HEF
+    given = inspect(str(SHARED_HEF), "--json", "--sweep", str(sweep), "--device", "hailo10h")
+    assert json.loads(given.stdout)["fit"]["device"] == "hailo10h"  # --device wins
+    sweep.write_text("sweep: s\nbase: net.onnx\nvariants: [{name: base}]\n")  # the default backend
+    assert json.loads(inspect(str(SHARED_HEF), "--json", "--sweep", str(sweep)).stdout).get("fit") is None

@@ -49,6 +49,12 @@ from loop.core.text import for_person
 from loop.core.vocab import Artifact, CompileOptions, Frames, LayerPrint, Quantized, TensorLayout
 from loop.spec.cut import cut_model, cut_of
 
+
+def target_arch(options: CompileOptions) -> str:
+    """The chip a compile targets: ``hw_arch``, else the backend's default."""
+    return HailoOptions.of(options).hw_arch or "hailo10h"
+
+
 _IGNORED_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("io", "uint8"),
     ("calibration_method", "minmax"),

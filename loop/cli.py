@@ -497,13 +497,13 @@ def link_predict(run_id: int, runs: Path, link_name: str, depth: int | None, as_
     """A run's pipelined rate and time to first output had its bytes crossed LINK, and which
     of link or compute bounds it."""
     from loop.measure.link import load, predict
-    from loop.measure.residency import describe, weight_stream
+    from loop.measure.residency import describe, weight_load
     from loop.store.ledger import Ledger
 
     with Ledger.open_existing(runs / "ledger.sqlite") as book:
         run = book.record(run_id)
     model = load(runs, link_name)
-    p, weights = predict(model, run, depth), weight_stream(model, run)
+    p, weights = predict(model, run, depth), weight_load(model, run)
     if as_json:
         click.echo(json.dumps({**p.to_json(), "weights": weights and weights.to_json()}, indent=2))
         return

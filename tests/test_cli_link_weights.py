@@ -1,4 +1,4 @@
-"""``loop link predict`` prices weights that do not fit the device, per inference (the seed's 8 GB)."""
+"""``loop link predict`` prices a run's HEF as HailoRT loads it: one crossing, not one per inference."""
 
 from __future__ import annotations
 
@@ -23,17 +23,18 @@ def ledger(runs: Path, records: list[RunRecord]) -> None:
             book.finish(book.begin(r.sweep, r.sweep, r.variant, "0" * 64, "hailo", r.generation), r)
 
 
-NOT_RESIDENT = {"bytes": 24_045_000_000, "device_memory_bytes": 8 * 2**30, "resident": "no"}
+WEIGHTS = {"bytes": 6_011_250_000, "resident": "yes"}
+FIT = {"hef_bytes": 6_200_000_000, "device_bytes": 8 * 2**30, "resident": "yes"}
 
 
-def test_predict_adds_the_weights_streamed_per_inference(tmp_path: Path) -> None:
-    ledger(tmp_path, [run("bf16", 100.0, 150_528, 1_000, info={"weights": NOT_RESIDENT})])
+def test_predict_prices_the_hef_once_at_load(tmp_path: Path) -> None:
+    ledger(tmp_path, [run("w4", 100.0, 150_528, 1_000, info={"weights": WEIGHTS, "hef_residency": FIT})])
     result = CliRunner().invoke(main, ["link", "predict", "1", "--runs", str(tmp_path), "--link", "300MB/s"])
     assert result.exit_code == 0, result.output
-    assert "weights 24.045 GB at the compiled precision against 8.59 GB: not resident" in result.output
-    assert "80,150.0 ms per inference on 300MB/s" in result.output
+    assert "HEF 6,200,000,000 B against 8,589,934,592 B: resident yes" in result.output
+    assert "crosses 300MB/s once, 20,666.7 ms when the model is created (not per inference)" in result.output
     result = CliRunner().invoke(main, ["link", "predict", "1", "--runs", str(tmp_path), "--link", "300MB/s", "--json"])
-    assert json.loads(result.output)["weights"]["stream_ms"] == pytest.approx(80150.0)
+    assert json.loads(result.output)["weights"]["load_ms"] == pytest.approx(20666.67, rel=1e-4)
 
 
 def test_predict_without_a_weights_record_prints_no_weights_line(tmp_path: Path) -> None:

@@ -1,10 +1,12 @@
-"""What weights that do not stay on the device cost per inference, on a link.
+"""What a run's weights cost on a link: one crossing of the HEF when the model loads, never one
+per inference.
 
-The compile records a run's weight bytes at the compiled precision against the device's memory
-(``info.weights``: ``bytes``, ``device_memory_bytes``, ``resident``). Weights that fit cross the
-link once, when the model loads. Weights that do not fit cannot stay: every inference streams
-them, and a pass over more weights than the memory holds evicts what the next pass needs first,
-so the whole of them is counted per inference (a bound, not a measurement).
+HailoRT on Hailo-10H sends the whole HEF in one call and the device's server allocates one DMA
+buffer of its size (``vdevice_hrpc_client.cpp`` ``create_infer_model``; ``hailort_server.cpp``):
+a HEF that fits stays, one that does not fails when the model is created, and nothing streams
+(docs/hailo.md). The compile records the verdict (``info.hef_residency``, and
+``info.weights.resident`` after it) and refuses a HEF that does not fit before any device work,
+so a finished run's weights are resident or of unknown fit; what they cost is the load, once.
 """
 
 from __future__ import annotations
@@ -17,37 +19,40 @@ from loop.core.record import RunRecord
 
 
 @dataclass(frozen=True)
-class WeightStream:
-    weight_bytes: int
-    device_memory_bytes: int | None
-    resident: str  # yes, no, unknown (no memory figure for the chip)
-    stream_ms: float | None  # per inference, when not resident
-    rate_bound_fps: float | None  # no faster than one pass of the weights over the link
+class WeightLoad:
+    weight_bytes: int  # at the compiled precision
+    hef_bytes: int | None  # what crosses the link: the whole file (None: not recorded)
+    device_bytes: int | None  # what the device can allocate for it (None: no figure for the chip)
+    resident: str  # yes, no (refused at compile), unknown (no figure)
+    load_ms: float | None  # the one crossing, when the model is created: a cold start, not per inference
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def weight_stream(model: LinkModel, run: RunRecord) -> WeightStream | None:
-    """The run's weights against its device's memory, and their per-inference cost on ``model``
-    when they do not fit; None when the compile recorded no weights (a backend that does not)."""
+def weight_load(model: LinkModel, run: RunRecord) -> WeightLoad | None:
+    """The run's weights and HEF against its device, and the one crossing of the HEF on
+    ``model``; None when the compile recorded no weights (a backend that does not)."""
     weights = run.info.get("weights")
     if not isinstance(weights, dict) or not isinstance(weights.get("bytes"), int):
         return None
-    nbytes, resident = int(weights["bytes"]), str(weights.get("resident", "unknown"))
-    if resident != "no":
-        return WeightStream(nbytes, weights.get("device_memory_bytes"), resident, None, None)
-    busy = model.busy_s(nbytes)
-    return WeightStream(nbytes, weights.get("device_memory_bytes"), resident, busy * 1e3, 1 / busy)
+    fit = run.info.get("hef_residency")
+    fit = fit if isinstance(fit, dict) else {}
+    hef = fit.get("hef_bytes") if isinstance(fit.get("hef_bytes"), int) else None
+    resident = str(fit.get("resident") or weights.get("resident") or "unknown")
+    device = fit.get("device_bytes", weights.get("device_memory_bytes"))
+    load_ms = None if hef is None else model.busy_s(hef) * 1e3
+    return WeightLoad(int(weights["bytes"]), hef, device, resident, load_ms)
 
 
-def describe(stream: WeightStream, link: str) -> str:
+def describe(load: WeightLoad, link: str) -> str:
     """One line for a person."""
-    memory = "an unknown memory" if stream.device_memory_bytes is None else f"{stream.device_memory_bytes / 1e9:.2f} GB"
-    head = f"weights {stream.weight_bytes / 1e9:.3f} GB at the compiled precision against {memory}"
-    if stream.stream_ms is None:
-        return f"{head}: resident {stream.resident}"
-    return (
-        f"{head}: not resident; streaming them costs {stream.stream_ms:,.1f} ms per inference on {link} "
-        f"(at most {stream.rate_bound_fps:.4g} fps, which the rate above leaves out)"
-    )
+    head = f"weights {load.weight_bytes / 1e9:.3f} GB at the compiled precision"
+    if load.hef_bytes is None:
+        return f"{head}; no HEF size recorded: resident {load.resident}"
+    memory = "an unknown allocation" if load.device_bytes is None else f"{load.device_bytes:,} B"
+    head = f"{head}, HEF {load.hef_bytes:,} B against {memory}: resident {load.resident}"
+    if load.load_ms is None:
+        return head
+    once = f"{load.load_ms:,.1f} ms when the model is created (not per inference)"
+    return f"{head}; loading it crosses {link} once, {once}"

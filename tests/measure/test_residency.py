@@ -1,4 +1,5 @@
-"""Weights that do not stay on the device, priced per inference on a link (the seed's 8 GB)."""
+"""A run's weights on a link: the HEF crosses once when the model is created, never per
+inference (HailoRT sends the whole file; one that does not fit is refused at compile)."""
 
 from __future__ import annotations
 
@@ -8,31 +9,38 @@ import pytest
 
 from loop.core.links import LinkModel
 from loop.core.record import RunRecord
-from loop.measure.residency import describe, weight_stream
+from loop.measure.residency import describe, weight_load
 
 LINK_300 = LinkModel("usb", 300.0, 0.0, 0.9, "test", {})
 GiB8 = 8 * 2**30
 
 
-def run_with(weights: Any) -> RunRecord:
-    return RunRecord(id=1, sweep="s", variant="v", status="ok", info={"weights": weights} if weights else {})
+def run_with(weights: Any, hef: Any = None) -> RunRecord:
+    info = {"weights": weights} if weights else {}
+    if hef is not None:
+        info["hef_residency"] = hef
+    return RunRecord(id=1, sweep="s", variant="v", status="ok", info=info)
 
 
-def test_bf16_weights_stream_every_inference() -> None:
-    """The seed's case: 24.045 GB at 16 bits cannot stay in 8 GB, so each inference carries them."""
-    stream = weight_stream(LINK_300, run_with({"bytes": 24_045_000_000, "device_memory_bytes": GiB8, "resident": "no"}))
-    assert stream is not None and stream.resident == "no"
-    assert stream.stream_ms == pytest.approx(24_045_000_000 / 300e6 * 1e3)  # 80.15 s per inference
-    assert stream.rate_bound_fps == pytest.approx(300e6 / 24_045_000_000)
-    assert "not resident" in describe(stream, "usb") and "80,150.0 ms per inference on usb" in describe(stream, "usb")
+def test_the_hef_crosses_the_link_once_at_load() -> None:
+    """The seed's case at 4 bits: 6.01 GB of weights in a 6.2 GB HEF stay in 8 GiB; loading
+    them takes one crossing, ~20.7 s at 300 MB/s, and no inference pays it again."""
+    fit = {"hef_bytes": 6_200_000_000, "device_bytes": GiB8, "resident": "yes"}
+    load = weight_load(LINK_300, run_with({"bytes": 6_011_250_000, "resident": "yes"}, fit))
+    assert load is not None and load.resident == "yes" and load.hef_bytes == 6_200_000_000
+    assert load.load_ms == pytest.approx(6_200_000_000 / 300e6 * 1e3)
+    line = describe(load, "usb")
+    assert "HEF 6,200,000,000 B against 8,589,934,592 B: resident yes" in line
+    assert "crosses usb once, 20,666.7 ms when the model is created (not per inference)" in line
+    assert "stream" not in line
 
 
-def test_four_bit_weights_stay_and_cost_nothing_per_inference() -> None:
-    stream = weight_stream(LINK_300, run_with({"bytes": 6_011_250_000, "device_memory_bytes": GiB8, "resident": "yes"}))
-    assert stream is not None and (stream.stream_ms, stream.rate_bound_fps) == (None, None)
-    assert describe(stream, "usb").endswith("resident yes")
+def test_a_run_compiled_before_the_hef_size_was_recorded_says_so() -> None:
+    load = weight_load(LINK_300, run_with({"bytes": 6_011_250_000, "device_memory_bytes": GiB8, "resident": "unknown"}))
+    assert load is not None and (load.hef_bytes, load.load_ms) == (None, None)
+    assert describe(load, "usb").endswith("no HEF size recorded: resident unknown")
 
 
 def test_a_run_without_a_weights_record_says_nothing() -> None:
-    assert weight_stream(LINK_300, run_with(None)) is None
-    assert weight_stream(LINK_300, run_with({"bytes": "many"})) is None
+    assert weight_load(LINK_300, run_with(None)) is None
+    assert weight_load(LINK_300, run_with({"bytes": "many"})) is None

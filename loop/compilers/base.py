@@ -87,6 +87,9 @@ def run_compile(compiler: Compiler, model: bytes, calibration: Frames, options: 
             result.info.update(quantized.info)  # compile may add what it found (where a layout came from)
             result.ok, stage = True, None
         except Exception as exc:
+            if stage == "compile":  # what the compile found before it failed (the HEF's size it was refused for)
+                result.stages.update(quantized.stages)
+                result.info.update(quantized.info)
             result.error = _error_line(exc)
             result.info["traceback"] = traceback.format_exc(limit=8)
     result.stage = stage

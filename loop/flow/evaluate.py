@@ -238,7 +238,15 @@ def prepare(
     name = authored.variant.name
     if not compiled.ok or compiled.artifact is None:
         stage = Stage(compiled.stage) if compiled.stage else Stage.COMPILE  # ok, yet no artifact: the compile's fault
-        return RunOutcome(name, Status.FAILED, stage=stage, error=compiled.error or "the compile returned no artifact")
+        # what the compile found before it failed is kept (a HEF's size against the device it was refused by)
+        return RunOutcome(
+            name,
+            Status.FAILED,
+            stage=stage,
+            error=compiled.error or "the compile returned no artifact",
+            info=dict(compiled.info),
+            stages=dict(compiled.stages),
+        )
     try:
         artifact = materialize(compiled.artifact)
     except LoopError as exc:

@@ -351,6 +351,10 @@ def test_a_hef_bigger_than_the_device_takes_is_refused_before_device_work(tmp_pa
     assert "\n" not in run["error"]
     assert "HEF 9,663,676,416 B > 8,589,934,592 B (8 GiB, an upper bound" in run["error"]
     assert not run["measure"] and not run["scores"]
+    # recorded with the run, as a finished run's is
+    fit = run["info"]["hef_residency"]
+    assert (fit["hef_bytes"], fit["device_bytes"], fit["resident"]) == (9 * 2**30, 8 * 2**30, "no")
+    assert run["stages"]["compile_s"] >= 0
 
 
 def test_equalization_is_named_as_the_cause_of_the_kernel_changes_it_makes(tmp_path, monkeypatch):

@@ -23,7 +23,8 @@ Frames = np.ndarray | dict[str, np.ndarray]
 class TensorLayout:
     """One input or output as the device sees it. ``x = (q - zero_point) * scale``.
 
-    ``shape`` is the device's own (with a leading batch of 1); ``frame_bytes`` is one frame."""
+    ``shape`` is the device's own, for one frame (a batch of 1, wherever it sits: a CTC head's
+    ``[T, 1, C]`` has it second); ``frame_bytes`` is one frame, the whole tensor."""
 
     name: str
     shape: tuple[int, ...]
@@ -34,8 +35,7 @@ class TensorLayout:
 
     @cached_property
     def frame_bytes(self) -> int:
-        count = int(np.prod(self.shape[1:] if len(self.shape) > 1 else self.shape))
-        return count * np.dtype(self.dtype).itemsize
+        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
 
     @property
     def quantized(self) -> bool:

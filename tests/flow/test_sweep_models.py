@@ -242,3 +242,40 @@ def test_bias_changes_the_guard_made_by_going_two_ways_name_it():
     assert named.changes[1] == found.changes[1]
     for same in (("kept", "kept"), ("dropped", "dropped"), (None, "kept"), ("off", "kept")):
         assert _guard_cause(found, *same) == found
+
+
+def _sequence_first_model() -> onnx.ModelProto:
+    """A CTC-style head: conv features read as a sequence and returned ``[T, 1, C]``, batch second
+    (as ddddocr's recogniser returns them, [seqlen, 1, 8210])."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.normal(0, 0.3, (6, 1, 3, 3)).astype(np.float32), "w")
+    shape = numpy_helper.from_array(np.array([1, 6, 10], np.int64), "to_seq")
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["f"], name="conv", pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Reshape", ["f", "to_seq"], ["s"], name="seq"),
+        helper.make_node("Transpose", ["s"], ["y"], name="time_first", perm=[2, 0, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "ctc",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [10, 1, 6])],
+        [w, shape],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_an_output_with_its_batch_second_is_read_whole(tmp_path):
+    """One frame of a [T, 1, C] output is all T x C values, not C (the leading dimension is no batch)."""
+    onnx.save(_sequence_first_model(), str(tmp_path / "ctc.onnx"))
+    text = (
+        f"sweep: ctc\nbase: ctc.onnx\ncalibration: {{count: 8}}\ninputs: {{count: 3}}\n{FAST_MEASURE}\n"
+        "variants:\n  - name: base\n  - {name: w, perturb: [{op: scale_weights, layer: conv, factor: 1.1}]}\n"
+    )
+    (tmp_path / "ctc.yaml").write_text(text)
+    runs = _sweep_runs(tmp_path / "ctc.yaml", tmp_path / "runs")
+    assert {r["status"] for r in runs.values()} == {"ok"}, runs["base"]["error"]
+    assert runs["base"]["measure"]["bytes_out"] == 10 * 1 * 6  # uint8
+    assert runs["base"]["scores"]["snr_db"] > 20 and runs["w"]["verdict"] == "clean"

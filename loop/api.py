@@ -256,9 +256,9 @@ def inspect(hef: str | Path, device: str | None = None, sweep: str | Path | None
 
 
 def sweep_device(path: Path) -> str | None:
-    """The chip a sweep file's hailo backend compiles for (its ``hw_arch``, else the backend's
-    default, hailo10h); None for a sweep on another backend."""
-    from loop.compilers.hailo import target_arch
+    """The chip a sweep file's backend compiles for (hailo: its ``hw_arch``, else hailo10h); None
+    for a backend that compiles for no chip."""
+    from loop.core.registry import compiler_class
 
     spec = parse(path)
-    return target_arch(spec.compile) if spec.backend == "hailo" else None
+    return compiler_class(spec.backend).target_chip(spec.compile)

@@ -47,6 +47,12 @@ class Compiler(ABC):
     @abstractmethod
     def available(cls) -> tuple[bool, str]: ...
 
+    @classmethod
+    def target_chip(cls, options: CompileOptions) -> str | None:
+        """The chip a compile with ``options`` targets, as ``loop inspect --device`` names it
+        (None: a backend that compiles for no chip, such as the host's ONNX Runtime)."""
+        return None
+
     @abstractmethod
     def describe(self) -> dict[str, str]: ...
 

@@ -321,6 +321,10 @@ class HailoCompiler(Compiler):
     options_model = HailoOptions
     refused_compile_keys = REFUSED
 
+    @classmethod
+    def target_chip(cls, options: CompileOptions) -> str | None:
+        return target_arch(options)
+
     def __init__(self, workdir: str | Path | None = None) -> None:
         self.workdir = Path(workdir) if workdir else None
         self._runners: dict[str, Any] = {}  # HAR sha -> live runner, to skip reopening the HAR

@@ -120,7 +120,7 @@ def hef_residency(size: int, hw_arch: str) -> dict[str, Any]:
     fits = size <= capacity
     arithmetic = (
         f"HEF {size:,} B {'<=' if fits else '>'} {capacity:,} B ({capacity / 2**30:g} GiB, an upper bound on what "
-        f"{hw_arch} can allocate for it): {'fits' if fits else 'does not fit; HailoRT would fail to configure it'}"
+        f"{hw_arch} can allocate for it): {'fits' if fits else 'does not fit; HailoRT would fail to create the model'}"
     )
     return {
         "hef_bytes": size,

@@ -6,7 +6,7 @@ chip) scores the same inputs, and how far it disagrees with the first is recorde
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,7 +99,18 @@ def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult, ag
         against.reference.layers, compiled.layers, authored.footprint, v.expect, _clamps(authored, compiled)
     )
     found = _guard_cause(found, against.reference.bias_guard, bias_guard_of(compiled.info))
-    return _named_causes(found, compiled.info.get("kernel_causes") or {})
+    causes = compiled.info.get("kernel_causes") or {}
+    return _named_causes(
+        found, {k: c for k, c in causes.items() if k in _float_moved(against.reference.layers, compiled.layers)}
+    )
+
+
+def _float_moved(reference: Sequence[LayerPrint], variant: Sequence[LayerPrint]) -> set[str]:
+    """Layers whose float kernel differs from the reference's (or cannot be compared): only there
+    can a pass that rescales float kernels (equalization) be a kernel change's cause; a kernel
+    whose float is unchanged moved on its grid, for another reason (a forced range)."""
+    before = {p.name: p.float_sha for p in reference}
+    return {p.name for p in variant if p.float_sha is None or before.get(p.name) != p.float_sha}
 
 
 def _guard_cause(found: audit_mod.Audit, reference: str | None, here: str | None) -> audit_mod.Audit:

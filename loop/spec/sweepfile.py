@@ -186,8 +186,9 @@ def _check_cut(spec: SweepSpec, raw: LineDict) -> None:
     section = raw.get("hailo")
     if not isinstance(section, LineDict):
         return
+    base = load(spec.base, spec.params, spec.input_shapes).data
     try:
-        check_cut(load(spec.base, spec.params, spec.input_shapes).data, cut_of(spec.compile))
+        check_cut(base, cut_of(spec.compile))
     except LoopError as exc:
         key, _, index = (exc.field or "").partition("[")
         items = section.get(key)
@@ -195,6 +196,29 @@ def _check_cut(spec: SweepSpec, raw: LineDict) -> None:
         line = items.item_lines[at] if isinstance(items, LineList) and 0 <= at < len(items.item_lines) else None
         exc.field = f"hailo.{exc.field}"
         raise exc.where(line=line or line_of(section, key)) from None
+    _ops_inside_cut(spec, base)
+
+
+def _ops_inside_cut(spec: SweepSpec, base: bytes) -> None:
+    """A perturbation of a layer the cut leaves on the host is refused: loop does not run the host's
+    pre- or post-processing, so its effect would never be measured, and would read ``no-effect``."""
+    import onnx
+
+    from loop.spec.cut import cut_model, cut_of
+
+    cut = cut_of(spec.compile)
+    inside = {n.name for n in onnx.load_from_string(cut_model(base, cut)).graph.node}
+    for i, variant in enumerate(spec.variants):
+        if variant.own_base:
+            continue
+        for j, op in enumerate(variant.ops):
+            if op.layer is not None and op.layer not in inside:
+                raise LoopError(
+                    f"{op.label} on '{op.layer}' is outside the compiled network (hailo: start_nodes "
+                    f"{list(cut[0])}, end_nodes {list(cut[1])}); loop does not run what the cut leaves on the "
+                    "host, so its effect would never be measured",
+                    field=f"variants[{i}].perturb[{j}].layer",
+                ).where(line=variant.line)
 
 
 def _foreign_keys(raw: Any) -> set[str]:

@@ -338,6 +338,21 @@ def test_a_node_the_base_lacks_is_refused_at_its_line(tmp_path, monkeypatch):
     assert line == f"{sweep}:12: hailo.end_nodes[1]: the base has no ONNX node named 'Conv_9'"
 
 
+def test_a_perturbation_the_cut_leaves_on_the_host_is_refused_at_its_line(tmp_path, monkeypatch):
+    """loop does not run what the cut leaves on the host: a scaled Conv_1 after end_nodes [Conv_0] would
+    read no-effect, never measured. Refused at parse, naming the op and the cut."""
+    fake_sdk(monkeypatch)
+    variants = "  - name: base\n  - name: after\n    perturb: [{op: scale_weights, layer: Conv_1, factor: 2.0}]\n"
+    sweep = emulator_sweep(tmp_path, "hailo: {end_nodes: [Conv_0]}\n", variants)
+    with pytest.raises(LoopError) as caught:
+        parse(sweep)
+    line = caught.value.render()
+    assert "\n" not in line and line.startswith(f"{sweep}:12: variants[1].perturb[0].layer: ")
+    assert "scale_weights on 'Conv_1' is outside the compiled network" in line and "['Conv_0']" in line
+    inside = "  - name: base\n  - name: in\n    perturb: [{op: scale_weights, layer: Conv_0, factor: 2.0}]\n"
+    parse(emulator_sweep(tmp_path, "hailo: {end_nodes: [Conv_0]}\n", inside))  # inside the cut: accepted
+
+
 def test_a_hef_bigger_than_the_device_takes_is_refused_before_device_work(tmp_path, monkeypatch):
     """Issue 33, item 1: HailoRT on Hailo-10H sends the whole HEF and the device's server allocates one
     buffer of its size; a HEF over what the device can take fails there, so loop refuses it after the
@@ -361,9 +376,15 @@ def test_equalization_is_named_as_the_cause_of_the_kernel_changes_it_makes(tmp_p
     """Issue 33, item 4: equalization is written into the script and recorded; scaling Conv_1's weights
     moves Conv_0's kernel too (equalization rescales each pair together), and the audit says so."""
     fake_sdk(monkeypatch)
-    variants = "  - name: base\n  - name: louder\n    perturb: [{op: scale_weights, layer: Conv_1, factor: 4.0}]\n"
+    variants = (
+        "  - name: base\n  - name: louder\n    perturb: [{op: scale_weights, layer: Conv_1, factor: 4.0}]\n"
+        "  - name: forced\n    perturb: [{op: force_range_out, layer: Conv_0, range: [0, 2]}]\n"
+    )
     runs = runs_of(emulator_sweep(tmp_path, "hailo: {end_nodes: [Conv_1]}\n", variants), tmp_path)
     base, louder = runs["base"], runs["louder"]
+    # a kernel re-derived against a forced range, its float unchanged, is not equalization's doing
+    forced = [c for c in runs["forced"]["changes"] if c["what"].startswith("kernel")]
+    assert forced and not any("equalization" in c["detail"] for c in forced), forced
     assert base["status"] == louder["status"] == "ok", (base["error"], louder["error"])
     assert "pre_quantization_optimization(equalization, policy=enabled)" in base["info"]["model_script"]
     assert base["info"]["equalization"] == {"policy": "enabled", "layers": ["Conv_0", "Conv_1"]}

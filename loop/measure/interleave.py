@@ -72,11 +72,21 @@ def shared_options(spec: MeasureSpec) -> RuntimeOptions:
 
 
 def chunk_rate(session: Session, frames: Sequence[np.ndarray], spec: MeasureSpec, depth: int) -> tuple[Rate, int]:
-    """A side: a warmed-up session timed over a fixed frame count lasting about ``CHUNK_S``."""
+    """A side: a warmed-up session timed over a fixed frame count lasting about ``CHUNK_S``.
+
+    Each chunk follows another side's (the order rotates), and on a device that holds one network
+    group at a time the first frames after it pay the switch (HailoRT's scheduler reconfigures
+    for the next core op: ``CoreOpsScheduler::switch_core_op``, see ``loop.measure.sides``). So a
+    queue-full (``depth`` frames) runs untimed first: the chunk times the network, not the switch."""
     session.pipelined(frames, max(spec.warmup, depth), depth)
     fps, _ = one_repeat(session, frames, max(depth, 4), CHUNK_S / 4, depth)
     count = max(depth, int(CHUNK_S * fps))
-    return (lambda: count / session.pipelined(frames, count, depth)), count
+
+    def timed() -> float:
+        session.pipelined(frames, depth, depth)  # untimed: the switch from the side before
+        return count / session.pipelined(frames, count, depth)
+
+    return timed, count
 
 
 def interleave(

@@ -156,3 +156,20 @@ def test_a_crafted_variant_name_is_shown_escaped():
     a = replace(run(1, [100.0, 101.0, 99.0]), variant="\x1b]0;owned\x07a")
     text = describe(compare(a, a))
     assert "\x1b" not in text and "\\x1b]0;owned\\x07a" in text
+
+
+def test_a_network_switch_before_each_chunk_is_not_timed():
+    """Sides interleaved on one Hailo device: every chunk follows another network group and its
+    first frames pay the switch (the FAKE scheduler, as HailoRT's reconfigures). Untimed, the
+    switch leaves the ratio where it is with switches free; timed, 30 ms a chunk would pull
+    2x toward 1."""
+    from measure.fake_hailo_scheduler import FakeHailoDevice, Net
+
+    def ratio(switch_ms: float) -> float:
+        a, b = Net(4.0, 500.0, switch_ms), Net(4.0, 1000.0, switch_ms)
+        arts = [a.artifact(), b.artifact(), a.artifact()]
+        return interleaved_result(interleave(FakeHailoDevice(), arts, SPEC, 3, depths=[8, 8, 8]))["ratio"]
+
+    free = ratio(0.0)
+    assert free > 1.8  # B twice A's pipelined rate, less the queue's fill
+    assert ratio(30.0) == pytest.approx(free, rel=1e-6)

@@ -585,6 +585,9 @@ hailo_status run_counted(Session &s, const ConfiguredInferModel::Bindings &bindi
     auto job = start_job(s, bindings, failed);
     if (!job) return job.status();
     status = job->wait(timeout);
+    // An undetached job's destructor waits for it, up to 10 s (WAIT_FOR_ASYNC_IN_DTOR_TIMEOUT,
+    // infer_model.cpp): one still out after a timeout is detached, counted in flight, and kept by the session.
+    if (status != HAILO_SUCCESS) job->detach();
     return status != HAILO_SUCCESS ? status : static_cast<hailo_status>(failed->load());
 }
 
@@ -608,12 +611,23 @@ int run_pipelined(Session &s, void **inputs, uint64_t count, size_t slots, doubl
     // Slots are the session's own, so jobs still in flight after an early return write into live memory.
     std::vector<AsyncInferJob> jobs(slots);
     std::vector<bool> pending(slots, false);
+    // On an early return the jobs still out are detached: an undetached job's destructor waits up to
+    // 10 s each (WAIT_FOR_ASYNC_IN_DTOR_TIMEOUT, infer_model.cpp); they stay counted in flight.
+    struct DetachPending {
+        std::vector<AsyncInferJob> &jobs;
+        std::vector<bool> &pending;
+        ~DetachPending() {
+            for (size_t k = 0; k < jobs.size(); k++)
+                if (pending[k]) jobs[k].detach();
+        }
+    } detach_pending{jobs, pending};
     auto failed = no_failure();  // a frame that failed is a failure, never a frame done
     auto start = std::chrono::steady_clock::now();
     for (uint64_t i = 0; i < count; i++) {
         size_t k = static_cast<size_t>(i % slots);
         hailo_status status = HAILO_SUCCESS;
         if (pending[k] && (status = jobs[k].wait(TIMEOUT)) != HAILO_SUCCESS) return fail(status, "pipelined: wait failed");
+        pending[k] = false;
         if (failed->load() != HAILO_SUCCESS) return fail(static_cast<hailo_status>(failed->load()), "pipelined: a frame failed");
         if ((status = s.configured.wait_for_async_ready(TIMEOUT, 1)) != HAILO_SUCCESS) return fail(status, "pipelined: device not ready");
         auto job = start_job(s, bindings[k], failed);
@@ -624,6 +638,7 @@ int run_pipelined(Session &s, void **inputs, uint64_t count, size_t slots, doubl
     for (size_t k = 0; k < slots; k++) {
         hailo_status status = HAILO_SUCCESS;
         if (pending[k] && (status = jobs[k].wait(TIMEOUT)) != HAILO_SUCCESS) return fail(status, "pipelined: wait failed");
+        pending[k] = false;
     }
     if (failed->load() != HAILO_SUCCESS) return fail(static_cast<hailo_status>(failed->load()), "pipelined: a frame failed");
     *elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

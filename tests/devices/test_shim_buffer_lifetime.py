@@ -90,6 +90,8 @@ def test_a_session_whose_pipelined_jobs_did_not_drain_is_leaked_not_freed(fake: 
     assert "2 job(s) still in flight" in fake.shim.last_error() and "leaked" in fake.shim.last_error()
     seen = fake.counters()
     assert (seen["stalled_jobs"], seen["freed_in_flight"]) == (2, 0)
+    # the jobs left out on the early return were detached: none of their destructors waited (10 s each)
+    assert seen["dtor_waits"] == 0
 
 
 def test_a_timed_out_infer_leaves_its_bounce_buffer_alive(fake: Fake, hef: Path) -> None:
@@ -100,7 +102,7 @@ def test_a_timed_out_infer_leaves_its_bounce_buffer_alive(fake: Fake, hef: Path)
     fake.lib.fake_hailort_stall_jobs(1, 0)
     assert fake.infer_tight(handle, out) == TIMEOUT
     assert fake.shim.binding.loop_hrt_close(handle) == LEAKED
-    assert fake.counters()["freed_in_flight"] == 0
+    assert fake.counters()["freed_in_flight"] == 0 and fake.counters()["dtor_waits"] == 0
 
 
 def test_a_failed_shutdown_leaks_the_session_and_says_so(fake: Fake, hef: Path) -> None:

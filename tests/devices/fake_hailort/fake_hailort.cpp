@@ -58,6 +58,7 @@ struct Counters {
     int last_batch = -1, last_power_mode = -1, last_latency_flags = 0, shutdowns = 0;
     int vdevice_creates = 0, peak_live_vdevices = 0, fail_runs = 0, fail_status = 0;
     int stall = 0, stall_shutdown_status = 0, freed_in_flight = 0;
+    int dtor_waits = 0;  // destructors of undetached jobs still in flight: 10 s each on HailoRT
     std::string active_group;
 };
 
@@ -460,6 +461,12 @@ hailo_status ConfiguredInferModel::shutdown() {
 
 hailo_status AsyncInferJob::wait(std::chrono::milliseconds) { return m_result; }
 
+AsyncInferJob::~AsyncInferJob() {
+    if (!m_should_wait_in_dtor || m_result != HAILO_TIMEOUT) return;  // done: HailoRT's wait returns at once
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_counters.dtor_waits++;
+}
+
 // ---------------------------------------------------------------- devices
 
 namespace {
@@ -591,6 +598,7 @@ extern "C" HAILORTAPI size_t fake_hailort_counters(char *json, size_t capacity) 
         << ", \"vdevice_creates\": " << g_counters.vdevice_creates
         << ", \"peak_live_vdevices\": " << g_counters.peak_live_vdevices
         << ", \"stalled_jobs\": " << hailort::g_stalled.size() << ", \"freed_in_flight\": " << g_counters.freed_in_flight
+        << ", \"dtor_waits\": " << g_counters.dtor_waits
         << ", \"active_group\": \"" << g_counters.active_group << "\"}";
     std::string text = out.str();
     if (json && capacity > text.size()) std::memcpy(json, text.c_str(), text.size() + 1);

@@ -107,18 +107,29 @@ struct AsyncInferCompletionInfo {
 
 static const auto ASYNC_INFER_EMPTY_CALLBACK = [](const AsyncInferCompletionInfo &) {};
 
+// As HailoRT v5.2.0's (infer_model.cpp): a started job's destructor waits for it unless detached,
+// up to WAIT_FOR_ASYNC_IN_DTOR_TIMEOUT; a moved-from job waits for nothing. The fake counts a
+// destructor that would wait on a job still in flight (a stalled one) instead of waiting.
 class HAILORTAPI AsyncInferJob {
 public:
     AsyncInferJob() = default;
-    explicit AsyncInferJob(hailo_status result) : m_result(result) {}
+    explicit AsyncInferJob(hailo_status result) : m_result(result), m_should_wait_in_dtor(true) {}
     AsyncInferJob(const AsyncInferJob &other) = delete;
     AsyncInferJob &operator=(const AsyncInferJob &other) = delete;
-    AsyncInferJob(AsyncInferJob &&other) = default;
-    AsyncInferJob &operator=(AsyncInferJob &&other) = default;
+    AsyncInferJob(AsyncInferJob &&other)
+        : m_result(other.m_result), m_should_wait_in_dtor(std::exchange(other.m_should_wait_in_dtor, false)) {}
+    AsyncInferJob &operator=(AsyncInferJob &&other) {
+        m_result = other.m_result;
+        m_should_wait_in_dtor = std::exchange(other.m_should_wait_in_dtor, false);
+        return *this;
+    }
+    ~AsyncInferJob();
     hailo_status wait(std::chrono::milliseconds timeout);
+    void detach() { m_should_wait_in_dtor = false; }
 
 private:
     hailo_status m_result = HAILO_SUCCESS;
+    bool m_should_wait_in_dtor = false;
 };
 
 struct FakeBindingsState;

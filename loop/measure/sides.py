@@ -16,6 +16,11 @@ Two things make a chunk measure what the device does:
   untimed and counted (``discarded``); as many again run after them, and the difference is what
   the switch cost (``switch_ms``). On ONNX Runtime the same rule costs a frame or two and keeps a
   cold cache out of the figure.
+* **No change of batch inside a timed chunk.** The scheduler also reconfigures a multi-context
+  network when its hardware batch changes (``switch_core_op``: another core op, or
+  ``!has_same_hw_batch_size_as_previous`` under ``use_dynamic_batch_flow``), and a side's single
+  frames run at batch 1: so a pipelined chunk that follows its own side's single frames runs a
+  queue-full untimed first too (counted in ``discarded``, not in ``switch_ms``).
 """
 
 from __future__ import annotations
@@ -74,6 +79,7 @@ class Side:
         self.depth = race_depth(spec, session)
         self.discard = max(self.depth, spec.batch_size)
         self.frames = device_frames(session)
+        self.rebatched = False  # single frames ran since the last pipelined chunk
         session.pipelined(self.frames, max(spec.warmup, self.depth), self.depth)
         switches.last = self.index
         if self.depth == 1:
@@ -101,10 +107,15 @@ class Side:
         self.switches.seconds[self.index].append(switched - self._burst())
 
     def __call__(self) -> Chunk:
-        self._switched_in()
+        if self.switches.last != self.index:
+            self._switched_in()
+        elif self.rebatched:  # back from batch 1: the queue-full that pays for it, untimed
+            self._burst()
+            self.switches.frames[self.index] += self.discard
         if self.depth == 1:
             return Chunk(None, self.session.frame_times(self.frames, self.count))
         rate = self.count / self.session.pipelined(self.frames, self.count, self.depth)
+        self.rebatched = True
         return Chunk(rate, self.session.frame_times(self.frames, SINGLE_FRAMES))
 
 

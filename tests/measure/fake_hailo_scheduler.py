@@ -8,7 +8,11 @@ which cannot run here. Nothing in it is HailoRT; each behaviour is HailoRT's as 
 * ``depth`` frames in flight pipeline up to the session's async queue size
   (``ConfiguredInferModel::get_async_queue_size``, ``hailo/infer_model.hpp``): a burst of ``count``
   frames takes one frame's latency, then one frame per ``1 / fps`` at that depth;
-* a single frame (``run``: ``run_async`` and a wait, ``infer_model.cpp``) takes the latency.
+* a single frame (``run``: ``run_async`` and a wait, ``infer_model.cpp``) takes the latency;
+* a multi-context network (``dynamic_batch``) runs at a hardware batch of the frames ready, and a
+  change of batch reconfigures the device as a network switch does (``switch_core_op``: "core_op_handle
+  != current_core_op_handle || !has_same_hw_batch_size_as_previous", ``use_dynamic_batch_flow``): single
+  frames run at batch 1, a pipelined burst at its depth.
 
 ``pipelined`` and ``frame_times`` return these virtual seconds: no absolute time is measured.
 """
@@ -32,9 +36,10 @@ class Net:
     latency_ms: float
     pipelined_fps: float
     switch_ms: float
+    dynamic_batch: bool = False  # multi-context: a change of hardware batch reconfigures too
 
     def artifact(self) -> Artifact:
-        text = f"{self.latency_ms} {self.pipelined_fps} {self.switch_ms}"
+        text = f"{self.latency_ms} {self.pipelined_fps} {self.switch_ms} {int(self.dynamic_batch)}"
         return Artifact("hailo", text.encode(), ".hef", (), ())
 
 
@@ -43,8 +48,10 @@ class FakeHailoSession(Session):
         self.inputs, self.outputs, self.max_depth = (), (), FakeHailoDevice.QUEUE
         self.device, self.net = device, net
 
-    def _switch_s(self) -> float:
-        switched, self.device.current = self.device.current is not self, self
+    def _switch_s(self, batch: int) -> float:
+        rebatched = self.net.dynamic_batch and self.device.batch != batch
+        switched = self.device.current is not self or rebatched
+        self.device.current, self.device.batch = self, batch
         return self.net.switch_ms / 1e3 if switched else 0.0
 
     def infer(self, frames: Sequence[np.ndarray], out: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
@@ -52,13 +59,13 @@ class FakeHailoSession(Session):
 
     def frame_times(self, frames: Sequence[np.ndarray], count: int) -> list[float]:
         times = [self.net.latency_ms / 1e3] * count
-        times[0] += self._switch_s() if count else 0.0
+        times[0] += self._switch_s(1) if count else 0.0
         return times
 
     def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
         latency = self.net.latency_ms / 1e3
         fps = min(self.net.pipelined_fps, min(depth, self.max_depth or depth) / latency)
-        return self._switch_s() + latency + (count - 1) / fps
+        return self._switch_s(min(depth, self.max_depth or depth)) + latency + (count - 1) / fps
 
 
 class FakeHailoDevice(Device):
@@ -69,14 +76,15 @@ class FakeHailoDevice(Device):
 
     def __init__(self) -> None:
         self.current: FakeHailoSession | None = None
+        self.batch = 0  # the hardware batch the device was last configured for
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
         return True, "FAKE"
 
     def open(self, artifact: Artifact, options: RuntimeOptions) -> FakeHailoSession:
-        latency, fps, switch = (float(x) for x in artifact.data.decode().split())
-        return FakeHailoSession(self, Net(latency, fps, switch))
+        latency, fps, switch, dynamic = (float(x) for x in artifact.data.decode().split())
+        return FakeHailoSession(self, Net(latency, fps, switch, bool(dynamic)))
 
     def health(self) -> Health:
         return Health()

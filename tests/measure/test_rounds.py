@@ -6,6 +6,7 @@ from dataclasses import replace
 from fake_timing import VirtualDevice, virtual
 from measure.fake_hailo_scheduler import FakeHailoDevice, Net
 
+from loop.devices.base import RuntimeOptions
 from loop.measure.rounds import half_width_pct, race
 from loop.measure.stats import widened
 from loop.spec.sweepfile import MeasureSpec
@@ -80,3 +81,17 @@ def test_at_depth_one_a_switch_costs_one_frame_and_the_figure_is_the_single_fram
     assert r.depth == [1, 1, 1] and r.fps == r.single
     assert math.isclose(r.ratios[1][0], 2.0, rel_tol=1e-9) and min(r.discarded) > 0
     assert math.isclose(r.switch_ms[1] / r.switch_ms[0], 20.0, rel_tol=1e-9)
+
+
+def test_a_change_of_batch_after_the_single_frames_is_not_timed():
+    """A multi-context network reconfigures when its hardware batch changes (HailoRT's scheduler): a
+    side's pipelined chunk right after its own single frames (batch 1) pays a switch with no other
+    network between, as a side does across rounds (3 sides, 3 chunks a round). That queue-full runs
+    untimed: the chunk's rate is the one before."""
+    from loop.measure.sides import Side, Switches
+
+    device, spec = FakeHailoDevice(), replace(SPEC, depth=(4,))
+    side = Side(device.open(Net(4.0, 1000.0, 20.0, dynamic_batch=True).artifact(), RuntimeOptions()), spec, Switches())
+    first, again = side(), side()
+    assert first.rate is not None and again.rate == first.rate
+    assert side.switches.frames == [4]  # the one queue-full discarded, counted

@@ -25,6 +25,7 @@ from loop.flow.local_runner import LocalRunner
 from loop.flow.runner import RaceSpec, RunTask
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.hailort.hef import HefInfo, inspect_hef
+from loop.judge.noise import NoiseReport
 from loop.measure.compare import ledger_ratio
 from loop.spec.sweepfile import parse
 from loop.store.artifacts import load_artifact, recorded_sha
@@ -262,3 +263,14 @@ def sweep_device(path: Path) -> str | None:
 
     spec = parse(path)
     return compiler_class(spec.backend).target_chip(spec.compile)
+
+
+def noise(sweep_file: str | Path, variant: str, runs: str | Path | None = None) -> NoiseReport:
+    """Where quantization loses, layer by layer (``loop noise``): ``variant`` of ``sweep_file``
+    quantized again as the sweep quantizes it, and every quantized tensor's accumulated and local
+    SNR against the float model on the sweep's ``inputs:``, the layers that lose most first
+    (:mod:`loop.judge.noise`). With ``runs``, a note when that variant's run there was quantized
+    otherwise. ``.to_json()`` is ``loop noise --json``. Bad input raises LoopError."""
+    from loop.flow.noise import analyse
+
+    return analyse(Path(sweep_file), variant, None if runs is None else Path(runs))

@@ -537,5 +537,34 @@ def inspect_command(hef: Path, device: str | None, sweep: Path | None, as_json: 
     click.echo(json.dumps(info.to_json(), indent=2) if as_json else "\n".join(map(for_person, describe(info))))
 
 
+@main.command("noise")
+@click.argument("sweep_file", type=click.Path(path_type=Path))
+@click.option("--variant", required=True, help="The variant to analyse, by its name in the sweep file.")
+@RUNS
+@JSON
+@click.option(
+    "--plot",
+    "plot",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write SNR per layer in graph order (SVG).",
+)
+def noise_cmd(sweep_file: Path, variant: str, runs: Path, as_json: bool, plot: Path | None) -> None:
+    """Where quantization loses: every quantized tensor's local and accumulated SNR against the
+    float model on the sweep's scoring frames, one line per layer, the layers that lose most first."""
+    from loop.api import noise
+
+    report = noise(sweep_file, variant, runs)
+    if plot is not None:
+        from loop.report.noise_plot import noise_svg
+
+        plot.write_text(noise_svg(report))
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+        return
+    for line in report.lines():
+        click.echo(for_person(line, LINE_LIMIT))
+
+
 if __name__ == "__main__":
     main()

@@ -210,3 +210,30 @@ def test_a_sweep_file_runs_as_the_next_generation_of_a_study(tmp_path, write_swe
     assert refused.exit_code != 0 and "variant 'own' sets ['measure']" in refused.output
     assert len(refused.output.strip().splitlines()) == 1
     assert not (tmp_path / "runs" / "studies" / "other.json").exists()  # nothing written
+
+
+def test_the_mixed_precision_example_runs_two_generations(tmp_path):
+    """graphs/mixed_precision.py (issue 36): Optuna choosing which layers go to 16 bits; a candidate
+    with a layer at 16 bits scores at or above one with none, within a few hundredths of a dB."""
+    import importlib.util
+
+    optuna = pytest.importorskip("optuna")
+    path = Path(__file__).resolve().parents[1] / "graphs" / "mixed_precision.py"
+    spec = importlib.util.spec_from_file_location("mixed_precision", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    search, study = module.run(tmp_path / "runs", 2, 3, inputs={"count": 2}, measure={**MEASURE, "budget_s": 2})
+    told = [t for t in search.trials if t.state != optuna.trial.TrialState.RUNNING]
+    assert len(told) == 6 and {r.generation for r in study.results()} == {0, 1}
+    done = [t for t in told if t.state == optuna.trial.TrialState.COMPLETE]
+    assert all(len(t.values) == 2 and t.values[1] > 0 for t in done)  # host-busy ones are told as failed
+    # SNR does not depend on the host: read every candidate's, usable or not
+    from loop.store.ledger import Ledger
+
+    with Ledger(tmp_path / "runs" / "ledger.sqlite") as book:
+        runs = [book.record(r.run_id) for r in study.results() if r.run_id is not None]
+    snr = [(any(op.get("op") == "precision" for op in run.perturb), run.scores.snr_db) for run in runs]
+    sixteen = [v for p, v in snr if p and v is not None]
+    eight = [v for p, v in snr if not p and v is not None]
+    assert sixteen and eight and min(sixteen) >= max(eight) - 0.05
+    assert all(t.user_attrs.get("why") for t in told if t.state == optuna.trial.TrialState.FAIL)

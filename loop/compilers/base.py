@@ -10,6 +10,7 @@ Contract for every compiler:
   so that it can be compiled on one host and run on another.
 * ``fingerprint(quantized)`` returns one :class:`LayerPrint` per quantized layer in graph
   order; the hashes must be stable across hosts and runs.
+* ``noise(quantized, frames)`` (optional) measures where quantization loses, per quantized tensor.
 * ``describe()`` names the compiler and the versions of the tools behind it.
 * ``available()`` says whether the tools are installed, and why not; it must not raise.
 * ``options_model`` (optional) declares the backend's own ``compile:`` keys, and
@@ -26,11 +27,14 @@ import time
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from loop.core.capture import STDERR_TAIL, captured_stderr
 from loop.core.options import BackendOptions
 from loop.core.vocab import Artifact, CompileOptions, CompileResult, Frames, LayerPrint, Quantized
+
+if TYPE_CHECKING:
+    from loop.judge.noise import TensorNoise
 
 
 class Compiler(ABC):
@@ -64,6 +68,17 @@ class Compiler(ABC):
 
     @abstractmethod
     def fingerprint(self, quantized: Quantized) -> list[LayerPrint]: ...
+
+    def noise(self, quantized: Quantized, frames: Frames) -> list[TensorNoise] | None:
+        """Per quantized tensor of ``quantized`` (as ``optimize`` returned it) on ``frames``: its
+        accumulated and local SNR against the float model, named as the sweep names layers, in
+        graph order (:mod:`loop.judge.noise`). None: this backend has no such analysis."""
+        return None
+
+    @classmethod
+    def analyses_noise(cls) -> bool:
+        """Whether this backend has ``noise`` of its own: asked before anything is optimized."""
+        return cls.noise is not Compiler.noise
 
 
 def _error_line(exc: BaseException) -> str:

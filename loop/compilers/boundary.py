@@ -40,11 +40,14 @@ def _retype(value: onnx.ValueInfoProto, elem_type: int) -> None:
 
 
 def _layout(g: QdqGraph, value: onnx.ValueInfoProto, q: onnx.NodeProto | None) -> TensorLayout:
-    """A boundary tensor's layout: uint8 on the grid of ``q`` when its Q/DQ is removed."""
+    """A boundary tensor's layout: the integers of ``q``'s grid (uint8, or uint16 for a 16-bit
+    tensor) when its Q/DQ is removed."""
     if q is None:
         return TensorLayout(value.name, _shape(value), _dtype(value))
-    _retype(value, TensorProto.UINT8)
-    return TensorLayout(value.name, _shape(value), "uint8", g.scalar(q.input[1]), int(g.scalar(q.input[2]) or 0))
+    zero_point = g.inits.get(q.input[2]) if len(q.input) > 2 else None
+    elem = zero_point.data_type if zero_point is not None else TensorProto.UINT8
+    _retype(value, elem)
+    return TensorLayout(value.name, _shape(value), _dtype(value), g.scalar(q.input[1]), int(g.scalar(q.input[2]) or 0))
 
 
 def _keep_for_readers(dq: onnx.NodeProto, output: str, readers: list[onnx.NodeProto]) -> None:

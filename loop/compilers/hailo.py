@@ -204,6 +204,7 @@ def model_script(options: CompileOptions, calibration_count: int, layer_names: d
     for o in options.overrides:
         side = {"out": "force_range_out", "in": "force_range_in"}[o.side]
         lines.append(f"quantization_param({dfc_layer(o.layer, layer_names)}, {side}=[{_num(o.lo)}, {_num(o.hi)}])")
+    lines += precision_lines(options, layer_names)
     own = HailoOptions.of(options)
     levels = [("optimization_level", own.optimization_level), ("compression_level", own.compression_level)]
     if any(v is not None for _, v in levels):
@@ -220,6 +221,25 @@ def model_script(options: CompileOptions, calibration_count: int, layer_names: d
     lines.append(f"post_quantization_optimization(finetune, policy={'enabled' if own.finetune else 'disabled'})")
     lines.extend(own.model_script or ())
     return "\n".join(lines) + "\n"
+
+
+def precision_lines(options: CompileOptions, layer_names: dict[str, str]) -> list[str]:
+    """``precision_mode=a16_w16`` for each DFC layer a 16-bit precision names, once (the ONNX
+    nodes of a fused layer share it), as hailo_model_zoo's scripts write it (centerpose_regnetx_800mf.alls)."""
+    refuse_float_layers(options)
+    layers = dict.fromkeys(dfc_layer(p.layer, layer_names) for p in options.precisions if p.bits == 16)
+    return [f"quantization_param({layer}, precision_mode=a16_w16)" for layer in layers]
+
+
+def refuse_float_layers(options: CompileOptions) -> None:
+    """The DFC quantizes every layer it compiles (its precision modes are a8/a16 with w4/w8/w16;
+    none keeps a layer in float), so ``bits: 32`` is refused rather than compiled at 8 or 16."""
+    kept = [p.layer for p in options.precisions if p.bits == 32]
+    if kept:
+        raise HailoCompileError(
+            f"precision bits 32 on '{kept[0]}': the Dataflow Compiler has no float layer (its precision "
+            "modes are 8- and 16-bit, e.g. a16_w16); use bits: 16"
+        )
 
 
 def nchw_to_nhwc(calibration: np.ndarray) -> np.ndarray:
@@ -356,6 +376,7 @@ class HailoCompiler(Compiler):
 
     def optimize(self, model: bytes, calibration: Frames, options: CompileOptions) -> Quantized:
         refuse_ignored_options(options)
+        refuse_float_layers(options)
         if isinstance(calibration, dict):
             # The DFC keys calibration by its parsed input layer names, which are not the ONNX
             # input names; until that mapping is read from the HN, say so instead of guessing.

@@ -24,6 +24,7 @@ from loop.compilers.base import Compiler
 from loop.core.leftovers import scratch
 from loop.core.sessions import session
 from loop.core.vocab import Artifact, CompileOptions, LayerPrint, Quantized
+from loop.judge.noise import TensorNoise
 from loop.spec.frames import Frames, count, feed
 from loop.store.artifacts import with_layout
 
@@ -79,6 +80,14 @@ class OnnxRuntimeCompiler(Compiler):
         source = onnx.load_from_string(quantized.source) if quantized.source else None
         return qdq.fingerprint(onnx.load_from_string(quantized.data), source)
 
+    def noise(self, quantized: Quantized, frames: Frames) -> list[TensorNoise]:
+        """By ``qdq_loss_debug`` on the QDQ model before the boundary strip and graph compile
+        (:mod:`loop.compilers.qdq_noise`), against the float model as the quantizer was given it."""
+        from loop.compilers import qdq_noise
+
+        source = onnx.load_from_string(quantized.source)
+        return qdq_noise.analyse(onnx.load_from_string(quantized.data), source, calibration_feeds(source, frames))
+
     def compile(self, quantized: Quantized, options: CompileOptions) -> Artifact:
         model = onnx.load_from_string(quantized.data)
         inputs, outputs = boundary.strip(model) if options.io == "uint8" else boundary.float_io(model)
@@ -88,9 +97,6 @@ class OnnxRuntimeCompiler(Compiler):
 
 def _quantize(model: bytes, calibration_frames: Frames, options: CompileOptions) -> onnx.ModelProto:
     float_model = onnx.load_from_string(model)
-    overrides: dict[str, Any] = {
-        o.tensor: [{"rmin": np.float32(o.lo), "rmax": np.float32(o.hi)}] for o in options.overrides
-    }
     with scratch("q") as tmp:  # named by this pid, so a killed compile's folder is cleared later
         src, dst = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx"
         src.write_bytes(model)
@@ -104,9 +110,23 @@ def _quantize(model: bytes, calibration_frames: Frames, options: CompileOptions)
                 weight_type=QuantType.QInt8,
                 per_channel=options.per_channel,
                 calibrate_method=calibration.method(options.calibration_method),
-                extra_options=_extra_options(overrides, options),
+                extra_options=_extra_options(tensor_overrides(options), options),
+                nodes_to_exclude=[p.layer for p in options.precisions if p.bits == 32],
             )
         return onnx.load(str(dst))
+
+
+def tensor_overrides(options: CompileOptions) -> dict[str, list[dict[str, Any]]]:
+    """ONNX Runtime's ``TensorQuantOverrides``: a forced range and a 16-bit grid on one tensor
+    merge into one entry (the quantizer reads one per tensor). A 16-bit type makes the quantizer
+    move the model to opset 21, whose Q/DQ take 16-bit integers (shared/ONNXRUNTIME.md)."""
+    found: dict[str, dict[str, Any]] = {}
+    for o in options.overrides:
+        found.setdefault(o.tensor, {}).update(rmin=np.float32(o.lo), rmax=np.float32(o.hi))
+    for p in options.precisions:
+        if p.bits == 16:
+            found.setdefault(p.tensor, {})["quant_type"] = QuantType.QUInt16
+    return {tensor: [entry] for tensor, entry in found.items()}
 
 
 def _extra_options(overrides: dict[str, Any], options: CompileOptions) -> dict[str, Any]:

@@ -85,3 +85,4 @@ class Flag(Kind):
     POWER_LIMITED = "power-limited"  # the device said its power source limits it
     THERMAL_DRIFT = "thermal-drift"  # the rate fell over a long run by more than its noise
     CALIBRATION_WORSE = "calibration-worse"  # scored far below the sweep's own calibration method
+    QUANTIZATION_RUINED = "quantization-ruined"  # the base's SNR or top-1 agreement collapsed at the default

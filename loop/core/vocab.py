@@ -155,6 +155,16 @@ class RangeOverride:
 
 
 @dataclass(frozen=True)
+class Precision:
+    """A layer's output activations at ``bits``: 16 (a wider grid), or 32 (the layer kept in
+    float, where the backend allows)."""
+
+    layer: str
+    bits: int
+    tensor: str  # the tensor actually quantized for the layer's output (after removed activations)
+
+
+@dataclass(frozen=True)
 class CompileOptions:
     """Everything that changes what a compile produces (and so its cache key)."""
 
@@ -172,6 +182,7 @@ class CompileOptions:
     # frames; a near tie can go either way on a base and its variant (benchmarks/README.md)
     bias_correction_guard: bool = True
     overrides: tuple[RangeOverride, ...] = ()
+    precisions: tuple[Precision, ...] = ()
     threads: int = 0
     timeout_s: float | None = None
     backend_options: tuple[tuple[str, Any], ...] = ()

@@ -303,6 +303,10 @@ def evaluate_variant(
     flags += [Flag(f) for f in m.get("flags", [])]  # the protocol's, as its dict holds them
     flags += _vendor_flags(stick)
     info = {"no_reference": against.missing} if verdict.verdict == Verdict.NO_REFERENCE and against.missing else {}
+    ruined = ruined_by_quantization(spec, authored, scores)
+    if ruined:
+        flags.append(Flag.QUANTIZATION_RUINED)
+        info["quantization_ruined"] = ruined
     outcome = RunOutcome(
         name,
         Status.OK,
@@ -316,6 +320,23 @@ def evaluate_variant(
         info={**info, "runner": _where(ran), "device_identity": _identity(ran)},
     )
     return outcome, made
+
+
+TOP1_COLLAPSED = 0.5  # a classifier agreeing with its float model on under half the frames
+
+
+def ruined_by_quantization(spec: SweepSpec, authored: Authored, scores: dict[str, Any]) -> dict[str, Any] | None:
+    """Whether the sweep's reference, as the compile options quantize it, lost the model: its SNR
+    below ``measure.ruined_snr_db``, or a classifier's top-1 agreeing on under half the frames; with
+    the figures, so the flag says which."""
+    if not authored.reference or authored.variant.own_base:
+        return None
+    snr, threshold = scores.get("snr_db"), authored.variant.measure.ruined_snr_db
+    top1 = scores.get("top1_agreement") or {}
+    collapsed = {k: v for k, v in top1.items() if v < TOP1_COLLAPSED}
+    if not (isinstance(snr, float) and snr < threshold) and not collapsed:
+        return None
+    return {"snr_db": snr, "threshold_db": threshold, "top1_agreement": top1, "collapsed": sorted(collapsed)}
 
 
 def _vendor_flags(stick: dict[str, Any] | None) -> list[Flag]:

@@ -65,11 +65,31 @@ def builtin(
     said = snr_warnings(reference, scores["snr_db"], names)
     if said:
         scores["warnings"] = said
+    top1 = top1_agreement(outputs, reference, names)
+    if top1:
+        scores["top1_agreement"] = top1
     if base_raw is not None:
         mine, base = _bytes(raw), _bytes(base_raw)
         scores["bytes_differ"] = int(np.count_nonzero(mine != base)) if mine.size == base.size else None
         scores["bytes_total"] = int(mine.size)
     return scores
+
+
+def top1_agreement(
+    outputs: Sequence[Sequence[np.ndarray]], reference: Sequence[Sequence[np.ndarray]], names: Sequence[str] = ()
+) -> dict[str, float]:
+    """Per classifier-like output (one vector of scores per frame: ``[C]`` or ``[1, C]``, C >= 2), the
+    share of frames whose highest score is the float model's: what a classifier's user loses, which
+    an SNR can hide (a near tie flips at 30 dB; a ruined model may keep the winner at 5)."""
+    found: dict[str, float] = {}
+    for n in range(len(reference[0]) if reference else 0):
+        ref = [np.asarray(outs[n]) for outs in reference]
+        if not all(r.size >= 2 and r.size == max(r.shape, default=0) for r in ref):
+            continue
+        got = [np.asarray(outs[n]).ravel() for outs in outputs]
+        same = [int(np.argmax(r.ravel())) == int(np.argmax(g)) for r, g in zip(ref, got, strict=True)]
+        found[names[n] if n < len(names) else str(n)] = sum(same) / len(same)
+    return found
 
 
 def constant_outputs(reference: Sequence[Sequence[np.ndarray]]) -> dict[int, float]:

@@ -158,6 +158,7 @@ def sweep_summary(runs: Sequence[RunRecord]) -> str:
     notes = [f"  {for_person(r.variant)}: {_one_line(w)}" for r in runs for w in (*r.warnings, *_score_warnings(r))]
     notes += [f"  {for_person(r.variant)}: {f}: {NOTED_FLAGS[f]}" for r in runs for f in r.flags if f in NOTED_FLAGS]
     notes += [host_busy_line(r) for r in runs if Flag.HOST_BUSY in r.flags]
+    notes += [line for r in runs if Flag.QUANTIZATION_RUINED in r.flags for line in ruined_lines(r)]
     if notes:
         text += "\n\nWarnings:\n" + "\n".join(notes)
     return text
@@ -170,6 +171,32 @@ def _score_warnings(run: RunRecord) -> list[str]:
 
 
 NOTED_FLAGS = {Flag.CALIBRATION_WORSE: "scored far below the sweep's own calibration method"}
+
+
+def ruined_lines(run: RunRecord) -> list[str]:
+    """The base the default quantization ruined: by how much, the layers that lose most alone, and the
+    sweep entries that would try them at 16 bits."""
+    found = run.info.get("quantization_ruined")
+    found = found if isinstance(found, dict) else {}
+    snr, threshold = found.get("snr_db"), found.get("threshold_db")
+    why = (
+        [f"SNR {_fmt(snr, '.1f')} dB, below {_fmt(threshold, 'g')}"]
+        if snr is not None and snr < (threshold or 0)
+        else []
+    )
+    why += [
+        f"top-1 agrees with the float model on {found['top1_agreement'][k]:.0%} of frames ({for_person(k)})"
+        for k in found.get("collapsed", [])
+    ]
+    lines = [f"  {for_person(run.variant)}: flagged quantization-ruined: {'; '.join(why) or 'see its info'}"]
+    worst = found.get("worst_layers") or []
+    if worst:
+        named = ", ".join(f"{for_person(w['layer'])} ({w['local_snr_db']:.1f} dB alone)" for w in worst)
+        lines.append(f"    worst layers: {named}; to try them at 16 bits, add variants:")
+        lines += [f"      - {entry}" for entry in found.get("try", [])]
+    elif found.get("worst_layers_error"):
+        lines.append(f"    worst layers not found: {_one_line(str(found['worst_layers_error']))}")
+    return lines
 
 
 def host_busy_line(run: RunRecord) -> str:

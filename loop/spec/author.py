@@ -15,7 +15,7 @@ from loop.core.vocab import CompileOptions
 from loop.judge.structure import Structure
 from loop.spec import frames as frames_mod
 from loop.spec.graphs import load
-from loop.spec.perturb import Allow, Calibration
+from loop.spec.perturb import Allow, Calibration, with_tensors
 from loop.spec.sweepfile import DataSpec, SweepSpec, VariantSpec
 
 
@@ -133,8 +133,10 @@ def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path
         data = model.SerializeToString(deterministic=True)
         sha = hashlib.sha256(data).hexdigest()
     overrides = tuple(o for op in variant.ops for o in op.overrides(structure))
+    precisions = tuple(dict.fromkeys(p for op in variant.ops for p in op.precisions(structure)))
+    precisions = with_tensors(precisions, data, structure)
     base_options = variant.compile or spec.compile
-    options = replace(base_options, overrides=overrides, threads=threads or base_options.threads)
+    options = replace(base_options, overrides=overrides, precisions=precisions, threads=threads or base_options.threads)
     path = staging / f"{sha}.onnx"
     if not path.exists():
         path.write_bytes(data)
@@ -172,7 +174,7 @@ def _used_notes(
 
 def _judged(options: CompileOptions) -> CompileOptions:
     """What of the options changes what a compile makes (not its timeout or threads)."""
-    return replace(options, threads=0, timeout_s=None, overrides=())
+    return replace(options, threads=0, timeout_s=None, overrides=(), precisions=())
 
 
 def group_of(spec: SweepSpec, v: VariantSpec) -> str:

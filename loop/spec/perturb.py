@@ -8,7 +8,8 @@ A footprint is a set of :class:`~loop.core.footprint.Allow` rules over observed 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+import fnmatch
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -17,8 +18,8 @@ from onnx import numpy_helper
 
 from loop.core.errors import LoopError
 from loop.core.footprint import WHATS, Allow, Expect, parse_expect  # noqa: F401 - re-exported beside the ops
-from loop.core.vocab import CompileOptions, RangeOverride
-from loop.judge.structure import Structure
+from loop.core.vocab import CompileOptions, Precision, RangeOverride
+from loop.judge.structure import Structure, constants, follow_activations
 
 SCALES = ("in_scale", "out_scale")
 
@@ -44,6 +45,9 @@ class Op:
         """Change the float model in place (weights ops only)."""
 
     def overrides(self, structure: Structure) -> tuple[RangeOverride, ...]:
+        return ()
+
+    def precisions(self, structure: Structure) -> tuple[Precision, ...]:
         return ()
 
     def footprint(self, structure: Structure, options: CompileOptions) -> list[Allow]:
@@ -183,6 +187,79 @@ class Calibration(Op):
         return [Allow("*", "in_scale"), Allow("*", "out_scale"), Allow("*", bias)]
 
 
+@dataclass(frozen=True)
+class LayerPrecision(Op):
+    """Put the activations a node writes at 16 bits, or keep it in float (32 bits). ``layer`` is
+    a quantized layer or any other node whose output is quantized (a LayerNorm's Mul, as
+    ``loop noise`` names them), or a glob over their names, as in ``expect:``."""
+
+    name: ClassVar[str] = "precision"
+    bits: int = 16
+
+    def names(self, structure: Structure) -> list[str]:
+        """The nodes it names: quantized layers first, then any other node, in graph order."""
+        layers = [lp.name for lp in structure.layers if fnmatch.fnmatchcase(lp.name, self.layer or "")]
+        others = [n for n in structure.node_names if fnmatch.fnmatchcase(n, self.layer or "") and n not in layers]
+        return layers + others
+
+    def check(self, structure: Structure) -> None:
+        if self.names(structure):
+            return
+        known = [lp.name for lp in structure.layers]
+        if any(c in (self.layer or "") for c in "*?[") and known:
+            raise LoopError(
+                f"'{self.layer}' matches none of the {len(known)} quantized layers nor any other node "
+                f"(e.g. {known[0]!r}); `loop layers BASE` lists the layers",
+                field="layer",
+            )
+        raise LoopError(unknown_layer(self.layer or "", known), field="layer")
+
+    def precisions(self, structure: Structure) -> tuple[Precision, ...]:
+        """One per node named; a node that is not a layer has its tensor left "" for
+        :func:`with_tensors`, which reads the model (the structure keeps layers' tensors only)."""
+        found = []
+        for name in self.names(structure):
+            lp = structure.layer(name)
+            found.append(Precision(name, self.bits, structure.grid(lp.out_tensor) if lp is not None else ""))
+        return tuple(found)
+
+    def footprint(self, structure: Structure, options: CompileOptions) -> list[Allow]:
+        names = set(self.names(structure))
+        mine = [p for p in options.precisions if p.layer in names and p.bits == self.bits]
+        order = {n: i for i, n in enumerate(structure.node_names)}
+        rules: list[Allow] = []
+        for p in mine or [p for p in self.precisions(structure) if p.tensor]:
+            rules += [Allow(lp.name, "out_scale") for lp in structure.producer_of(p.tensor)]
+            for consumer in structure.consumers_of(p.tensor):
+                rules += [Allow(consumer.name, "in_scale"), Allow(consumer.name, "bias-rounding")]
+            if self.bits == 32:  # the node leaves the quantized graph: a layer's kernel and grids with it
+                rules += [Allow(p.layer, w) for w in ("kernel", "bias", "in_scale", "out_scale")]
+            if options.bias_correction:
+                # every layer from this node on is corrected against an error the new grid changed
+                at = order.get(p.layer, 0)
+                rules += [Allow(lp.name, "bias") for lp in structure.layers if order.get(lp.name, 0) >= at]
+        return list(dict.fromkeys(rules))
+
+
+def with_tensors(precisions: tuple[Precision, ...], model: bytes, structure: Structure) -> tuple[Precision, ...]:
+    """Each precision on the tensor its node's output is quantized as: past a removed Relu or
+    Clip, at the head of a chain that shares one grid (as :meth:`ForceRange.tensor`)."""
+    if not all(p.tensor for p in precisions):
+        graph = onnx.load_from_string(model).graph
+        outputs = {n.name: n.output[0] for n in graph.node if n.output}
+        consts = constants(graph)
+        precisions = tuple(
+            p if p.tensor else replace(p, tensor=structure.grid(follow_activations(outputs[p.layer], graph, consts)[0]))
+            for p in precisions
+        )
+    # a layer and the Relu after it name one tensor: one 16-bit grid (32 bits leaves out each node)
+    wide: dict[str, Precision] = {}
+    for p in precisions:
+        if p.bits == 16:
+            wide.setdefault(p.tensor, p)
+    return tuple(p for p in precisions if p.bits != 16 or wide[p.tensor] is p)
+
+
 def parse_op(raw: Any) -> Op:
     """Build an op from its sweep-file mapping; errors name the offending field."""
     from pydantic import ValidationError
@@ -203,6 +280,8 @@ def op_from(model: Any) -> Op:
         return AddWeightNoise(layer=model.layer, std=float(model.std), seed=model.seed)
     if model.op == "calibration":
         return Calibration(count=model.count, seed=model.seed)
+    if model.op == "precision":
+        return LayerPrecision(layer=model.layer, bits=model.bits)
     lo, hi = _range(model.range)
     return ForceRange(layer=model.layer, lo=lo, hi=hi, side="out" if model.op.endswith("out") else "in")
 

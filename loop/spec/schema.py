@@ -102,6 +102,9 @@ class Measure(Strict):
         3.0, ge=0.1, le=100, description="a study: rounds until every rate ratio's 95% interval is within +-this %"
     )
     budget_s: float = Field(120.0, gt=0, le=86_400, description="a study: the most a generation's rounds take")
+    ruined_snr_db: float = Field(
+        10.0, ge=-100, le=200, description="a base scoring below this SNR is flagged quantization-ruined"
+    )
 
 
 class Compile(Strict):
@@ -162,7 +165,19 @@ class CalibrationOp(Strict):
     seed: Seed | None = None
 
 
-OpModel = Annotated[ScaleWeightsOp | AddWeightNoiseOp | ForceRangeOp | CalibrationOp, Field(discriminator="op")]
+class PrecisionOp(Strict):
+    op: Literal["precision"]
+    layer: Annotated[
+        str, Field(min_length=1, max_length=1024, description="an ONNX node name, or a glob as in `expect:`")
+    ]
+    bits: Literal[16, 32] = Field(
+        description="16: the layer's output activations at 16 bits; 32: the layer kept in float (onnxruntime)"
+    )
+
+
+OpModel = Annotated[
+    ScaleWeightsOp | AddWeightNoiseOp | ForceRangeOp | CalibrationOp | PrecisionOp, Field(discriminator="op")
+]
 
 
 @lru_cache(maxsize=1)
@@ -339,6 +354,7 @@ def _is_label(part: str) -> bool:
             "force_range_out",
             "force_range_in",
             "calibration",
+            "precision",
             "function-after",
             "constrained-str",
             "constrained-int",
@@ -423,6 +439,7 @@ _OPS: dict[str, type[Strict]] = {
     "force_range_out": ForceRangeOp,
     "force_range_in": ForceRangeOp,
     "calibration": CalibrationOp,
+    "precision": PrecisionOp,
 }
 
 

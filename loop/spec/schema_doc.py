@@ -27,6 +27,7 @@ SECTIONS: tuple[tuple[str, type[schema.Strict]], ...] = (
     ("`perturb:` op `add_weight_noise`", schema.AddWeightNoiseOp),
     ("`perturb:` ops `force_range_out`, `force_range_in`", schema.ForceRangeOp),
     ("`perturb:` op `calibration`", schema.CalibrationOp),
+    ("`perturb:` op `precision`", schema.PrecisionOp),
     ("`expect:`", schema.ExpectModel),
     ("a recipe's `layers:` item", schema.RecipeLayer),
 )

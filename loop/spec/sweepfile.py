@@ -66,6 +66,7 @@ class MeasureSpec:
     host_busy_pct: float = 10.0  # other processes' CPU, in % of one core, past which a run is host-busy
     target_ratio_pct: float = 3.0  # a study's rounds go on until every ratio is this close...
     budget_s: float = 120.0  # ...or this long has passed
+    ruined_snr_db: float = 10.0  # a base below this SNR (or whose top-1 collapses) is quantization-ruined
 
 
 @dataclass(frozen=True)

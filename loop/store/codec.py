@@ -16,7 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from loop.core.vocab import Artifact, CompileOptions, CompileResult, LayerPrint, RangeOverride, TensorLayout
+from loop.core.vocab import (
+    Artifact,
+    CompileOptions,
+    CompileResult,
+    LayerPrint,
+    Precision,
+    RangeOverride,
+    TensorLayout,
+)
 
 FORMAT = "loop-result-1"
 
@@ -149,5 +157,6 @@ def options_to_json(options: CompileOptions) -> str:
 def options_from_json(text: str) -> CompileOptions:
     data = json.loads(text)
     data["overrides"] = tuple(RangeOverride(**o) for o in data["overrides"])
+    data["precisions"] = tuple(Precision(**p) for p in data.get("precisions", ()))
     data["backend_options"] = tuple((str(k), v) for k, v in data["backend_options"])
     return CompileOptions(**data)

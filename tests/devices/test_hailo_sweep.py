@@ -390,3 +390,78 @@ def test_equalization_is_named_as_the_cause_of_the_kernel_changes_it_makes(tmp_p
     assert base["info"]["equalization"] == {"policy": "enabled", "layers": ["Conv_0", "Conv_1"]}
     (moved,) = [c for c in louder["changes"] if c["layer"] == "Conv_0" and c["what"] == "kernel"]
     assert not moved["allowed"] and "equalization rescaled this kernel" in moved["detail"]
+
+
+def fused_model(path: Path) -> None:
+    """Conv_0 -> BatchNormalization bn_0 -> Relu relu_0 -> Conv_1: the DFC's double fuses the first
+    three into one layer whose original_names lists each."""
+    rng = np.random.default_rng(5)
+    arrays = {
+        "w0": rng.normal(0, 0.5, (4, 3, 1, 1)),
+        "w1": rng.normal(0, 0.5, (2, 4, 1, 1)),
+        "gamma": rng.uniform(0.5, 1.5, 4),
+        "beta": rng.normal(0, 0.1, 4),
+        "mean": rng.normal(0, 0.1, 4),
+        "var": rng.uniform(0.5, 1.5, 4),
+    }
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w0"], ["c0"], name="Conv_0"),
+            helper.make_node("BatchNormalization", ["c0", "gamma", "beta", "mean", "var"], ["n0"], name="bn_0"),
+            helper.make_node("Relu", ["n0"], ["r0"], name="relu_0"),
+            helper.make_node("Conv", ["r0", "w1"], ["y"], name="Conv_1"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 4])],
+        [numpy_helper.from_array(w.astype(np.float32), n) for n, w in arrays.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def test_a_precision_op_writes_a16_w16_for_the_fused_dfc_layer_and_the_run_records_16_bits(tmp_path, monkeypatch):
+    """Issue 36: ``{op: precision, layer: Conv_0, bits: 16}`` becomes ``quantization_param(conv1,
+    precision_mode=a16_w16)`` for the DFC layer Conv_0 was fused into (with bn_0 and relu_0), as
+    hailo_model_zoo's scripts write it (centerpose_regnetx_800mf.alls); the params then carry a 16-bit
+    output for it, and the audit calls the change clean."""
+    fake_sdk(monkeypatch)
+    variants = "  - name: base\n  - name: wide\n    perturb: [{op: precision, layer: Conv_0, bits: 16}]\n"
+    sweep = emulator_sweep(tmp_path, "", variants)
+    fused_model(tmp_path / "net.onnx")
+    runs = runs_of(sweep, tmp_path)
+    base, wide = runs["base"], runs["wide"]
+    assert base["status"] == wide["status"] == "ok", (base["error"], wide["error"])
+    script = wide["info"]["model_script"].splitlines()
+    assert "quantization_param(conv1, precision_mode=a16_w16)" in script
+    assert not any("precision_mode" in line for line in base["info"]["model_script"].splitlines())
+    with Ledger(tmp_path / "runs" / "ledger.sqlite") as ledger:
+        prints = {lp.name: lp for lp in ledger.record(wide["id"]).layers}
+        before = {lp.name: lp for lp in ledger.record(base["id"]).layers}
+    assert prints["Conv_0"].onnx_names == ("Conv_0", "bn_0", "relu_0")
+    assert prints["Conv_0"].out_bits == 16 and prints["Conv_1"].in_bits == 16
+    assert (before["Conv_0"].out_bits or 8) == 8
+
+
+def test_a_precision_op_on_hailo_is_clean_where_the_layer_writes_the_tensor_its_reader_reads(tmp_path, monkeypatch):
+    """Conv_0 -> Relu_0 -> Conv_1: the 16-bit output is Relu_0's, which Conv_1 reads, in the ONNX
+    structure as in the DFC's fused layer, so the footprint covers it."""
+    fake_sdk(monkeypatch)
+    variants = "  - name: base\n  - name: wide\n    perturb: [{op: precision, layer: Conv_0, bits: 16}]\n"
+    runs = runs_of(emulator_sweep(tmp_path, "hailo: {end_nodes: [Conv_1]}\n", variants), tmp_path)
+    wide = runs["wide"]
+    assert wide["status"] == "ok", wide["error"]
+    assert wide["verdict"] == "clean", [c for c in wide["changes"] if not c["allowed"]]
+    assert any(c["layer"] == "Conv_1" and "8 -> 16 bits" in c["detail"] for c in wide["changes"])
+
+
+def test_precision_32_is_refused_on_hailo_in_one_line(tmp_path, monkeypatch):
+    """The DFC has no float layer: hailo_model_zoo's scripts use a8_w8, a8_w4, a16_w8 and a16_w16, none in float."""
+    fake_sdk(monkeypatch)
+    variants = "  - name: base\n  - name: float\n    perturb: [{op: precision, layer: Conv_0, bits: 32}]\n"
+    sweep = emulator_sweep(tmp_path, "", variants)
+    fused_model(tmp_path / "net.onnx")
+    run = runs_of(sweep, tmp_path)["float"]
+    assert (run["status"], run["stage"]) == ("failed", "optimize") and "\n" not in run["error"]
+    assert "the Dataflow Compiler has no float layer" in run["error"]

@@ -279,3 +279,28 @@ def test_an_output_with_its_batch_second_is_read_whole(tmp_path):
     assert {r["status"] for r in runs.values()} == {"ok"}, runs["base"]["error"]
     assert runs["base"]["measure"]["bytes_out"] == 10 * 1 * 6  # uint8
     assert runs["base"]["scores"]["snr_db"] > 20 and runs["w"]["verdict"] == "clean"
+
+
+def test_a_base_below_the_ruined_threshold_is_flagged_and_said_so(tmp_path):
+    """measure.ruined_snr_db: a base scoring under it is flagged quantization-ruined, with its figures;
+    a variant is not (the flag speaks of the default's quantization of the base)."""
+    from authored import pooled_two_conv
+
+    from loop.report import ruined_lines
+
+    onnx.save(pooled_two_conv(), str(tmp_path / "net.onnx"))
+    variants = "variants:\n  - name: base\n  - {name: w, perturb: [{op: scale_weights, layer: conv2, factor: 1.1}]}\n"
+    for threshold, flagged in ((200.0, True), (-50.0, False)):
+        measure = FAST_MEASURE.replace("measure: {", f"measure: {{ruined_snr_db: {threshold}, ")
+        text = f"sweep: r\nbase: net.onnx\ncalibration: {{count: 8}}\ninputs: {{count: 3}}\n{measure}\n{variants}"
+        (tmp_path / "r.yaml").write_text(text)
+        runs = _sweep_runs(tmp_path / "r.yaml", tmp_path / f"runs{flagged}")
+        assert ("quantization-ruined" in runs["base"]["flags"]) is flagged
+        assert "quantization-ruined" not in runs["w"]["flags"]
+    from loop.store.ledger import Ledger
+
+    with Ledger(tmp_path / "runsTrue" / "ledger.sqlite") as book:
+        base = next(r for r in book.records() if r.variant == "base")
+    found = base.info["quantization_ruined"]
+    assert found["threshold_db"] == 200.0 and found["snr_db"] < 200.0
+    assert ruined_lines(base)[0].startswith("  base: flagged quantization-ruined: SNR ")

@@ -38,3 +38,18 @@ def test_a_constant_output_beside_a_live_one_is_named_and_exact_outputs_are_said
     exact = builtin(alone, alone, alone, True, None)
     assert exact["snr_db"] == float("inf") and "SNR is inf, not a measure" in exact["warnings"][0]
     assert "warnings" not in builtin([[x + 0.01] for x in live], alone, alone, True, None)
+
+
+def test_top1_agreement_is_read_on_classifier_like_outputs_only() -> None:
+    """A vector of scores per frame ([C] or [1, C]) is a classifier's: the share of frames whose winner
+    is the float model's. A feature map is not read."""
+    from loop.judge.score import top1_agreement
+
+    ref = [[np.array([[0.1, 0.9, 0.0]]), np.ones((1, 2, 4, 4))], [np.array([[0.8, 0.1, 0.1]]), np.ones((1, 2, 4, 4))]]
+    kept = [
+        [np.array([[0.2, 0.7, 0.1]]), np.zeros((1, 2, 4, 4))],
+        [np.array([[0.5, 0.4, 0.1]]), np.zeros((1, 2, 4, 4))],
+    ]
+    flipped = [[np.array([[0.9, 0.1, 0.0]]), np.zeros((1, 2, 4, 4))], [kept[1][0], np.zeros((1, 2, 4, 4))]]
+    assert top1_agreement(kept, ref, ["probs", "map"]) == {"probs": 1.0}
+    assert top1_agreement(flipped, ref, ["probs", "map"]) == {"probs": 0.5}

@@ -1,0 +1,127 @@
+"""What ``loop noise`` costs against the compile it analyses (issue 36: at most 2x).
+
+    python benchmarks/noise_cost.py [--manifest /tmp/realmodels/manifest.json] [--only magika ...] [--rounds 2]
+
+For graphs/variants.yaml's base and each manifest model (its ONNX file, input shapes, calibration
+and scoring frame files, written into a sweep file as the sweep would run it, bias correction on),
+in one run and in alternating order, each round times:
+
+* compile: ``optimize`` + ``compile`` (what a sweep spends on the variant);
+* noise: what ``loop noise`` spends after parsing: ``optimize`` again + ``Compiler.noise`` on the
+  scoring frames; and the analysis alone (``Compiler.noise``).
+
+It prints the medians and the two ratios to the compile, and for each model the three layers with
+the worst local SNR, their accumulated SNR, and the sweep lines that would put them at 16 bits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from loop.compilers.onnxruntime import OnnxRuntimeCompiler
+from loop.core.capture import captured_stderr
+from loop.judge.noise import precision_line, worst_first
+from loop.spec.author import Authored, author, with_reference
+from loop.spec.sweepfile import parse
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "graphs" / "variants.yaml"
+
+
+def sweep_file(folder: Path, name: str, entry: dict[str, Any]) -> Path:
+    doc = {
+        "sweep": f"noise-{name}",
+        "base": entry["onnx"],
+        "input_shapes": entry["input_shapes"],
+        "calibration": {"path": entry["calibration"]},
+        "inputs": {"path": entry["scoring"]},
+        "compile": {"bias_correction": True},
+        "variants": [{"name": "base"}],
+    }
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def authored(path: Path, staging: Path) -> Authored:
+    spec = parse(path)
+    return author(spec, next(v for v in with_reference(spec) if v.name == "base"), True, staging)
+
+
+def timed_round(a: Authored, noise_first: bool) -> dict[str, float]:
+    compiler, out = OnnxRuntimeCompiler(), {}
+    model, calibration, inputs = a.model(), a.calibration(), a.inputs()
+
+    def compile_side() -> None:
+        t0 = time.perf_counter()
+        quantized = compiler.optimize(model, calibration, a.options)
+        compiler.compile(quantized, a.options)
+        out["compile"] = time.perf_counter() - t0
+
+    def noise_side() -> None:
+        t0 = time.perf_counter()
+        quantized = compiler.optimize(model, calibration, a.options)
+        t1 = time.perf_counter()
+        compiler.noise(quantized, inputs)
+        out["noise"], out["analysis"] = time.perf_counter() - t0, time.perf_counter() - t1
+
+    for side in (noise_side, compile_side) if noise_first else (compile_side, noise_side):
+        side()
+    return out
+
+
+def measure(name: str, path: Path, rounds: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as staging, captured_stderr():
+        a = authored(path, Path(staging))
+        times = [timed_round(a, i % 2 == 1) for i in range(rounds)]
+        compiler = OnnxRuntimeCompiler()
+        found = worst_first(compiler.noise(compiler.optimize(a.model(), a.calibration(), a.options), a.inputs()))
+    med = {k: statistics.median(t[k] for t in times) for k in times[0]}
+    return {
+        "model": name,
+        "compile_s": med["compile"],
+        "noise_s": med["noise"],
+        "analysis_s": med["analysis"],
+        "noise_ratio": med["noise"] / med["compile"],
+        "analysis_ratio": med["analysis"] / med["compile"],
+        "tensors": len(found),
+        "worst": [
+            {"layer": t.layer, "local_db": t.local_snr_db, "accumulated_db": t.accumulated_snr_db} for t in found[:3]
+        ],
+        "sixteen_bits": [precision_line(t.layer) for t in found[:3]],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--manifest", type=Path, default=Path("/tmp/realmodels/manifest.json"))
+    parser.add_argument("--only", nargs="*", default=["magika", "ocr_det"])
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)  # the quantizer's advice to pre-process, once per optimize
+    targets = [("example (graphs/variants.yaml base)", EXAMPLE)]
+    with tempfile.TemporaryDirectory() as folder:
+        if args.manifest.is_file():
+            models = json.loads(args.manifest.read_text())["models"]
+            targets += [(n, sweep_file(Path(folder), n, models[n])) for n in args.only]
+        for name, path in targets:
+            row = measure(name, path, args.rounds)
+            print(
+                f"{name}: compile {row['compile_s']:.2f} s, loop noise {row['noise_s']:.2f} s "
+                f"({row['noise_ratio']:.2f}x), analysis alone {row['analysis_s']:.2f} s "
+                f"({row['analysis_ratio']:.2f}x), {row['tensors']} quantized tensors"
+            )
+            for w, line in zip(row["worst"], row["sixteen_bits"], strict=True):
+                print(f"    local {w['local_db']:6.1f} dB  accumulated {w['accumulated_db']:6.1f} dB  {line}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""``loop noise``: one variant of a sweep file quantized again, as the sweep quantizes it, and
+analysed layer by layer on the sweep's scoring frames by its compiler (:meth:`Compiler.noise`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from loop.core.capture import captured_stderr
+from loop.core.errors import LoopError
+from loop.core.leftovers import scratch
+from loop.core.record import RunRecord
+from loop.core.registry import compiler_class
+from loop.core.vocab import LayerPrint
+from loop.judge import fingerprint as fp
+from loop.judge.noise import NoiseReport, worst_first
+from loop.spec.author import author, references, with_reference
+from loop.spec.frames import count
+from loop.spec.sweepfile import SweepSpec, VariantSpec, parse
+from loop.store.ledger import Ledger
+
+
+def analyse(path: Path, variant: str, runs: Path | None = None) -> NoiseReport:
+    """Author ``variant`` of sweep file ``path``, optimize it with the sweep's compile options and
+    calibration frames, and measure every quantized tensor on the sweep's ``inputs:``. With ``runs``,
+    a note when the run of that variant recorded there was quantized otherwise."""
+    spec = parse(Path(path))
+    chosen = _variant(spec, variant)
+    kind = compiler_class(spec.backend)
+    if not kind.analyses_noise():
+        raise LoopError(f"the {spec.backend} compiler has no per-layer noise analysis", file=str(path), field="backend")
+    compiler = kind()
+    with scratch("noise") as staging:
+        refs = references(spec, with_reference(spec)).values()
+        authored = author(spec, chosen, any(chosen is r for r in refs), Path(staging))
+        with captured_stderr():  # the quantizer's advice to pre-process, as a sweep's compile keeps it
+            quantized = compiler.optimize(authored.model(), authored.calibration(), authored.options)
+            frames = authored.inputs()
+            found = compiler.noise(quantized, frames)
+            layers = compiler.fingerprint(quantized)
+    if found is None:
+        raise LoopError(f"the {spec.backend} compiler has no per-layer noise analysis", file=str(path), field="backend")
+    notes = _run_note(runs, spec, variant, layers) if runs is not None else []
+    return NoiseReport(spec.name, variant, spec.backend, count(frames), worst_first(found), notes)
+
+
+def _variant(spec: SweepSpec, name: str) -> VariantSpec:
+    found = {v.name: v for v in with_reference(spec)}
+    if name not in found:
+        raise LoopError(
+            f"no variant named '{name}' (its variants: {', '.join(found)})", file=str(spec.path), field="variants"
+        )
+    return found[name]
+
+
+def _run_note(runs: Path, spec: SweepSpec, variant: str, layers: list[LayerPrint]) -> list[str]:
+    """One line when the latest finished run of ``variant`` in ``runs`` holds other kernels or biases
+    than the quantization analysed here (nothing when there is no such run)."""
+    ledger_path = Path(runs) / "ledger.sqlite"
+    if not ledger_path.exists():
+        return []
+    with Ledger(ledger_path, readonly=True) as book:
+        done = [r for r in book.records(spec.name) if r.variant == variant and r.kernel_sha is not None]
+    if not done:
+        return []
+    run: RunRecord = done[-1]
+    pairs = (("kernel", fp.kernel_sha(layers), run.kernel_sha), ("bias", fp.bias_sha(layers), run.bias_sha))
+    moved = [f"{what}_sha {str(theirs)[:12]} there, {mine[:12]} here" for what, mine, theirs in pairs if mine != theirs]
+    if not moved:
+        return []
+    return [
+        f"note: run {run.id} of {variant} in {runs} was quantized otherwise ({'; '.join(moved)}); "
+        "these figures are of the quantization made now"
+    ]

@@ -1,0 +1,139 @@
+"""Where quantization loses: per quantized tensor, how far its quantized value is from the float
+model's, accumulated and local, named as a sweep names layers.
+
+* accumulated SNR: the tensor in the quantized model (everything before it quantized) against the
+  same tensor in the float model;
+* local SNR: the tensor with only its own layer quantized (its weights and its output grid; its
+  inputs taken from the float model) against the float model's.
+
+A compiler measures both (``Compiler.noise``); this module names, orders and words them. Pure:
+ONNX graphs and numbers in, values out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import onnx
+
+from loop.judge.structure import FOLDED_ACTIVATIONS
+
+EPS = float.fromhex("0x1.0p-52")  # numpy.finfo(float).eps, qdq_loss_debug's floor on both norms
+WORST = 3  # how many layers a flag names
+
+
+def snr_db(signal: float, noise: float) -> float:
+    """``10 log10(signal / noise)`` from energies (sums of squares), with the floor qdq_loss_debug's
+    ``compute_signal_to_quantization_noice_ratio`` puts under both norms: the same figure, summed
+    frame by frame instead of over one concatenation."""
+    return 10 * math.log10(max(signal, EPS * EPS) / max(noise, EPS * EPS))
+
+
+@dataclass(frozen=True)
+class TensorNoise:
+    """One quantized tensor: the layer that makes it, as a sweep names it, and its figures (dB)."""
+
+    layer: str
+    op: str
+    tensor: str
+    index: int  # graph order: where the layer's node stands in the float model (graph inputs first)
+    accumulated_snr_db: float
+    local_snr_db: float
+    weight_snr_db: float | None = None  # the layer's kernel, dequantized against its float values
+    bits: int | None = None  # of the tensor's grid
+
+    def line(self) -> str:
+        weight = "" if self.weight_snr_db is None else f"  weights {self.weight_snr_db:6.1f} dB"
+        bits = "" if self.bits is None else f"  {self.bits:>2} bit"
+        return (
+            f"{self.layer}  ({self.op}, {self.tensor})  local {self.local_snr_db:6.1f} dB"
+            f"  accumulated {self.accumulated_snr_db:6.1f} dB{weight}{bits}"
+        )
+
+
+@dataclass
+class NoiseReport:
+    """``loop noise``: every quantized tensor of one variant, the layers that lose most first."""
+
+    sweep: str
+    variant: str
+    backend: str
+    frames: int
+    layers: list[TensorNoise]
+    notes: list[str] = field(default_factory=list)  # one line each: the run whose quantization differs
+
+    def worst(self, count: int = WORST) -> list[TensorNoise]:
+        return self.layers[:count]
+
+    def in_graph_order(self) -> list[TensorNoise]:
+        return sorted(self.layers, key=lambda t: (t.index, t.tensor))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sweep": self.sweep,
+            "variant": self.variant,
+            "backend": self.backend,
+            "frames": self.frames,
+            "notes": list(self.notes),
+            "layers": [_finite(asdict(t)) for t in self.layers],
+            "sixteen_bits": [precision_line(t.layer) for t in self.worst()],
+        }
+
+    def lines(self) -> list[str]:
+        """One line per layer, worst first, after the notes."""
+        return [*self.notes, *(t.line() for t in self.layers)]
+
+
+def _finite(row: dict[str, Any]) -> dict[str, Any]:
+    """JSON has no infinity: a lossless tensor's SNR is written as null."""
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
+
+
+def worst_first(found: Iterable[TensorNoise]) -> list[TensorNoise]:
+    """By local SNR (what the layer's own quantization loses), then accumulated, then graph order."""
+    return sorted(found, key=lambda t: (t.local_snr_db, t.accumulated_snr_db, t.index, t.tensor))
+
+
+def precision_line(layer: str) -> str:
+    """The sweep entry that would keep ``layer``'s output at 16 bits."""
+    return "{op: precision, layer: " + _yaml_scalar(layer) + ", bits: 16}"
+
+
+def _yaml_scalar(text: str) -> str:
+    plain = text and all(c.isalnum() or c in "_-./" for c in text) and text[0] not in "-."
+    return text if plain else '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@dataclass(frozen=True)
+class Producer:
+    """The layer a quantized tensor is named after, and where it stands in graph order."""
+
+    layer: str
+    op: str
+    index: int
+
+
+def producers(model: onnx.ModelProto, quantized: Sequence[str]) -> dict[str, Producer]:
+    """For each quantized tensor of float ``model``, the node that makes it, as ``loop layers`` and
+    the sweep name layers: a removed Relu or Clip is walked back to the layer before it (its grid is
+    that layer's output grid), and a graph input is named after itself."""
+    graph = model.graph
+    made_by = {out: (i, node) for i, node in enumerate(graph.node) for out in node.output}
+    marked = set(quantized)
+    found: dict[str, Producer] = {}
+    for tensor in quantized:
+        name = tensor
+        while name in made_by and made_by[name][1].op_type in FOLDED_ACTIVATIONS:
+            before = made_by[name][1].input[0]
+            if before in marked or before not in made_by:
+                break  # the clamp's input has a grid of its own: the clamp is a layer of its own
+            name = before
+        if name not in made_by:
+            found[tensor] = Producer(tensor, "input", -1)
+            continue
+        index, node = made_by[name]
+        found[tensor] = Producer(node.name or node.output[0], node.op_type, index)
+    return found

@@ -1,0 +1,78 @@
+"""``loop noise SWEEP --variant NAME``: one line per quantized layer, worst first; ``--json`` for
+scripts; a bad variant or a backend without the analysis is one line and exit 2; a run in
+``--runs`` quantized otherwise than now is said in one line (issue 36). The figures themselves are
+tests/judge/test_noise.py's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from loop.cli import main
+from loop.flow.sweep import SweepOptions, run_sweep
+from loop.spec.sweepfile import parse
+
+GRAPHS = Path(__file__).parents[1] / "graphs"
+MEASURE = "measure: {warmup: 1, frames: 5, repeats: 1, ttfo_repeats: 1, latency_frames: 2, min_duration_s: 0}"
+
+
+def noise(*args: str) -> object:
+    return CliRunner().invoke(main, ["noise", *args])
+
+
+def test_one_line_per_layer_worst_first_and_json_parses() -> None:
+    sweep = str(GRAPHS / "variants.yaml")
+    text = noise(sweep, "--variant", "base")
+    assert text.exit_code == 0, text.output
+    lines = text.output.splitlines()
+    assert [line.split()[0] for line in lines] == ["conv2", "conv1", "input"]
+    assert all(" local " in line and " accumulated " in line for line in lines)
+    done = noise(sweep, "--variant", "base", "--json")
+    assert done.exit_code == 0, done.output
+    found = json.loads(done.output)
+    assert [row["layer"] for row in found["layers"]] == ["conv2", "conv1", "input"]
+    assert found["sixteen_bits"][0] == "{op: precision, layer: conv2, bits: 16}"
+    assert (found["variant"], found["frames"]) == ("base", 8)
+
+
+def test_a_bad_variant_is_one_line_naming_the_file_and_field() -> None:
+    done = noise(str(GRAPHS / "variants.yaml"), "--variant", "nope")
+    assert done.exit_code == 2
+    (line,) = done.output.splitlines()
+    assert line.startswith("loop: ") and "variants.yaml: variants: no variant named 'nope'" in line
+
+
+def test_a_backend_without_the_analysis_says_so_in_one_line(tmp_path: Path) -> None:
+    shutil.copy(GRAPHS / "two_conv.yaml", tmp_path)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("sweep: s\nbase: two_conv.yaml\nbackend: hailo\nvariants: [{name: base}]\n")
+    done = noise(str(sweep), "--variant", "base")
+    assert done.exit_code == 2
+    (line,) = done.output.splitlines()
+    assert "sweep.yaml: backend: the hailo compiler has no per-layer noise analysis" in line
+
+
+def test_a_run_quantized_otherwise_is_one_line(tmp_path: Path) -> None:
+    shutil.copy(GRAPHS / "two_conv.yaml", tmp_path)
+    sweep, runs = tmp_path / "sweep.yaml", tmp_path / "runs"
+    head = "sweep: s\nbase: two_conv.yaml\ninputs: {count: 4}\n" + MEASURE + "\n"
+    sweep.write_text(head + "calibration: {count: 16}\nvariants: [{name: base}]\n")
+    run_sweep(parse(sweep), runs, SweepOptions(jobs=1, progress=False))
+    same = noise(str(sweep), "--variant", "base", "--runs", str(runs))
+    assert same.exit_code == 0 and not same.output.startswith("note:")
+    sweep.write_text(head + "calibration: {count: 4}\nvariants: [{name: base}]\n")  # other biases now
+    moved = noise(str(sweep), "--variant", "base", "--runs", str(runs))
+    assert moved.exit_code == 0
+    assert moved.output.startswith("note: run 1 of base in ") and "bias_sha" in moved.output.splitlines()[0]
+
+
+def test_plot_is_one_svg_in_graph_order(tmp_path: Path) -> None:
+    out = tmp_path / "noise.svg"
+    done = noise(str(GRAPHS / "variants.yaml"), "--variant", "base", "--plot", str(out))
+    assert done.exit_code == 0, done.output
+    text = out.read_text()
+    assert text.startswith("<svg") and all(f'id="{gid}' in text for gid in ("local", "accumulated", "floor"))
+    assert text.index(">input<") < text.index(">conv1<") < text.index(">conv2<")  # graph order, not worst first

@@ -100,9 +100,8 @@ def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult, ag
     )
     found = _guard_cause(found, against.reference.bias_guard, bias_guard_of(compiled.info))
     causes = compiled.info.get("kernel_causes") or {}
-    return _named_causes(
-        found, {k: c for k, c in causes.items() if k in _float_moved(against.reference.layers, compiled.layers)}
-    )
+    moved = _float_moved(against.reference.layers, compiled.layers) if causes else set()
+    return _named_causes(found, {k: c for k, c in causes.items() if k in moved})
 
 
 def _float_moved(reference: Sequence[LayerPrint], variant: Sequence[LayerPrint]) -> set[str]:

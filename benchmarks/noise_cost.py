@@ -7,11 +7,13 @@ and scoring frame files, written into a sweep file as the sweep would run it, bi
 in one run and in alternating order, each round times:
 
 * compile: ``optimize`` + ``compile`` (what a sweep spends on the variant);
-* noise: what ``loop noise`` spends after parsing: ``optimize`` again + ``Compiler.noise`` on the
-  scoring frames; and the analysis alone (``Compiler.noise``).
+* noise: what ``loop noise`` spends once the variant is authored (``loop.flow.noise.of_authored``:
+  ``optimize`` again, ``Compiler.noise`` on the scoring frames, the falls); and the analysis alone
+  (``Compiler.noise`` of a quantization already made).
 
-It prints the medians and the two ratios to the compile, and for each model the three layers with
-the worst local SNR, their accumulated SNR, and the sweep lines that would put them at 16 bits.
+It prints the medians and the two ratios to the compile, and for each model where its signal is
+lost (the largest falls of accumulated SNR, loop.judge.falls) and the sweep lines that would put
+those regions at 16 bits.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ import yaml
 
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
 from loop.core.capture import captured_stderr
-from loop.judge.noise import precision_line, worst_first
+from loop.flow.noise import of_authored
 from loop.spec.author import Authored, author, with_reference
-from loop.spec.sweepfile import parse
+from loop.spec.sweepfile import SweepSpec, parse
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "graphs" / "variants.yaml"
 
@@ -56,9 +58,10 @@ def authored(path: Path, staging: Path) -> Authored:
     return author(spec, next(v for v in with_reference(spec) if v.name == "base"), True, staging)
 
 
-def timed_round(a: Authored, noise_first: bool) -> dict[str, float]:
+def timed_round(spec: SweepSpec, a: Authored, noise_first: bool) -> dict[str, float]:
     compiler, out = OnnxRuntimeCompiler(), {}
     model, calibration, inputs = a.model(), a.calibration(), a.inputs()
+    quantized_once = compiler.optimize(model, calibration, a.options)
 
     def compile_side() -> None:
         t0 = time.perf_counter()
@@ -68,10 +71,10 @@ def timed_round(a: Authored, noise_first: bool) -> dict[str, float]:
 
     def noise_side() -> None:
         t0 = time.perf_counter()
-        quantized = compiler.optimize(model, calibration, a.options)
+        of_authored(spec, a)  # what loop noise does once the sweep file is parsed and the variant authored
         t1 = time.perf_counter()
-        compiler.noise(quantized, inputs)
-        out["noise"], out["analysis"] = time.perf_counter() - t0, time.perf_counter() - t1
+        compiler.noise(quantized_once, inputs)  # the analysis alone, of the quantization a run made
+        out["noise"], out["analysis"] = t1 - t0, time.perf_counter() - t1
 
     for side in (noise_side, compile_side) if noise_first else (compile_side, noise_side):
         side()
@@ -81,9 +84,8 @@ def timed_round(a: Authored, noise_first: bool) -> dict[str, float]:
 def measure(name: str, path: Path, rounds: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as staging, captured_stderr():
         a = authored(path, Path(staging))
-        times = [timed_round(a, i % 2 == 1) for i in range(rounds)]
-        compiler = OnnxRuntimeCompiler()
-        found = worst_first(compiler.noise(compiler.optimize(a.model(), a.calibration(), a.options), a.inputs()))
+        times = [timed_round(parse(path), a, i % 2 == 1) for i in range(rounds)]
+        report, _ = of_authored(parse(path), a)
     med = {k: statistics.median(t[k] for t in times) for k in times[0]}
     return {
         "model": name,
@@ -92,11 +94,9 @@ def measure(name: str, path: Path, rounds: int) -> dict[str, Any]:
         "analysis_s": med["analysis"],
         "noise_ratio": med["noise"] / med["compile"],
         "analysis_ratio": med["analysis"] / med["compile"],
-        "tensors": len(found),
-        "worst": [
-            {"layer": t.layer, "local_db": t.local_snr_db, "accumulated_db": t.accumulated_snr_db} for t in found[:3]
-        ],
-        "sixteen_bits": [precision_line(t.layer) for t in found[:3]],
+        "tensors": len(report.layers),
+        "falls": [f.line() for f in report.falls],
+        "sixteen_bits": report.to_try(),
     }
 
 
@@ -119,8 +119,8 @@ def main() -> None:
                 f"({row['noise_ratio']:.2f}x), analysis alone {row['analysis_s']:.2f} s "
                 f"({row['analysis_ratio']:.2f}x), {row['tensors']} quantized tensors"
             )
-            for w, line in zip(row["worst"], row["sixteen_bits"], strict=True):
-                print(f"    local {w['local_db']:6.1f} dB  accumulated {w['accumulated_db']:6.1f} dB  {line}")
+            print("\n".join(["  where the signal is lost:", *row["falls"]]) if row["falls"] else "  nothing falls 6 dB")
+            print("\n".join(f"    - {line}" for line in row["sixteen_bits"]))
 
 
 if __name__ == "__main__":

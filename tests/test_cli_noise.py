@@ -28,13 +28,16 @@ def test_one_line_per_layer_worst_first_and_json_parses() -> None:
     text = noise(sweep, "--variant", "base")
     assert text.exit_code == 0, text.output
     lines = text.output.splitlines()
-    assert [line.split()[0] for line in lines] == ["conv2", "conv1", "input"]
+    # by the accumulated SNR lost at each (conv1's from the input's grid, conv2's from conv1's); the
+    # input's grid reads nothing quantized and comes last; nothing falls 6 dB, so no region is named
+    assert [line.split()[0] for line in lines] == ["conv1", "conv2", "input"]
     assert all(" local " in line and " accumulated " in line for line in lines)
+    assert [" falls " in line for line in lines] == [True, True, False]
     done = noise(sweep, "--variant", "base", "--json")
     assert done.exit_code == 0, done.output
     found = json.loads(done.output)
-    assert [row["layer"] for row in found["layers"]] == ["conv2", "conv1", "input"]
-    assert found["sixteen_bits"][0] == "{op: precision, layer: conv2, bits: 16}"
+    assert [row["layer"] for row in found["layers"]] == ["conv1", "conv2", "input"]
+    assert found["falls"] == [] and found["sixteen_bits"][0] == "{op: precision, layer: conv1, bits: 16}"
     assert (found["variant"], found["frames"]) == ("base", 8)
 
 

@@ -28,8 +28,9 @@ from loop.judge.noise import TensorNoise
 from loop.spec.frames import Frames, count, feed
 from loop.store.artifacts import with_layout
 
-# 2: float kernels in fingerprints, held-out bias correction (issue 32); 3: the guard recorded
-REVISION = "3"
+# 2: float kernels in fingerprints, held-out bias correction (issue 32); 3: the guard recorded;
+# 4: grids wider than 8 bits recorded (issue 36)
+REVISION = "4"
 
 
 class OnnxRuntimeCompiler(Compiler):
@@ -66,6 +67,7 @@ class OnnxRuntimeCompiler(Compiler):
         quantized = _quantize(model, calibration, options)
         info["overrides"], warnings = biasing.used_ranges(quantized, options.overrides)
         info["removed_clamps"] = biasing.removed_clamps(float_model, quantized)
+        info["wide_grids"] = qdq.wide_grids(quantized)
         if options.bias_correction:
             feeds = calibration_feeds(float_model, calibration)
             correction = bias_correction.correct(

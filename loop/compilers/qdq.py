@@ -241,3 +241,22 @@ def fingerprint(model: onnx.ModelProto, source: onnx.ModelProto | None = None) -
     nodes = {n.name: n for n in source.graph.node} if source is not None else {}
     consts = constants(source.graph) if source is not None else {}
     return [layer_print(g, node, _source_kernel(node, nodes, consts)) for node in g.layers()]
+
+
+def wide_grids(model: onnx.ModelProto) -> dict[str, dict[str, object]]:
+    """Every activation grid wider than 8 bits (a 16-bit precision), by the float tensor it
+    quantizes, with the node that writes it (the tensor's own name for a graph input): the audit
+    reads them for nodes the fingerprint has no print of (a LayerNorm's Mul), where a wider grid
+    would otherwise be no change at all."""
+    g = QdqGraph(model)
+    found: dict[str, dict[str, object]] = {}
+    for node in model.graph.node:
+        if node.op_type != "QuantizeLinear" or node.input[0] in g.inits:
+            continue
+        bits = _bits(g, node.input[2]) if len(node.input) > 2 else None
+        if bits is None or bits <= 8:
+            continue
+        tensor = node.input[0].removesuffix("_QuantizeLinear_Input")  # a graph output's, as the quantizer renames it
+        writer = g.producer.get(node.input[0])
+        found[tensor] = {"bits": bits, "node": (writer.name or writer.output[0]) if writer is not None else tensor}
+    return found

@@ -16,7 +16,7 @@ import numpy as np
 from loop.core.errors import LoopError
 from loop.core.kinds import Flag, Stage, Status, Verdict
 from loop.core.record import Change
-from loop.core.registry import DEVICES, split_device
+from loop.core.registry import DEVICES, compiler_class, split_device
 from loop.core.sessions import session as onnx_session
 from loop.core.text import for_person
 from loop.core.vocab import CompileResult, LayerPrint, TensorLayout
@@ -61,6 +61,7 @@ class Reference:
     raw: tuple[tuple[np.ndarray, ...], ...] | None
     snr_db: float | None
     bias_guard: str | None = None  # what the output guard did with the reference's bias correction
+    wide_grids: Mapping[str, Any] = field(default_factory=dict)  # its grids wider than 8 bits (compile info)
 
 
 def bias_guard_of(info: Mapping[str, Any]) -> str | None:
@@ -95,8 +96,13 @@ def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult, ag
     if against.reference is None:
         return audit_mod.Audit(Verdict.NO_REFERENCE)
     v = authored.variant
+    grids = audit_mod.grid_changes(
+        against.reference.wide_grids,
+        compiled.info.get("wide_grids") or {},
+        [n for lp in (*against.reference.layers, *compiled.layers) for n in lp.answers_to],
+    )
     found = audit_mod.audit(
-        against.reference.layers, compiled.layers, authored.footprint, v.expect, _clamps(authored, compiled)
+        against.reference.layers, compiled.layers, authored.footprint, v.expect, _clamps(authored, compiled), grids
     )
     found = _guard_cause(found, against.reference.bias_guard, bias_guard_of(compiled.info))
     causes = compiled.info.get("kernel_causes") or {}
@@ -241,10 +247,16 @@ class Prepared:
 
 
 def prepare(
-    authored: Authored, compiled: CompileResult, devices: tuple[str, ...], runs: Path, timeouts: StageTimeouts
+    authored: Authored,
+    compiled: CompileResult,
+    devices: tuple[str, ...],
+    runs: Path,
+    timeouts: StageTimeouts,
+    measure: bool = True,
 ) -> Prepared | RunOutcome:
     """The variant's run task, or its failed outcome (a failed compile, an artifact damaged
-    on disk since it was stored: never measured as this variant)."""
+    on disk since it was stored: never measured as this variant). ``measure=False``: the devices
+    answer the inputs only (a study measures its generation together, in rounds)."""
     name = authored.variant.name
     if not compiled.ok or compiled.artifact is None:
         stage = Stage(compiled.stage) if compiled.stage else Stage.COMPILE  # ok, yet no artifact: the compile's fault
@@ -263,7 +275,9 @@ def prepare(
         return RunOutcome(name, Status.FAILED, stage=Stage.STORE, error=str(exc))
     path = Path(artifact.path) if artifact.path else store_artifact(runs, artifact.sha, artifact.suffix, artifact.data)
     refs = tuple((k, DEVICES[k]) for k in {split_device(d)[0] for d in devices} if k in DEVICES)
-    task = RunTask(artifact, authored.inputs(), authored.variant.measure, devices, refs, timeouts=timeouts)
+    task = RunTask(
+        artifact, authored.inputs(), authored.variant.measure, devices, refs, measure=measure, timeouts=timeouts
+    )
     return Prepared(task, path)
 
 
@@ -292,7 +306,13 @@ def evaluate_variant(
     others = dict(zip(list(ran.devices)[1:], runs[1:], strict=True))
     scores = _score(authored, runs[0], others, reference, against.reference, scorer)  # made once
     made = (
-        Reference(tuple(compiled.layers), _tuples(runs[0].raw), scores.get("snr_db"), bias_guard_of(compiled.info))
+        Reference(
+            tuple(compiled.layers),
+            _tuples(runs[0].raw),
+            scores.get("snr_db"),
+            bias_guard_of(compiled.info),
+            compiled.info.get("wide_grids") or {},
+        )
         if authored.reference
         else None
     )
@@ -305,7 +325,7 @@ def evaluate_variant(
     ruined = ruined_by_quantization(spec, authored, scores)
     if ruined:
         flags.append(Flag.QUANTIZATION_RUINED)
-        info["quantization_ruined"] = ruined
+        info["quantization_ruined"] = {**ruined, **where_lost(spec, authored)}
     outcome = RunOutcome(
         name,
         Status.OK,
@@ -336,6 +356,23 @@ def ruined_by_quantization(spec: SweepSpec, authored: Authored, scores: dict[str
     if not (isinstance(snr, float) and snr < threshold) and not collapsed:
         return None
     return {"snr_db": snr, "threshold_db": threshold, "top1_agreement": top1, "collapsed": sorted(collapsed)}
+
+
+def where_lost(spec: SweepSpec, authored: Authored) -> dict[str, Any]:
+    """For a ruined base: the layers where its signal is lost and the sweep entries that would put
+    them at 16 bits (:mod:`loop.judge.falls`), by its compiler's noise analysis; nothing when the
+    backend has none, and why when the analysis failed (the flag stands either way)."""
+    if not compiler_class(spec.backend).analyses_noise():
+        return {}
+    from loop.flow.noise import of_authored  # a second optimize: paid only by a ruined base
+
+    try:
+        report, _ = of_authored(spec, authored)
+    except Exception as exc:  # the run is recorded whatever the analysis does
+        return {"worst_layers_error": f"{type(exc).__name__}: {exc}"}
+    from loop.report.noise_plot import series
+
+    return {"worst_layers": [f.to_json() for f in report.falls], "try": report.to_try(), "series": series(report)}
 
 
 def _vendor_flags(stick: dict[str, Any] | None) -> list[Flag]:

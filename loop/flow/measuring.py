@@ -157,6 +157,7 @@ def evaluated(
     refs: Mapping[str, Authored],
     scorer: Scorer | None,
     timeouts: StageTimeouts,
+    measure: bool = True,
 ) -> Iterator[Evaluated]:
     """Each compiled variant run and evaluated, as results come back; ``refs``: each group's
     reference when it is evaluated in this stream (else ``against`` has what it set)."""
@@ -164,7 +165,7 @@ def evaluated(
     for item in reference_first(stream, refs):
         a, c, _ = item
         try:
-            prepared = prepare(a, c, tuple(spec.devices), runs, timeouts)
+            prepared = prepare(a, c, tuple(spec.devices), runs, timeouts, measure)
         except OSError as exc:  # the runs folder's disk refused the artifact: redone on resume
             prepared = _failed(a, Stage.STORE, exc)
         if isinstance(prepared, RunOutcome):

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import onnx
+
 from loop.core.capture import captured_stderr
 from loop.core.errors import LoopError
 from loop.core.leftovers import scratch
 from loop.core.record import RunRecord
 from loop.core.registry import compiler_class
-from loop.core.vocab import LayerPrint
+from loop.core.vocab import LayerPrint, Quantized
 from loop.judge import fingerprint as fp
+from loop.judge.falls import falls, with_falls
 from loop.judge.noise import NoiseReport, worst_first
-from loop.spec.author import author, references, with_reference
+from loop.spec.author import Authored, author, references, with_reference
 from loop.spec.frames import count
 from loop.spec.sweepfile import SweepSpec, VariantSpec, parse
 from loop.store.ledger import Ledger
@@ -28,19 +31,32 @@ def analyse(path: Path, variant: str, runs: Path | None = None) -> NoiseReport:
     kind = compiler_class(spec.backend)
     if not kind.analyses_noise():
         raise LoopError(f"the {spec.backend} compiler has no per-layer noise analysis", file=str(path), field="backend")
-    compiler = kind()
     with scratch("noise") as staging:
         refs = references(spec, with_reference(spec)).values()
         authored = author(spec, chosen, any(chosen is r for r in refs), Path(staging))
-        with captured_stderr():  # the quantizer's advice to pre-process, as a sweep's compile keeps it
-            quantized = compiler.optimize(authored.model(), authored.calibration(), authored.options)
-            frames = authored.inputs()
-            found = compiler.noise(quantized, frames)
-            layers = compiler.fingerprint(quantized)
+        report, quantized = of_authored(spec, authored)
+    if runs is not None:  # fingerprinted only to compare with a recorded run
+        report.notes = _run_note(runs, spec, variant, compiler_class(spec.backend)().fingerprint(quantized))
+    return report
+
+
+def of_authored(spec: SweepSpec, authored: Authored) -> tuple[NoiseReport, Quantized]:
+    """The noise analysis of one authored variant, quantized again as the sweep quantizes it, and
+    that quantization."""
+    compiler = compiler_class(spec.backend)()
+    with captured_stderr():  # the quantizer's advice to pre-process, as a sweep's compile keeps it
+        quantized = compiler.optimize(authored.model(), authored.calibration(), authored.options)
+        frames = authored.inputs()
+        found = compiler.noise(quantized, frames)
     if found is None:
-        raise LoopError(f"the {spec.backend} compiler has no per-layer noise analysis", file=str(path), field="backend")
-    notes = _run_note(runs, spec, variant, layers) if runs is not None else []
-    return NoiseReport(spec.name, variant, spec.backend, count(frames), worst_first(found), notes)
+        raise LoopError(
+            f"the {spec.backend} compiler has no per-layer noise analysis", file=str(spec.path), field="backend"
+        )
+    model = onnx.load_from_string(authored.model())
+    found = with_falls(found, model)
+    report = NoiseReport(spec.name, authored.variant.name, spec.backend, count(frames), worst_first(found))
+    report.falls = falls(found, model)
+    return report, quantized
 
 
 def _variant(spec: SweepSpec, name: str) -> VariantSpec:

@@ -17,7 +17,7 @@ import os
 import socket
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,10 @@ class SweepOptions:
     generation: int | None = None
     device_cluster: str | None = None  # a Dask scheduler whose workers hold the devices as resources
     timeouts: StageTimeouts = field(default_factory=StageTimeouts)
+    # False: the devices answer the inputs only, no rate measured (a study's generation is
+    # measured once, together, in interleaved rounds: loop.flow.generation)
+    measure: bool = True
+    runner: Runner | None = None  # one already open, kept open after (a generation races on it)
 
 
 @dataclass
@@ -206,7 +210,10 @@ def _run(
             against[""] = _resumed_reference(runs, None, state.finished, outputs_of)
         compiled = _progress(_compiled(spec, todo, jobs, options, runs, runner), len(todo), options)
         here = {g: a for g, a in refs.items() if any(a is t for t in todo)}
-        for done in evaluated(spec, runs, compiled, runner, against, here, options.scorer, options.timeouts):
+        found = evaluated(
+            spec, runs, compiled, runner, against, here, options.scorer, options.timeouts, options.measure
+        )
+        for done in found:
             done.outcome.run_id = ids[done.authored.variant.name]
             _record(ledger, done.outcome.run_id, spec, done.authored, done.compiled, done.outcome)
             result.outcomes.append(done.outcome)
@@ -262,10 +269,20 @@ def _as_compiled(
         yield from ((todo[i], compiled, False) for i, compiled, _ in stream)
 
 
+def open_runner(spec: SweepSpec, options: SweepOptions) -> AbstractContextManager[Runner]:
+    """The runner a sweep of ``spec`` runs on, for a flow that runs more on it after the sweep."""
+    return _runner(spec, options)
+
+
 @contextmanager
 def _runner(spec: SweepSpec, options: SweepOptions, warm: bool = True) -> Iterator[Runner]:
     """Devices here, each in a child process, or on the workers of ``options.device_cluster``."""
     runner: Runner
+    if options.runner is not None:
+        if warm:
+            options.runner.warm(tuple(spec.devices))
+        yield options.runner
+        return
     if options.device_cluster:
         from loop.flow.remote import DaskRunner
 
@@ -313,15 +330,15 @@ def _resumed_reference(
         return Against(None, f"the reference '{ref.variant.name}' has not run")
     if run.status != Status.OK:
         return Against(None, f"the reference '{ref.variant.name}' failed at stage {run.stage}: {run.error}")
-    layers, snr, guard = run.layers, run.scores.snr_db, bias_guard_of(run.info)
+    layers, snr, guard, wide = run.layers, run.scores.snr_db, bias_guard_of(run.info), run.info.get("wide_grids") or {}
     name = Path(run.artifact or "").name  # in this runs folder, wherever it was when recorded
     try:
         artifact = load_artifact(runs_artifact(runs, name), recorded_sha(run))
     except LoopError as exc:
         warnings.warn(f"the reference's artifact: {exc}; its outputs are not compared", StoreWarning, stacklevel=2)
-        return Against(Reference(layers, None, snr, guard))
+        return Against(Reference(layers, None, snr, guard, wide))
     raw = outputs_of(artifact, ref.inputs())
-    return Against(Reference(layers, None if raw is None else tuple(tuple(outs) for outs in raw), snr, guard))
+    return Against(Reference(layers, None if raw is None else tuple(tuple(outs) for outs in raw), snr, guard, wide))
 
 
 def _finished_outcome(run: RunRecord) -> RunOutcome:

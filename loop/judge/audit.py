@@ -8,8 +8,9 @@ Verdicts: ``reference`` (the base itself), ``clean`` (every change inside the fo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -219,8 +220,10 @@ def audit(
     footprint: Sequence[Allow],
     expect: Expect = Expect(),  # noqa: B008 - frozen, so one shared default is safe
     bounds: dict[str, tuple[float, float]] | None = None,
+    grids: Sequence[Change] = (),
 ) -> Audit:
-    observed = observe(base, variant) + function_changes(base, variant, bounds or {})
+    """``grids``: changes of activation grids the prints do not hold (:func:`grid_changes`)."""
+    observed = observe(base, variant) + function_changes(base, variant, bounds or {}) + list(grids)
     names = {lp.name: lp.answers_to for lp in [*base, *variant]}
     judged = tuple(
         Change(c.layer, c.what, c.detail, _allowed(c, names.get(c.layer, (c.layer,)), footprint, expect))
@@ -229,3 +232,20 @@ def audit(
     if not judged:
         return Audit(Verdict.NO_EFFECT)
     return Audit(Verdict.CONFOUNDED if any(not c.allowed for c in judged) else Verdict.CLEAN, judged)
+
+
+def grid_changes(
+    base: Mapping[str, Mapping[str, Any]], variant: Mapping[str, Mapping[str, Any]], printed: Iterable[str]
+) -> list[Change]:
+    """A grid wider than 8 bits on one side only, or of another width, on a node with no print of
+    its own (``printed``: the layers fingerprinted, whose ``out_bits`` already say it): each side's
+    ``{tensor: {"bits", "node"}}`` as the compile recorded them, 8 bits where a side has none."""
+    shown = set(printed)
+    found = []
+    for tensor in sorted(set(base) | set(variant)):
+        b, v = base.get(tensor, {}), variant.get(tensor, {})
+        node = str(v.get("node") or b.get("node") or tensor)
+        before, after = b.get("bits", 8), v.get("bits", 8)
+        if before != after and node not in shown:
+            found.append(Change(node, "out_scale", f"{tensor}: {before} -> {after} bits"))
+    return found

@@ -15,14 +15,18 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
 from loop.judge.structure import FOLDED_ACTIVATIONS
 
+if TYPE_CHECKING:  # falls.py reads TensorNoise from here
+    from loop.judge.falls import Fall
+
 EPS = float.fromhex("0x1.0p-52")  # numpy.finfo(float).eps, qdq_loss_debug's floor on both norms
 WORST = 3  # how many layers a flag names
+INPUT = "input"  # the op of a graph input's grid, named after the input itself
 
 
 def snr_db(signal: float, noise: float) -> float:
@@ -44,13 +48,17 @@ class TensorNoise:
     local_snr_db: float
     weight_snr_db: float | None = None  # the layer's kernel, dequantized against its float values
     bits: int | None = None  # of the tensor's grid
+    # the accumulated SNR lost at this layer: the lowest of the quantized tensors it reads, less its own
+    # (None when it reads none); where the signal is lost, which local SNR alone does not show
+    fall_db: float | None = None
 
     def line(self) -> str:
         weight = "" if self.weight_snr_db is None else f"  weights {self.weight_snr_db:6.1f} dB"
         bits = "" if self.bits is None else f"  {self.bits:>2} bit"
+        fall = "" if self.fall_db is None else f"  falls {self.fall_db:6.1f} dB"
         return (
             f"{self.layer}  ({self.op}, {self.tensor})  local {self.local_snr_db:6.1f} dB"
-            f"  accumulated {self.accumulated_snr_db:6.1f} dB{weight}{bits}"
+            f"  accumulated {self.accumulated_snr_db:6.1f} dB{fall}{weight}{bits}"
         )
 
 
@@ -64,9 +72,18 @@ class NoiseReport:
     frames: int
     layers: list[TensorNoise]
     notes: list[str] = field(default_factory=list)  # one line each: the run whose quantization differs
+    falls: list[Fall] = field(default_factory=list)  # where the signal is lost, largest first (loop.judge.falls)
 
     def worst(self, count: int = WORST) -> list[TensorNoise]:
         return self.layers[:count]
+
+    def to_try(self) -> list[str]:
+        """The sweep entries that would put the falls' regions at 16 bits (the worst layers when
+        nothing falls)."""
+        from loop.judge.falls import regions_in_order
+
+        layers = regions_in_order(self.falls) or [t.layer for t in self.layers if t.op != INPUT][:WORST]
+        return [precision_line(layer) for layer in layers]
 
     def in_graph_order(self) -> list[TensorNoise]:
         return sorted(self.layers, key=lambda t: (t.index, t.tensor))
@@ -79,12 +96,17 @@ class NoiseReport:
             "frames": self.frames,
             "notes": list(self.notes),
             "layers": [_finite(asdict(t)) for t in self.layers],
-            "sixteen_bits": [precision_line(t.layer) for t in self.worst()],
+            "falls": [f.to_json() for f in self.falls],
+            "sixteen_bits": self.to_try(),
         }
 
     def lines(self) -> list[str]:
-        """One line per layer, worst first, after the notes."""
-        return [*self.notes, *(t.line() for t in self.layers)]
+        """The notes, where the signal is lost with the entries to try, then one line per layer, worst first."""
+        found = [f.line() for f in self.falls]
+        if found:
+            found = ["where the signal is lost:", *found, "to try 16 bits there, a variant with:"]
+            found += [f"  - {entry}" for entry in self.to_try()]
+        return [*self.notes, *found, *(t.line() for t in self.layers)]
 
 
 def _finite(row: dict[str, Any]) -> dict[str, Any]:
@@ -93,8 +115,10 @@ def _finite(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def worst_first(found: Iterable[TensorNoise]) -> list[TensorNoise]:
-    """By local SNR (what the layer's own quantization loses), then accumulated, then graph order."""
-    return sorted(found, key=lambda t: (t.local_snr_db, t.accumulated_snr_db, t.index, t.tensor))
+    """By what the accumulated SNR falls at the layer (the signal lost there, whatever amplified
+    it), then by local SNR (what its own grid loses), then graph order. A tensor that reads no
+    quantized one (a graph input's grid) ranks as one that lost nothing upstream of itself."""
+    return sorted(found, key=lambda t: (-(t.fall_db or 0.0), t.local_snr_db, t.accumulated_snr_db, t.index, t.tensor))
 
 
 def precision_line(layer: str) -> str:
@@ -132,7 +156,7 @@ def producers(model: onnx.ModelProto, quantized: Sequence[str]) -> dict[str, Pro
                 break  # the clamp's input has a grid of its own: the clamp is a layer of its own
             name = before
         if name not in made_by:
-            found[tensor] = Producer(tensor, "input", -1)
+            found[tensor] = Producer(tensor, INPUT, -1)
             continue
         index, node = made_by[name]
         found[tensor] = Producer(node.name or node.output[0], node.op_type, index)

@@ -75,6 +75,13 @@ class Structure:
     inputs: tuple[str, ...]
     input_shape: tuple[int, ...] = ()
     grid_of: dict[str, str] = field(default_factory=dict)  # tensor -> the tensor whose grid it shares
+    writes: dict[str, str] = field(default_factory=dict)  # node name -> its first output
+
+    def on_grid(self, tensor: str) -> list[str]:
+        """Every node whose output is quantized on ``tensor``'s grid (the writer of a shared grid's
+        head, and the Reshapes and pools that share it)."""
+        head = self.grid(tensor)
+        return [n for n, out in self.writes.items() if self.grid(out) == head]
 
     def grid(self, tensor: str) -> str:
         return self.grid_of.get(tensor, tensor)
@@ -198,6 +205,7 @@ def analyse(model: onnx.ModelProto) -> Structure:
         tuple(v.name for v in values),
         shape,
         grids,
+        {n.name: n.output[0] for n in graph.node if n.name and n.output},
     )
 
 

@@ -174,8 +174,8 @@ NOTED_FLAGS = {Flag.CALIBRATION_WORSE: "scored far below the sweep's own calibra
 
 
 def ruined_lines(run: RunRecord) -> list[str]:
-    """The base the default quantization ruined: by how much, the layers that lose most alone, and the
-    sweep entries that would try them at 16 bits."""
+    """The base the default quantization ruined: by how much, the layers where its signal is lost
+    (:mod:`loop.judge.falls`), and a variant that would try 16 bits there."""
     found = run.info.get("quantization_ruined")
     found = found if isinstance(found, dict) else {}
     snr, threshold = found.get("snr_db"), found.get("threshold_db")
@@ -191,9 +191,16 @@ def ruined_lines(run: RunRecord) -> list[str]:
     lines = [f"  {for_person(run.variant)}: flagged quantization-ruined: {'; '.join(why) or 'see its info'}"]
     worst = found.get("worst_layers") or []
     if worst:
-        named = ", ".join(f"{for_person(w['layer'])} ({w['local_snr_db']:.1f} dB alone)" for w in worst)
-        lines.append(f"    worst layers: {named}; to try them at 16 bits, add variants:")
-        lines += [f"      - {entry}" for entry in found.get("try", [])]
+        named = ", ".join(
+            f"{for_person(w['layer'])} ({_fmt(w.get('before_db'), '.1f')} -> {_fmt(w.get('after_db'), '.1f')} dB)"
+            for w in worst
+        )
+        lines.append(f"    the signal is lost at: {named}")
+        lines.append("    to try 16 bits there, add a variant:")
+        lines += ["      - name: sixteen-bits", "        perturb:"]
+        lines += [f"          - {entry}" for entry in found.get("try", [])]
+    elif "worst_layers" in found:
+        lines.append("    no layer loses 6 dB or more at once: the loss is spread (loop noise lists every layer)")
     elif found.get("worst_layers_error"):
         lines.append(f"    worst layers not found: {_one_line(str(found['worst_layers_error']))}")
     return lines

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from loop.core.errors import LoopError
 from loop.core.kinds import NOT_COMPARABLE, Status, Verdict
@@ -226,6 +226,22 @@ class Page:
                 more = f" (rows {at + 1}-{at + len(part)} of {len(audited)})" if len(audited) > GRID_ROWS else ""
                 yield from audit_grid(part, f"{for_person(sweep[: LIMIT + 1])}{more}")
 
+    def noise(self) -> Iterator[str]:
+        """Each stored noise analysis (loop.flow.evaluate.where_lost) as SNR per tensor in graph order."""
+        from loop.report.noise_plot import noise_figure
+
+        def figures() -> Iterator[Figure]:
+            for r in self.runs:
+                found = r.info.get("quantization_ruined")
+                found = found if isinstance(found, dict) else {}
+                rows = found.get("series")
+                if isinstance(rows, list) and rows:
+                    falls = [str(w.get("layer")) for w in found.get("worst_layers") or [] if isinstance(w, dict)]
+                    title = f"{r.sweep} / {r.variant} (run {r.id}): SNR per quantized tensor, graph order"
+                    yield noise_figure(title, [_row(row) for row in rows if isinstance(row, list)], falls)
+
+        yield from self.plots(figures())
+
     def searches(self) -> Iterator[str]:
         from loop.report.plots import pareto
         from loop.report.searches import front, search_results
@@ -311,6 +327,13 @@ class Page:
         yield from self.plots(device_bars(many) for _ in (1,) if many)
 
 
+def _row(row: list[Any]) -> tuple[str, float | None, float | None]:
+    """A stored ``[layer, accumulated, local]``, whatever the ledger holds (a hand-edited row is drawn, not trusted)."""
+    num = lambda v: float(v) if isinstance(v, int | float) else None  # noqa: E731
+    padded = [*row, None, None, None]
+    return str(padded[0]), num(padded[1]), num(padded[2])
+
+
 def write_page(
     out: TextIO,
     runs: Sequence[RunRecord],
@@ -334,6 +357,11 @@ def write_page(
             f"The audit{f' (perturbed: {for_person(layer[: LIMIT + 1])})' if layer else ''}",
             page.audit,
             "no run changed anything the audit sees",
+        )
+        page.section(
+            "Where accuracy is lost",
+            page.noise,
+            "no run stored a noise analysis (a base flagged quantization-ruined does)",
         )
         page.section("Searches: SNR against rate", page.searches, "no study generation with a rate ratio here")
         page.section("Ladders", page.ladders, "no link ladder (rungs of two frame sizes or more) and no depth ladder")

@@ -229,6 +229,8 @@ class LayerPrecision(Op):
         order = {n: i for i, n in enumerate(structure.node_names)}
         rules: list[Allow] = []
         for p in mine or [p for p in self.precisions(structure) if p.tensor]:
+            # its own grid, where the node is not a layer: every node on it (a Reshape shares its input's)
+            rules += [Allow(n, "out_scale") for n in dict.fromkeys([p.layer, *structure.on_grid(p.tensor)])]
             rules += [Allow(lp.name, "out_scale") for lp in structure.producer_of(p.tensor)]
             for consumer in structure.consumers_of(p.tensor):
                 rules += [Allow(consumer.name, "in_scale"), Allow(consumer.name, "bias-rounding")]

@@ -209,8 +209,9 @@ def agrees(report: NoiseReport, check: dict[str, tuple[float, float]]) -> None:
 
 
 def worst_first(report: NoiseReport) -> None:
-    local = [t.local_snr_db for t in report.layers]
-    assert local == sorted(local)
+    """By the accumulated SNR lost at each layer, largest first (a grid reading nothing quantized last)."""
+    lost = [-(t.fall_db or 0.0) for t in report.layers]
+    assert lost == sorted(lost)
 
 
 def test_the_example_graph_agrees_with_its_activations(tmp_path: Path) -> None:
@@ -220,6 +221,12 @@ def test_the_example_graph_agrees_with_its_activations(tmp_path: Path) -> None:
     # named as `loop layers` names them: the conv, not the Relu removed after it
     assert {t.layer for t in report.layers} == {"conv1", "conv2", "input"}
     assert report.frames == 8 and report.notes == []
+    # each conv's fall: what it reads (the input's grid, no better than 8 bits can be; conv1's) less its own
+    acc = {t.layer: t.accumulated_snr_db for t in report.layers}
+    falls = {t.layer: t.fall_db for t in report.layers}
+    assert falls["input"] is None
+    assert falls["conv1"] == pytest.approx(min(acc["input"], 6.02 * 8 + 1.76) - acc["conv1"])
+    assert falls["conv2"] == pytest.approx(acc["conv1"] - acc["conv2"])
 
 
 def test_a_torchvision_shaped_net_agrees_with_its_activations(tmp_path: Path) -> None:

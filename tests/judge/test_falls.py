@@ -1,0 +1,148 @@
+"""Where the signal is lost (issue 36): the falls of accumulated SNR, their regions, and the flag of a
+ruined base that names them, on a LayerNorm written out as ``E[x^2] - E[x]^2`` (as jax2tf exports
+it in magika), fed frames with a large mean and a small spread: two nearly equal 8-bit values
+subtracted, then a reciprocal square root of their small difference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import yaml
+from authored import FAST_MEASURE
+from onnx import TensorProto, helper, numpy_helper
+from sweeps import _sweep_runs
+
+from loop import api
+from loop.judge.falls import ROOT, dominators, float_inputs
+from loop.report.page import write_report
+from loop.store.ledger import Ledger
+
+FEATURES, TOKENS, CLASSES = 64, 8, 10
+
+
+def layer_norm_written_out(seed: int = 0) -> onnx.ModelProto:
+    rng = np.random.default_rng(seed)
+    consts = [
+        numpy_helper.from_array(np.array(1e-6, np.float32), "eps"),
+        numpy_helper.from_array(rng.normal(0, 0.3, (FEATURES, CLASSES)).astype(np.float32), "head.weight"),
+    ]
+    mean = {"axes": [-1], "keepdims": 1}
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["mean"], "ln/mean", **mean),
+        helper.make_node("Mul", ["x", "x"], ["sq"], "ln/square"),
+        helper.make_node("ReduceMean", ["sq"], ["mean_sq"], "ln/mean_sq", **mean),
+        helper.make_node("Mul", ["mean", "mean"], ["sq_mean"], "ln/sq_mean"),
+        helper.make_node("Sub", ["mean_sq", "sq_mean"], ["var"], "ln/var"),
+        helper.make_node("Add", ["var", "eps"], ["var_eps"], "ln/add_eps"),
+        helper.make_node("Sqrt", ["var_eps"], ["std"], "ln/sqrt"),
+        helper.make_node("Reciprocal", ["std"], ["inv"], "ln/rsqrt"),
+        helper.make_node("Sub", ["x", "mean"], ["centred"], "ln/centre"),
+        helper.make_node("Mul", ["centred", "inv"], ["normed"], "ln/scale"),
+        helper.make_node("MatMul", ["normed", "head.weight"], ["logits"], "head/MatMul"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "ln",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, TOKENS, FEATURES])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, TOKENS, CLASSES])],
+        consts,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def frames(count: int, seed: int) -> np.ndarray:
+    """Token features near 4 with a spread of 0.3 per token: a variance 180 times below the mean square."""
+    rng = np.random.default_rng(seed)
+    spread = rng.uniform(0.1, 0.5, (count, TOKENS, 1))
+    return (4.0 + spread * rng.standard_normal((count, TOKENS, FEATURES))).astype(np.float32)
+
+
+def sweep(folder: Path, variants: list[dict[str, object]]) -> Path:
+    onnx.save(layer_norm_written_out(), folder / "net.onnx")
+    np.save(folder / "calib.npy", frames(32, 1))
+    np.save(folder / "score.npy", frames(8, 2))
+    doc = {
+        "sweep": "ln",
+        "base": "net.onnx",
+        "calibration": {"path": "calib.npy"},
+        "inputs": {"path": "score.npy"},
+        "measure": yaml.safe_load(FAST_MEASURE.removeprefix("measure: ")),
+        "variants": variants,
+    }
+    path = folder / "sweep.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_dominators_of_a_diamond_and_a_chain() -> None:
+    reads = {"x": [ROOT], "a": ["x"], "b": ["x"], "c": ["a", "b"], "d": ["c"]}
+    assert dominators(reads) == {ROOT: ROOT, "x": ROOT, "a": "x", "b": "x", "c": "x", "d": "c"}
+
+
+def test_the_signal_flows_through_float_activations_only() -> None:
+    """Constants and integer shape paths are not where the signal flows: the variance's dominator is
+    the input, not the graph's root through a Shape."""
+    reads = float_inputs(layer_norm_written_out())
+    assert reads["var_eps"] == ["var"] and reads["x"] == [ROOT]
+    assert dominators(reads)["var"] == "x"
+
+
+def test_the_fall_is_named_and_its_region_brings_the_base_back(tmp_path: Path) -> None:
+    """The base is flagged quantization-ruined and names where the signal is lost; loop noise lists
+    those layers first; the variant the flag prints, run as a sweep, is clean and scores 25 dB or more."""
+    path = sweep(tmp_path, [{"name": "base"}])
+    runs = _sweep_runs(path, tmp_path / "runs")
+    base = runs["base"]
+    assert "quantization-ruined" in base["flags"], base["scores"]
+    assert base["scores"]["snr_db"] < 10
+    with Ledger(tmp_path / "runs" / "ledger.sqlite", readonly=True) as book:
+        found = next(r for r in book.records() if r.variant == "base").info["quantization_ruined"]
+    lost = [w["layer"] for w in found["worst_layers"]]
+    assert lost[0] == "ln/var", lost  # where E[x^2] - E[x]^2 cancels
+    assert all(w["before_db"] - w["after_db"] >= 6 for w in found["worst_layers"])
+    page = write_report(tmp_path / "runs", None, tmp_path / "report.html").read_text()
+    assert page.count('id="falls') == 1 and "no run stored a noise analysis" not in page  # the plot beside the audit
+    report = api.noise(path, "base")
+    assert [t.layer for t in report.layers[: len(lost)]] == lost  # loop noise lists them first
+    assert report.to_try() == found["try"]
+    entries = [yaml.safe_load(line) for line in found["try"]]
+    assert {"ln/square", "ln/sq_mean"} <= {e["layer"] for e in entries}  # the grids the subtraction amplifies
+    fixed = _sweep_runs(sweep(tmp_path, [{"name": "base"}, {"name": "sixteen", "perturb": entries}]), tmp_path / "r2")
+    assert fixed["sixteen"]["verdict"] == "clean"
+    assert fixed["sixteen"]["scores"]["snr_db"] >= 25, fixed["sixteen"]["scores"]
+
+
+def test_a_wider_grid_shared_through_a_reshape_is_asked_for(tmp_path: Path) -> None:
+    """A 16-bit precision on a Reshape widens the grid it shares with the node before it (the
+    quantizer puts one Q there): the audit sees the writer's grid move, inside the op's footprint.
+    Without the footprint following the shared grid this read confounded; without the recorded
+    wide grids it read no-effect (a Mul has no print of its own)."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("Mul", ["x", "x"], ["sq"], "square"),
+        helper.make_node("Reshape", ["sq", "shape"], ["flat"], "flat"),
+        helper.make_node("MatMul", ["flat", "w"], ["y"], "head"),
+    ]
+    consts = [
+        numpy_helper.from_array(np.array([1, TOKENS * FEATURES], np.int64), "shape"),
+        numpy_helper.from_array(rng.normal(0, 0.1, (TOKENS * FEATURES, CLASSES)).astype(np.float32), "w"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, TOKENS, FEATURES])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, CLASSES])],
+        consts,
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "net.onnx")
+    (tmp_path / "s.yaml").write_text(
+        "sweep: r\nbase: net.onnx\ncalibration: {count: 8}\ninputs: {count: 3}\n"
+        + FAST_MEASURE
+        + "\nvariants:\n  - name: base\n  - {name: wide, perturb: [{op: precision, layer: flat, bits: 16}]}\n"
+    )
+    runs = _sweep_runs(tmp_path / "s.yaml", tmp_path / "runs")
+    wide = runs["wide"]
+    assert wide["verdict"] == "clean", wide["changes"]
+    assert any(c["layer"] == "square" and "8 -> 16 bits" in c["detail"] for c in wide["changes"])

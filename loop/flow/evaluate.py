@@ -370,9 +370,7 @@ def where_lost(spec: SweepSpec, authored: Authored) -> dict[str, Any]:
         report, _ = of_authored(spec, authored)
     except Exception as exc:  # the run is recorded whatever the analysis does
         return {"worst_layers_error": f"{type(exc).__name__}: {exc}"}
-    from loop.report.noise_plot import series
-
-    return {"worst_layers": [f.to_json() for f in report.falls], "try": report.to_try(), "series": series(report)}
+    return {"worst_layers": [f.to_json() for f in report.falls], "try": report.to_try(), "series": report.series()}
 
 
 def _vendor_flags(stick: dict[str, Any] | None) -> list[Flag]:

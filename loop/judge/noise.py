@@ -88,6 +88,12 @@ class NoiseReport:
     def in_graph_order(self) -> list[TensorNoise]:
         return sorted(self.layers, key=lambda t: (t.index, t.tensor))
 
+    def series(self) -> list[list[Any]]:
+        """The rows a run stores to be drawn again: ``[layer, accumulated, local]`` in graph order,
+        to 0.1 dB, an infinite figure as None (JSON has no infinity)."""
+        kept = lambda v: round(v, 1) if math.isfinite(v) else None  # noqa: E731
+        return [[t.layer, kept(t.accumulated_snr_db), kept(t.local_snr_db)] for t in self.in_graph_order()]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "sweep": self.sweep,

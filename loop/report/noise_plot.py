@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loop.judge.noise import NoiseReport
 from loop.report.plots import figure, shown, svg
@@ -19,13 +19,6 @@ if TYPE_CHECKING:
 FLOOR_DB = 10.0
 SHOWN_DB = 120.0  # a lossless tensor's SNR (the eps floor: ~300 dB) is drawn here, not off the chart
 Row = tuple[str, float | None, float | None]  # layer, accumulated, local (None: lossless, as JSON keeps it)
-
-
-def series(report: NoiseReport) -> list[list[Any]]:
-    """The rows a run stores to be drawn again: ``[layer, accumulated, local]`` in graph order,
-    to 0.1 dB, an infinite figure as None (JSON has no infinity)."""
-    kept = lambda v: round(v, 1) if math.isfinite(v) else None  # noqa: E731
-    return [[t.layer, kept(t.accumulated_snr_db), kept(t.local_snr_db)] for t in report.in_graph_order()]
 
 
 def noise_figure(title: str, rows: Sequence[Row], falls: Sequence[str] = ()) -> Figure:
@@ -49,7 +42,7 @@ def noise_figure(title: str, rows: Sequence[Row], falls: Sequence[str] = ()) -> 
 
 
 def noise_svg(report: NoiseReport) -> str:
-    rows = [(r[0], r[1], r[2]) for r in series(report)]
+    rows = [(r[0], r[1], r[2]) for r in report.series()]
     title = f"{report.sweep} / {report.variant}: SNR per quantized tensor, graph order"
     fig = noise_figure(title, rows, [f.layer for f in report.falls])
     return svg(fig, salt=f"noise-{report.sweep}-{report.variant}")

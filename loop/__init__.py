@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "evaluate"]
+__all__ = ["Study", "__version__", "evaluate"]
 
 
 def evaluate(*args: Any, **kwargs: Any) -> Any:
@@ -13,3 +13,12 @@ def evaluate(*args: Any, **kwargs: Any) -> Any:
     from loop.api import evaluate as _evaluate  # imported on use: `loop --help` stays light
 
     return _evaluate(*args, **kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    """``loop.Study``, imported on first use (the study pulls in the sweep's flow)."""
+    if name == "Study":
+        from loop.study import Study
+
+        return Study
+    raise AttributeError(f"module 'loop' has no attribute {name!r}")

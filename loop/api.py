@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,25 +21,23 @@ from loop.core.errors import LoopError
 from loop.core.kinds import Flag, Status, Verdict
 from loop.core.leftovers import scratch
 from loop.core.record import RunRecord
-from loop.flow.local_runner import LocalRunner
-from loop.flow.runner import RaceSpec, RunTask
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.hailort.hef import HefInfo, inspect_hef
 from loop.judge.noise import NoiseReport
 from loop.measure.compare import ledger_ratio
 from loop.spec.sweepfile import parse
-from loop.store.artifacts import load_artifact, recorded_sha
-from loop.store.files import atomic_write, runs_artifact, safe_component, store_verified
+from loop.store.files import atomic_write, safe_component, store_verified
 from loop.store.ledger import Ledger
 
 Candidate = Sequence[Mapping[str, Any]] | onnx.ModelProto | bytes | str | Path
 
 
-@dataclass
+@dataclass(frozen=True)
 class Result:
     """One candidate's outcome: its verdict, whether it is fit to compare and why not, its
     scores and the three quantities, its rate's interval and its rate ratio to the reference
-    of its sweep (the base compiled with the same options) with that ratio's interval."""
+    of its sweep (the base compiled with the same options) with that ratio's interval. A view
+    built from the run record (and, in a study, its ratio row): never changed in place."""
 
     index: int
     variant: str
@@ -177,33 +175,6 @@ def _results(runs: Path, outcomes: Sequence[Any], count: int) -> list[Result]:
     return [result_of(i, by_name[f"c{i}"], by_name.get("base")) for i in range(count)]
 
 
-def race_runs(runs: Path, sweep_file: Path, ref: RunRecord, candidates: Sequence[RunRecord]) -> dict[str, Any]:
-    """Measure ``candidates`` with their reference in interleaved rounds on the sweep's first
-    device, in a device process of its own, to the sweep's ``measure.target_ratio_pct`` within
-    its ``measure.budget_s``; what :mod:`loop.measure.rounds` found, as JSON."""
-    spec = parse(sweep_file)
-    target_pct, budget_s = spec.measure.target_ratio_pct, spec.measure.budget_s
-    load = lambda r: load_artifact(runs_artifact(runs, Path(r.artifact or "").name), recorded_sha(r))  # noqa: E731
-    unique = list({recorded_sha(r): r for r in candidates}.values())  # one side per artifact
-    race = RaceSpec(tuple(load(r) for r in unique), target_pct, budget_s)
-    task = RunTask(load(ref), {}, spec.measure, spec.devices[:1], measure=False, race=race)
-    with LocalRunner() as runner:
-        ran = runner.run(task)
-    if not ran.ok or ran.measure is None:
-        raise LoopError(f"measuring the generation together failed at {ran.stage}: {ran.error}")
-    m, shas = ran.measure, [recorded_sha(r) for r in unique]
-    rows = [
-        {"artifact_sha": sha, "ratio": r[0], "low": r[1], "high": r[2], "dropped": d}
-        for sha, r, d in zip(shas, m["ratios"][1:], m["dropped"][1:], strict=True)
-    ]
-    return {
-        "reference_run": ref.id,
-        "runs": {str(r.id): recorded_sha(r) for r in candidates},
-        "candidates": rows,
-        **{k: v for k, v in m.items() if k not in ("ratios", "dropped", "host")},  # depth, switches: beside the fps
-    }
-
-
 def _why(run: RunRecord) -> str | None:
     apart = run.why_apart
     if apart is not None or run.status != Status.OK:
@@ -216,11 +187,11 @@ def _why(run: RunRecord) -> str | None:
 
 def result_of(index: int, run: RunRecord, ref: RunRecord | None = None, reused: bool = False) -> Result:
     """The result of candidate ``index`` from its run, with its rate ratio to ``ref``."""
-    result = _result(index, run)
-    result.reused = reused
+    result = replace(_result(index, run), reused=reused)
     mine, theirs = run.measure.rate, None if ref is None else ref.measure.rate
     if mine is not None and theirs is not None and theirs.median > 0:
-        result.rate_ratio, result.rate_ratio_ci95 = ledger_ratio(theirs, mine)
+        ratio, ci95 = ledger_ratio(theirs, mine)
+        return replace(result, rate_ratio=ratio, rate_ratio_ci95=ci95)
     return result
 
 

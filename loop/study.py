@@ -30,27 +30,29 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from loop.api import Result, check_generation, race_runs, result_of, write_generation
+from loop.api import Result, check_generation, result_of, write_generation
 from loop.core.errors import LoopError
+from loop.core.hashing import bytes_sha
+from loop.core.kinds import Flag
 from loop.core.leftovers import scratch
 from loop.core.record import RunRecord
 from loop.core.registry import compiler_class
 from loop.core.text import for_person
+from loop.flow.generation import run_generation
 from loop.flow.resume import Content, ContentChanged, Named, moved
-from loop.flow.sweep import SweepOptions, reference_content, run_sweep
+from loop.flow.sweep import SweepOptions, reference_content
 from loop.measure.stats import widened
 from loop.spec.sweepfile import parse
 from loop.spec.yamlio import load_yaml
-from loop.store.files import atomic_write, safe_component
 from loop.store.ledger import Ledger
-from loop.store.races import read_race
+from loop.store.studies import Asked, Ratio, RatioRow, StudyStore, ratios
+from loop.store.study_files import import_files
 
 Candidate = Sequence[Mapping[str, Any]] | Mapping[str, Any]
 
@@ -111,43 +113,60 @@ class Study:
         **settings: Any,
     ) -> None:
         self.name, self.runs, self.jobs, self.scorer, self.progress = name, Path(runs), jobs, scorer, progress
-        path = self.runs / "studies" / safe_component(f"{name}.json", "name")
-        asked: dict[str, Any] = {
-            "base": None if base is None else str(Path(base).resolve()),
-            "backend": backend,
-            "settings": settings,
-        }
-        if path.exists():
-            kept = json.loads(path.read_text())
-            kept.pop("race", None)  # kept apart by studies older than measure.target_ratio_pct
-            if base is None and not settings:
-                asked = kept  # opened by name alone: as it was started
-            elif kept != json.loads(json.dumps(asked, default=str)):
-                raise LoopError(
-                    f"study '{name}' was started with base {kept['base']} and settings {kept['settings']}; "
-                    f"this asks for base {asked['base']} and {settings}: open it by name alone, or use another name",
-                    field="name",
-                )
-        elif base is None:
-            raise LoopError(f"no study '{name}' under {self.runs}: give its base to start it", field="base")
-        elif not Path(base).is_file():  # refused before the study is written down
-            raise LoopError(f"study '{name}': base {base} is not a file", field="base")
-        else:
-            atomic_write(path, json.dumps(asked, indent=2, default=str).encode())
+        asked: dict[str, Any] = json.loads(
+            json.dumps(
+                {"base": None if base is None else str(Path(base).resolve()), "backend": backend, "settings": settings},
+                default=str,
+            )
+        )
+        with self._store() as store:
+            kept = store.settings() or import_files(store, self.runs, self._key_of)
+            if kept is not None:
+                if base is None and not settings:
+                    asked = kept  # opened by name alone: as it was started
+                elif kept != asked:
+                    raise LoopError(
+                        f"study '{name}' was started with base {kept['base']} and settings {kept['settings']}; "
+                        f"this asks for base {asked['base']} and {settings}: "
+                        "open it by name alone, or use another name",
+                        field="name",
+                    )
+            elif base is None:
+                raise LoopError(f"no study '{name}' under {self.runs}: give its base to start it", field="base")
+            elif not Path(base).is_file():  # refused before the study is written down
+                raise LoopError(f"study '{name}': base {base} is not a file", field="base")
+            else:
+                found = store.start(asked, bytes_sha(Path(base).read_bytes()))
+                if found != asked:  # another process started it first, otherwise
+                    raise LoopError(f"study '{name}' was just started by another process with {found}", field="name")
         self.base, self.backend, self.settings = asked["base"], asked["backend"], dict(asked["settings"])
         self._compile: dict[str, Any] = json.loads(json.dumps(self.settings.get("compile") or {}, default=str))
 
+    @contextmanager
+    def _store(self, readonly: bool = False) -> Iterator[StudyStore]:
+        if not readonly:
+            self.runs.mkdir(parents=True, exist_ok=True)
+        with Ledger(self.runs / "ledger.sqlite", readonly=readonly) as ledger:
+            yield StudyStore(ledger, self.name)
+
+    def _key_of(
+        self, perturb: Sequence[Mapping[str, Any]], options: Mapping[str, Any], study: Mapping[str, Any]
+    ) -> str:
+        """A candidate's content key as a generation file of the old layout holds it (its sweep's
+        compile options over the study's)."""
+        return content_key(*_split({"perturb": list(perturb), "compile": dict(options)}, study))
+
     # -- generations ---------------------------------------------------------------------
 
-    def _generation_files(self) -> list[Path]:
-        """In generation order (``g10`` after ``g9``), so the latest run of a candidate wins."""
-        folder = self.runs / "generations"
-        found = folder.glob(f"{self.name}-g*.yaml") if folder.exists() else []
-        return sorted(found, key=lambda p: (_generation_of(self.name, p) or 0, p.name))
+    def generations(self) -> dict[int, str]:
+        """Each generation claimed, by number: ``done``, ``claimed`` (running, or left by a process
+        that died: the next ``evaluate`` of its candidates takes it over) or ``abandoned``."""
+        with self._store() as store:
+            return store.states()
 
     def next_generation(self) -> int:
-        numbers = [_generation_of(self.name, p) for p in self._generation_files()]
-        return 1 + max((n for n in numbers if n is not None), default=-1)
+        with self._store() as store:
+            return 1 + max(store.numbers(), default=-1)
 
     def evaluate(
         self,
@@ -157,108 +176,108 @@ class Study:
         names: Sequence[str] | None = None,
     ) -> list[Result]:
         """Run the generation (the next one unless given) and return a result per candidate;
-        ``names`` names the candidates' runs (default ``c0``, ``c1``...)."""
-        if generation is None:
-            generation = self.next_generation()
-        elif any(_generation_of(self.name, p) == generation for p in self._generation_files()):
-            raise LoopError(f"study '{self.name}' has a generation {generation} already: leave generation out")
+        ``names`` names the candidates' runs (default ``c0``, ``c1``...). A generation this
+        process or a dead one left unfinished, of the same candidates, is resumed."""
         split = [_split(c, self._compile) for c in candidates]
         keys = [content_key(p, o) for p, o in split]
+        variants = [names[i] if names else f"c{i}" for i in range(len(keys))]
         done = {} if remeasure else self._reusable(set(keys))
         todo: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
         named: dict[str, str] = {}
-        for i, (key, (perturb, options)) in enumerate(zip(keys, split, strict=True)):
+        for key, variant, (perturb, options) in zip(keys, variants, split, strict=True):
             if key not in done:
                 todo.setdefault(key, (perturb, options))
-                named.setdefault(key, names[i] if names else f"c{i}")
-        fresh = self._run(generation, todo, named) if todo else {}
-        raced = self._raced()
-        out = []
-        for i, key in enumerate(keys):
-            run, ref = fresh[key] if key in fresh else done[key]
-            out.append(with_race(result_of(i, run, ref, reused=key not in fresh), raced))
-        return out
+                named.setdefault(key, variant)
+        groups = self._groups(todo, named)
+        self._check(groups)  # bad input: one line, and nothing claimed
+        with self._store() as store:
+            number, _ = store.claim(
+                [Asked(i, k, v) for i, (k, v) in enumerate(zip(keys, variants, strict=True))], generation
+            )
+        fresh = self._run(number, groups) if groups else {}
+        answers = [
+            (i, fresh[k][2], fresh[k][0], fresh[k][1], None)
+            if k in fresh
+            else (i, done[k].run.sweep, done[k].run, done[k].ref, done[k].generation)
+            for i, k in enumerate(keys)
+        ]
+        with self._store() as store:
+            store.answer(
+                number, [(i, sw, run.id or 0, None if ref is None else ref.id, gen) for i, sw, run, ref, gen in answers]
+            )
+            store.finish(number)
+            raced = ratios(store.ledger, [run.id or 0 for _, _, run, _, _ in answers])
+        return [with_race(result_of(i, run, ref, reused=gen is not None), raced) for i, _, run, ref, gen in answers]
 
-    def _run(
-        self,
-        generation: int,
-        todo: Mapping[str, tuple[list[dict[str, Any]], dict[str, Any]]],
-        named: Mapping[str, str],
-    ) -> dict[str, tuple[RunRecord, RunRecord | None]]:
-        """Each group of compile options as one sweep with its own base; runs by content key."""
+    def _groups(
+        self, todo: Mapping[str, tuple[list[dict[str, Any]], dict[str, Any]]], named: Mapping[str, str]
+    ) -> list[tuple[str, dict[str, Any], list[dict[str, Any]], list[str]]]:
+        """Each group of compile options: its sweep suffix, settings, variants and content keys."""
         groups: dict[str, list[str]] = {}
         for key, (_, options) in todo.items():
             groups.setdefault(json.dumps(options, sort_keys=True, default=str), []).append(key)
-        found: dict[str, tuple[RunRecord, RunRecord | None]] = {}
+        out = []
         for options_json, members in groups.items():
             options = json.loads(options_json)
             suffix = "" if not options else "-o" + hashlib.sha256(options_json.encode()).hexdigest()[:8]
             settings = {**self.settings, "compile": {**(self.settings.get("compile") or {}), **options}}
-            variants = [{"name": named[k], "perturb": todo[k][0]} for k in members]
-            sweep = f"{self.name}-g{generation}{suffix}"
-            path = write_generation(self.runs, sweep, self.base, self.backend, variants, settings)
-            options_ = SweepOptions(jobs=self.jobs, progress=self.progress, scorer=self.scorer, generation=generation)
-            run_sweep(parse(path), self.runs, options_)
-            runs, ref = self._latest(sweep)
-            found.update((k, (runs[named[k]], ref)) for k in members)
-            self._race(sweep, ref, [runs[named[k]] for k in members])
-        return found
-
-    def _race(self, sweep: str, ref: RunRecord | None, candidates: list[RunRecord]) -> None:
-        """The group's reference and candidates measured together; kept beside the study."""
-        ok = [r for r in candidates if r.status == "ok" and r.artifact and r.id != (ref.id if ref else None)]
-        if ref is None or ref.status != "ok" or not ok:
-            return
-        sweep_file = self.runs / "generations" / safe_component(f"{sweep}.yaml", "name")
-        try:
-            found = race_runs(self.runs, sweep_file, ref, ok)
-        except LoopError as exc:  # the runs are recorded; their ratios fall back to the ledger's figures
-            warnings.warn(f"{sweep}: {exc}; rate ratios from the runs' own figures", LoopWarning, stacklevel=3)
-            return
-        path = self.runs / "studies" / safe_component(f"{sweep}.race.json", "name")
-        atomic_write(path, json.dumps(found, indent=2).encode())
-
-    def _raced(self) -> dict[int, dict[str, Any]]:
-        """Each raced run's ratio to its reference, by run id, from every race file of the
-        study; a file that cannot be used is warned about and its runs keep the ledger's."""
-        out: dict[int, dict[str, Any]] = {}
-        folder = self.runs / "studies"
-        for path in sorted(folder.glob(f"{self.name}-g*.race.json")) if folder.exists() else []:
-            try:
-                out.update(read_race(path))
-            except LoopError as exc:
-                warnings.warn(str(exc), LoopWarning, stacklevel=3)
+            out.append((suffix, settings, [{"name": named[k], "perturb": todo[k][0]} for k in members], members))
         return out
 
-    def _latest(self, sweep: str) -> tuple[dict[str, RunRecord], RunRecord | None]:
-        with Ledger(self.runs / "ledger.sqlite", readonly=True) as ledger:
-            runs = {r.variant: r for r in ledger.records(sweep)}  # id order: the latest attempt wins
-        return runs, runs.get("base")
+    def _check(self, groups: Sequence[tuple[str, dict[str, Any], list[dict[str, Any]], list[str]]]) -> None:
+        """Refuse a generation that would not parse, in one line, before a number is claimed."""
+        with scratch("gen") as tmp:
+            for suffix, settings, variants, _ in groups:
+                check_generation(Path(tmp), f"{self.name}-check{suffix}", self.base, self.backend, variants, settings)
 
-    def _evaluated(self) -> list[Evaluated]:
-        """Every candidate this study has run, in generation order, from its generation files."""
-        found: list[Evaluated] = []
-        for path in self._generation_files():
-            doc = yaml.safe_load(path.read_text())
-            runs, ref = self._latest(str(doc["sweep"]))
-            content = Content(None, None, None) if ref is None else Content.of(ref)
-            for v in doc.get("variants", []):
-                run = runs.get(v["name"])
-                if v["name"] != "base" and run is not None and run.status == "ok":
-                    asked = {"perturb": v.get("perturb") or [], "compile": doc.get("compile") or {}}
-                    key = content_key(*_split(asked, self._compile))
-                    found.append(Evaluated(key, _generation_of(self.name, path) or 0, content, run, ref))
+    def _run(
+        self, generation: int, groups: Sequence[tuple[str, dict[str, Any], list[dict[str, Any]], list[str]]]
+    ) -> dict[str, tuple[RunRecord, RunRecord | None, str]]:
+        """Each group as one generation flow with its own base, its ratios recorded; runs by
+        content key."""
+        found: dict[str, tuple[RunRecord, RunRecord | None, str]] = {}
+        for suffix, settings, variants, members in groups:
+            sweep = f"{self.name}-g{generation}{suffix}"
+            path = write_generation(self.runs, sweep, self.base, self.backend, variants, settings)  # for people
+            options = SweepOptions(jobs=self.jobs, progress=self.progress, scorer=self.scorer, generation=generation)
+            ran = run_generation(parse(path), self.runs, options)
+            if ran.error:  # the runs are recorded, unmeasured: their results say so
+                warnings.warn(f"{sweep}: {ran.error}; no rates", LoopWarning, stacklevel=3)
+            with self._store() as store:
+                store.put_ratios(ran.ratios)
+            ref = ran.runs.get("base")
+            found.update((k, (ran.runs[v["name"]], ref, sweep)) for k, v in zip(members, variants, strict=True))
         return found
 
-    def _reusable(self, keys: set[str]) -> dict[str, tuple[RunRecord, RunRecord | None]]:
+    def _evaluated(self, store: StudyStore) -> list[Evaluated]:
+        """Every candidate this study has run, in generation order, from the ledger."""
+        found: list[Evaluated] = []
+        by_id: dict[int, RunRecord] = {}
+
+        def run(i: int) -> RunRecord:
+            if i not in by_id:
+                by_id[i] = store.ledger.record(i)
+            return by_id[i]
+
+        for a in store.answered():
+            if a.reused_from is not None:
+                continue  # the run it reuses is listed where it ran
+            mine, ref = run(a.run_id), None if a.ref_run_id is None else run(a.ref_run_id)
+            if mine.status == "ok":
+                content = Content(None, None, None) if ref is None else Content.of(ref)
+                found.append(Evaluated(a.key, a.generation, content, mine, ref))
+        return found
+
+    def _reusable(self, keys: set[str]) -> dict[str, Evaluated]:
         """The latest run of each of ``keys`` whose reference stood on what the base and frame
         files hold now, compiled by the same tools; a line for each content or set of tools it
         no longer matches, where that costs a rerun."""
-        earlier = [e for e in self._evaluated() if e.key in keys]
+        with self._store() as store:
+            earlier = [e for e in self._evaluated(store) if e.key in keys]
         if not earlier:
             return {}
         (now, names), tools = self._content(), compiler_class(self.backend)().describe()
-        found = {e.key: (e.run, e.ref) for e in earlier if self._same(e.content, now) and e.run.versions == tools}
+        found = {e.key: e for e in earlier if self._same(e.content, now) and e.run.versions == tools}
         stale = {(e.content, json.dumps(e.run.versions, sort_keys=True)): e for e in earlier if e.key not in found}
         for (before, _), e in stale.items():  # the latest generation of each
             since = f"generation {e.generation}"
@@ -286,9 +305,10 @@ class Study:
     # -- answers -------------------------------------------------------------------------
 
     def results(self) -> list[Result]:
-        """Every candidate this study has evaluated, once each (its latest run)."""
-        raced = self._raced()
-        latest = {e.key: (e.run, e.ref) for e in self._evaluated()}
+        """Every candidate this study has evaluated, once each (its latest run), from the ledger."""
+        with self._store() as store:
+            latest = {e.key: (e.run, e.ref) for e in self._evaluated(store)}
+            raced = ratios(store.ledger, [run.id or 0 for run, _ in latest.values()])
         return [with_race(result_of(i, run, ref), raced) for i, (run, ref) in enumerate(latest.values())]
 
     def best(self, key: str = "snr_db", usable_only: bool = True) -> Result | None:
@@ -297,10 +317,10 @@ class Study:
         any of them may be the better one."""
         pool = [r for r in self.results() if (r.usable or not usable_only) and r.value(key) is not None]
         found = max(pool, key=lambda r: float(r.value(key) or 0.0), default=None)
-        if found is not None:
-            low = found.interval(key)[0]
-            found.tied = [r for r in pool if r is not found and r.interval(key)[1] >= low]
-        return found
+        if found is None:
+            return None
+        low = found.interval(key)[0]
+        return replace(found, tied=[r for r in pool if r is not found and r.interval(key)[1] >= low])
 
     def pareto(self, keys: Sequence[str] = ("snr_db", "rate_ratio")) -> list[Result]:
         """The usable results no other beats on every key beyond their intervals."""
@@ -334,20 +354,38 @@ def _dominates(a: Result, b: Result, keys: Sequence[str]) -> bool:
     return not_worse and any(alo > bhi for (alo, _), (_, bhi) in zip(ia, ib, strict=True))
 
 
-def with_race(result: Result, raced: Mapping[int, Mapping[str, Any]]) -> Result:
-    """The result with its ratio from the generation's rounds, where it was raced: its 95%
-    interval is the rounds' widened by the race's A/A floor (two sessions of one artifact
-    differed by that much, which no round-to-round interval shows)."""
-    found = raced.get(result.run_id or -1)
-    if found is None:
+def with_race(result: Result, raced: Mapping[int, RatioRow]) -> Result:
+    """The result with its ratio and its own rate from the generation's rounds, where it was
+    raced: the ratio's 95% interval is the rounds' widened by the race's A/A floor (two sessions of
+    one artifact differed by that much, which no round-to-round interval shows). A ratio whose
+    rounds met the target is usable on a busy host: load both sides shared cancels in it, and the
+    race's ``host-busy`` flag stays for anyone who reads the absolute rate."""
+    row = raced.get(result.run_id or -1)
+    if row is None:
         return result
-    _, lo, hi = widened((found["ratio"], found["low"], found["high"]), found.get("floor_pct"))
-    result.rate_ratio, result.rate_ratio_ci95 = found["ratio"], (lo, hi)
-    result.ratio_floor_pct = found.get("floor_pct")
-    result.ratio_basis = f"interleaved, {found['rounds']} rounds" + (" (dropped: beaten)" if found["dropped"] else "")
-    return result
+    ratio = Ratio(*widened((row.ratio.value, row.ratio.low, row.ratio.high), row.floor_pct))
+    flags = tuple(dict.fromkeys((*result.flags, *row.flags)))
+    why = result.why
+    if why is not None and why.startswith(HOST_BUSY) and row.met:
+        why = None  # the protocol's own figures were of a busy host; the ratio is not
+    elif why is None and Flag.HOST_BUSY in row.flags and not row.met:
+        why = f"{HOST_BUSY}, and its ratio's interval is wider than measure.target_ratio_pct ({row.target_pct or 0:g}%)"
+    fps, ci95 = (result.rate_fps, result.rate_ci95) if row.fps is None else (row.fps.value, (row.fps.low, row.fps.high))
+    basis = f"interleaved, {row.rounds} rounds" + (" (dropped: beaten)" if row.dropped is not None else "")
+    return replace(
+        result,
+        rate_fps=fps,
+        rate_ci95=ci95,
+        rate_ratio=ratio.value,
+        rate_ratio_ci95=(ratio.low, ratio.high),
+        ratio_floor_pct=row.floor_pct,
+        ratio_basis=basis,
+        flags=flags,
+        why=why,
+    )
 
 
+HOST_BUSY = "measured host-busy"  # how loop.api's why begins for a run measured on a busy host
 SHARED = ("devices", "seed", "calibration", "inputs", "compile", "measure", "params", "input_shapes")
 
 
@@ -380,11 +418,6 @@ def _absolute(data: Any, here: Path) -> Any:
     if isinstance(data, Mapping) and data.get("path") is not None:
         return {**data, "path": str((here / str(data["path"])).resolve())}
     return data
-
-
-def _generation_of(name: str, path: Path) -> int | None:
-    rest = path.stem[len(name) + 2 :].split("-o")[0]
-    return int(rest) if rest.isdigit() else None
 
 
 __all__ = ["Study", "content_key", "from_sweep_file", "with_race"]

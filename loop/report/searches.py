@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loop.core.errors import LoopError
 from loop.core.kinds import Verdict
@@ -15,6 +15,7 @@ from loop.core.record import RunRecord
 
 if TYPE_CHECKING:
     from loop.api import Result
+    from loop.store.studies import RatioRow
 
 PARETO_KEYS = ("snr_db", "rate_ratio")
 STUDY = re.compile(r"^(?P<study>.+)-g(?P<generation>\d+)(?:-o[0-9a-f]+)?$")
@@ -26,12 +27,21 @@ def study_of(sweep: str) -> str:
     return found["study"] if found else sweep
 
 
-def raced(runs_dir: Path, sweep: str) -> dict[int, dict[str, Any]]:
-    """Each raced run's ratio to its reference, by run id, from ``studies/SWEEP.race.json``
-    (:func:`loop.store.races.read_race`); {} where there is none."""
-    from loop.store.races import read_race
+def raced(runs_dir: Path, sweep: str, run_ids: Sequence[int]) -> dict[int, RatioRow]:
+    """Each raced run's ratio to its reference, by run id: from the ledger's ratios
+    (:mod:`loop.store.studies`), or for a study of the old layout never opened since, from
+    ``studies/SWEEP.race.json`` (:func:`loop.store.races.read_race`); {} where there is neither."""
+    from loop.store.ledger import Ledger
+    from loop.store.races import as_rows, read_race
+    from loop.store.studies import ratios
 
-    return read_race(runs_dir / "studies" / f"{sweep}.race.json")
+    path = runs_dir / "ledger.sqlite"
+    if path.exists():
+        with Ledger(path, readonly=True) as ledger:
+            found = ratios(ledger, run_ids)
+        if found:
+            return found
+    return as_rows(read_race(runs_dir / "studies" / f"{sweep}.race.json"))
 
 
 def search_results(runs: Sequence[RunRecord], runs_dir: Path) -> tuple[dict[str, list[Result]], list[str]]:
@@ -49,7 +59,7 @@ def search_results(runs: Sequence[RunRecord], runs_dir: Path) -> tuple[dict[str,
     for sweep, members in by_sweep.items():
         ref = next((r for r in members if r.variant == "base"), None)
         try:
-            race = raced(runs_dir, sweep)
+            race = raced(runs_dir, sweep, [r.id or 0 for r in members])
         except LoopError as exc:
             race = {}
             notes.append(str(exc))

@@ -36,7 +36,7 @@ from loop.core.record import Change, Figures, RunRecord, Scores
 from loop.core.vocab import LayerPrint
 from loop.store.files import NETWORK_FILESYSTEMS, StoreFault, filesystem_type, nearly_full
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 60_000
 SQLITE_FULL = getattr(sqlite3, "SQLITE_FULL", 13)
 ERROR_CHARS = 1 << 16  # of a run's error, read back
@@ -53,11 +53,30 @@ SCHEMA = [
         record TEXT NOT NULL DEFAULT '{}', compiled_on TEXT, cache_hit INTEGER NOT NULL DEFAULT 0)""",
     "CREATE INDEX IF NOT EXISTS runs_by_sweep ON runs (sweep_key, variant, status)",
 ]
+# Studies (loop.store.studies): what was asked, generation by generation, and the ratios measured.
+STUDY_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS studies (
+        name TEXT PRIMARY KEY, base TEXT, base_sha TEXT, backend TEXT NOT NULL,
+        settings TEXT NOT NULL, created REAL NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS generations (
+        study TEXT NOT NULL, number INTEGER NOT NULL, state TEXT NOT NULL,
+        pid INTEGER, host TEXT, claimed REAL, PRIMARY KEY (study, number))""",
+    """CREATE TABLE IF NOT EXISTS candidates (
+        study TEXT NOT NULL, generation INTEGER NOT NULL, idx INTEGER NOT NULL, key TEXT NOT NULL,
+        sweep TEXT, variant TEXT NOT NULL, run_id INTEGER, ref_run_id INTEGER, reused_from INTEGER,
+        state TEXT NOT NULL, PRIMARY KEY (study, generation, idx))""",
+    """CREATE TABLE IF NOT EXISTS ratios (
+        run_id INTEGER PRIMARY KEY, ref_run_id INTEGER NOT NULL, ratio REAL NOT NULL, low REAL NOT NULL,
+        high REAL NOT NULL, rounds INTEGER, floor_pct REAL, dropped INTEGER, flags TEXT NOT NULL DEFAULT '[]',
+        fps REAL, fps_low REAL, fps_high REAL, target_pct REAL)""",
+]
+SCHEMA += STUDY_SCHEMA
 MIGRATIONS: dict[int, list[str]] = {
     1: [
         "ALTER TABLE runs ADD COLUMN compiled_on TEXT",
         "ALTER TABLE runs ADD COLUMN cache_hit INTEGER NOT NULL DEFAULT 0",
     ],
+    2: STUDY_SCHEMA,
 }
 
 
@@ -250,6 +269,16 @@ class Ledger:
         """Rows of a read; SQLite's failures as :class:`LedgerFault`."""
         with self._faults():
             return list(self._db.execute(sql, args))
+
+    def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """A read of a table beside the runs (loop.store.studies); empty where the table does not
+        exist yet (a ledger of an older schema, opened read-only)."""
+        try:
+            return self._query(sql, args)
+        except LedgerFault as exc:
+            if "no such table" in str(exc):
+                return []
+            raise
 
     def integrity(self) -> list[str]:
         """``PRAGMA integrity_check``: ``["ok"]``, or what is wrong."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from loop.core.errors import LoopError
 from loop.store.files import read_regular, safe_component
+from loop.store.studies import Ratio, RatioRow
 
 KEPT = ("rounds", "flags", "floor_pct")  # the race's own figures, copied to each of its runs
 
@@ -50,4 +51,22 @@ def read_race(path: Path) -> dict[int, dict[str, Any]]:
     return found
 
 
-__all__ = ["read_race"]
+def as_rows(found: dict[int, dict[str, Any]]) -> dict[int, RatioRow]:
+    """``read_race``'s rows as the ledger keeps ratios (no reference run per row, no rate)."""
+    out = {}
+    for run_id, row in found.items():
+        floor = row.get("floor_pct")
+        out[run_id] = RatioRow(
+            run_id,
+            0,  # the file named its reference beside the rows, not in them
+            Ratio(float(row["ratio"]), float(row["low"]), float(row["high"])),
+            row.get("rounds"),
+            None if floor is None else float(floor),
+            row.get("dropped"),
+            tuple(str(f) for f in row.get("flags") or ()),
+            None,
+        )
+    return out
+
+
+__all__ = ["as_rows", "read_race"]

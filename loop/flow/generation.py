@@ -1,0 +1,104 @@
+"""A study's generation as one flow on the sweep's own runner (issue 34): compile, audit and score
+the candidates and their reference, the devices answering the controlled inputs only; then measure
+them once, together, in interleaved rounds at the protocol's depth, each candidate stopped when its
+ratio's interval meets ``measure.target_ratio_pct`` or when it is beaten (:mod:`loop.measure.rounds`).
+Each candidate's ratio and its own rate come from the same rounds; nothing is measured twice.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from loop.core.errors import LoopError
+from loop.core.kinds import Status
+from loop.core.record import RunRecord
+from loop.core.registry import DEVICES, split_device
+from loop.flow.runner import RaceSpec, Runner, RunTask
+from loop.flow.sweep import SweepOptions, SweepResult, open_runner, run_sweep
+from loop.measure.stats import median_ci95
+from loop.spec.sweepfile import SweepSpec
+from loop.store.artifacts import load_artifact, recorded_sha
+from loop.store.files import runs_artifact
+from loop.store.ledger import Ledger
+from loop.store.studies import Ratio, RatioRow
+
+
+@dataclass
+class Generation:
+    """The sweep's outcome, its runs by variant, and the ratios measured (empty: nothing raced)."""
+
+    sweep: SweepResult
+    runs: dict[str, RunRecord]
+    ratios: list[RatioRow] = field(default_factory=list)
+    error: str | None = None  # why the rounds did not run (the runs stand, unmeasured)
+
+
+def run_generation(spec: SweepSpec, runs: Path, options: SweepOptions) -> Generation:
+    """Run ``spec`` (its reference is the variant named ``base``) as the module says."""
+    with open_runner(spec, options) as runner:
+        swept = run_sweep(spec, runs, replace(options, runner=runner, measure=False))
+        with Ledger(runs / "ledger.sqlite", readonly=True) as ledger:
+            found = {r.variant: r for r in ledger.records(spec.name)}  # id order: the latest attempt wins
+        ref = found.get("base")
+        candidates = [r for name, r in found.items() if name != "base"]
+        try:
+            rows = race(spec, runs, runner, ref, candidates)
+        except LoopError as exc:
+            return Generation(swept, found, [], str(exc))
+    return Generation(swept, found, rows)
+
+
+def race(
+    spec: SweepSpec, runs: Path, runner: Runner, ref: RunRecord | None, candidates: Sequence[RunRecord]
+) -> list[RatioRow]:
+    """The candidates that finished measured with their reference in interleaved rounds on the
+    sweep's first device; one row per candidate run (runs of one artifact share its side)."""
+    ok = [r for r in candidates if r.status == Status.OK and r.artifact]
+    if ref is None or ref.status != Status.OK or not ref.artifact or not ok:
+        return []
+    load = lambda r: load_artifact(runs_artifact(runs, Path(r.artifact or "").name), recorded_sha(r))  # noqa: E731
+    unique = list({recorded_sha(r): r for r in ok}.values())  # one side per artifact
+    target, budget = spec.measure.target_ratio_pct, spec.measure.budget_s
+    device = spec.devices[:1]
+    refs = tuple((k, DEVICES[k]) for k in {split_device(d)[0] for d in device} if k in DEVICES)  # as the sweep's
+    spec_race = RaceSpec(tuple(map(load, unique)), target, budget)
+    task = RunTask(load(ref), {}, spec.measure, device, refs, measure=False, race=spec_race)
+    ran = runner.run(task)
+    if not ran.ok or ran.measure is None:
+        raise LoopError(f"measuring the generation together failed at {ran.stage}: {ran.error}")
+    m = ran.measure
+    side = {recorded_sha(r): i + 1 for i, r in enumerate(unique)}  # side 0: the reference
+    rows = []
+    for r in ok:
+        i = side[recorded_sha(r)]
+        ratio = m["ratios"][i]
+        if ratio is None:
+            continue
+        rows.append(
+            RatioRow(
+                r.id or 0,
+                ref.id or 0,
+                Ratio(*ratio),
+                m.get("rounds"),
+                m.get("floor_pct"),
+                m["dropped"][i],
+                tuple(m.get("flags") or ()),
+                _rate(m["fps"][i]),
+                target,
+            )
+        )
+    return rows
+
+
+def _rate(fps: Sequence[float]) -> Ratio | None:
+    """A side's median rate over the rounds it ran, with its interval."""
+    if not fps:
+        return None
+    lo, hi = median_ci95(fps) if len(fps) > 1 else (fps[0], fps[0])
+    return Ratio(float(statistics.median(fps)), float(lo), float(hi))
+
+
+__all__ = ["Generation", "race", "run_generation"]

@@ -1,0 +1,78 @@
+"""A study's state in the ledger (issue 34): generation numbers claimed atomically across
+processes, a dead process's generation resumed by the same candidates and abandoned by others,
+and ratios kept as rows."""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loop.core.errors import LoopError
+from loop.store.ledger import Ledger
+from loop.store.studies import Asked, Ratio, RatioRow, StudyStore, ratios
+
+KEYS = [Asked(0, "k0", "c0"), Asked(1, "k1", "c1")]
+
+
+def _claim_many(args: tuple[str, int]) -> list[int]:
+    path, count = args
+    out = []
+    with Ledger(Path(path)) as ledger:
+        store = StudyStore(ledger, "s")
+        for i in range(count):
+            number, _ = store.claim([Asked(0, f"k{i}", "c0")])
+            store.finish(number)  # done at once, so the next claim is never a resume
+            out.append(number)
+    return out
+
+
+def test_two_processes_never_claim_one_generation(tmp_path: Path) -> None:
+    path = str(tmp_path / "ledger.sqlite")
+    Ledger(Path(path)).close()
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        found = pool.map(_claim_many, [(path, 15), (path, 15)])
+    numbers = [n for part in found for n in part]
+    assert sorted(numbers) == list(range(30))
+
+
+def test_a_dead_process_generation_is_resumed_by_the_same_candidates(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    Ledger(path).close()
+    claim = (
+        "import sys; from pathlib import Path; from loop.store.ledger import Ledger; "
+        "from loop.store.studies import Asked, StudyStore; "
+        "print(StudyStore(Ledger(Path(sys.argv[1])), 's').claim([Asked(0,'k0','c0'), Asked(1,'k1','c1')])[0])"
+    )
+    left = int(
+        subprocess.run([sys.executable, "-c", claim, str(path)], capture_output=True, text=True, check=True).stdout
+    )
+    with Ledger(path) as ledger:
+        store = StudyStore(ledger, "s")
+        assert store.claim(KEYS) == (left, True)  # its process is gone: the same candidates take it over
+        store.finish(left)
+        assert store.claim(KEYS) == (left + 1, False)  # done: never taken again
+        with pytest.raises(LoopError, match="has a generation 0 already"):
+            store.claim(KEYS, 0)
+
+
+def test_a_dead_generation_of_other_candidates_is_abandoned(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    with Ledger(path) as ledger:
+        store = StudyStore(ledger, "s")
+        first, _ = store.claim(KEYS)  # this process: gone, as far as a later claim of it is concerned
+        assert store.claim([Asked(0, "other", "c0")]) == (first + 1, False)
+        state = ledger.query("SELECT state FROM generations WHERE number=?", (first,))[0][0]
+        assert state == "abandoned" and store.answered() == []
+
+
+def test_ratios_are_rows_and_a_met_target_is_the_rounds_interval(tmp_path: Path) -> None:
+    row = RatioRow(7, 3, Ratio(1.0, 0.98, 1.02), 9, 1.5, None, ("host-busy",), Ratio(500.0, 490.0, 510.0), 3.0)
+    with Ledger(tmp_path / "ledger.sqlite") as ledger:
+        StudyStore(ledger, "s").put_ratios([row])
+        assert ratios(ledger) == {7: row} and ratios(ledger, [8]) == {}
+    assert row.met  # +-2% within 3%, whatever the host-busy flag says
+    assert not RatioRow(7, 3, Ratio(1.0, 0.9, 1.1), 9, None, None, (), None, 3.0).met

@@ -49,13 +49,13 @@ from typing import Any
 import numpy as np
 import onnx
 
+from loop.author import frames
+from loop.author.graphs import load
 from loop.compilers import bias_correction
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler, _quantize, calibration_feeds
 from loop.core.sessions import session
 from loop.core.vocab import CompileOptions, Frames
 from loop.judge import score
-from loop.spec import frames
-from loop.spec.graphs import load
 
 
 def _frames(path: str) -> Frames:

@@ -29,10 +29,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from loop.author import graphs
+from loop.author.sweepfile import parse
 from loop.judge.structure import describe
 from loop.report import layers_table
-from loop.spec import graphs
-from loop.spec.sweepfile import parse
 
 SHAPES = ("add-relu", "matmul-relu", "constant-add", "relu")
 SWEEP = """\

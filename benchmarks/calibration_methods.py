@@ -14,12 +14,12 @@ from pathlib import Path
 
 import onnx
 
+from loop.author import frames
+from loop.author.graphs import load
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
 from loop.core.sessions import session
 from loop.core.vocab import CompileOptions
 from loop.judge import score
-from loop.spec import frames
-from loop.spec.graphs import load
 
 METHODS = ("minmax", "entropy", "percentile", "distribution")
 

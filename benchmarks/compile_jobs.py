@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
+from loop.author.graphs import build_recipe
+from loop.author.perturb import AddWeightNoise
 from loop.core.vocab import CompileOptions
 from loop.flow.compile_pool import Item, compile_all, compile_job
 from loop.judge.structure import analyse
-from loop.spec.graphs import build_recipe
-from loop.spec.perturb import AddWeightNoise
 from loop.store.cache import Cache
 
 RECIPE = Path(__file__).resolve().parent.parent / "graphs" / "stack_131k.yaml"

@@ -31,14 +31,14 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from loop.author.frames import seeded
+from loop.author.sweepfile import MeasureSpec
 from loop.compilers.base import run_compile
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
 from loop.core.registry import make_device
 from loop.core.vocab import Artifact, CompileOptions
 from loop.measure.rounds import Race, race
 from loop.measure.stats import widened
-from loop.spec.frames import seeded
-from loop.spec.sweepfile import MeasureSpec
 
 SPEC = MeasureSpec(warmup=10, threads=1)
 

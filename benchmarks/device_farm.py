@@ -26,9 +26,9 @@ from pathlib import Path
 
 from distributed import Client, LocalCluster
 
+from loop.author.sweepfile import parse
 from loop.flow.remote import own_host_locks
 from loop.flow.sweep import SweepOptions, run_sweep
-from loop.spec.sweepfile import parse
 
 GRAPHS = Path(__file__).resolve().parent.parent / "graphs"
 MEASURE = "measure: {warmup: 5, frames: 50, repeats: 3, min_duration_s: 0.3, ttfo_repeats: 2, latency_frames: 10}"

@@ -34,6 +34,9 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from loop.author.frames import quantize, seeded
+from loop.author.graphs import build_recipe
+from loop.author.sweepfile import MeasureSpec
 from loop.compilers.base import run_compile
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
 from loop.core.vocab import Artifact, CompileOptions
@@ -41,9 +44,6 @@ from loop.devices.base import RuntimeOptions, Session
 from loop.devices.onnxruntime import OnnxRuntimeDevice
 from loop.measure.interleave import one_round
 from loop.measure.protocol import steady_rate
-from loop.spec.frames import quantize, seeded
-from loop.spec.graphs import build_recipe
-from loop.spec.sweepfile import MeasureSpec
 
 REPO = Path(__file__).resolve().parent.parent
 ROUNDS = 5

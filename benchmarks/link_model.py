@@ -42,10 +42,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from loop.author.sweepfile import parse
 from loop.core.record import RunRecord
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.measure.link import LinkModel, fit_runs, load, predict
-from loop.spec.sweepfile import parse
 from loop.store.ledger import Ledger
 
 REPO = Path(__file__).resolve().parent.parent

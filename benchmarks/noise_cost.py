@@ -29,11 +29,11 @@ from typing import Any
 
 import yaml
 
+from loop.author.author import Authored, author, with_reference
+from loop.author.sweepfile import SweepSpec, parse
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
 from loop.core.capture import captured_stderr
 from loop.flow.noise import of_authored
-from loop.spec.author import Authored, author, with_reference
-from loop.spec.sweepfile import SweepSpec, parse
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "graphs" / "variants.yaml"
 

@@ -29,6 +29,9 @@ from typing import Any
 
 from harness_overhead import machine
 
+from loop.author.frames import seeded
+from loop.author.graphs import build_recipe
+from loop.author.sweepfile import MeasureSpec
 from loop.compilers.base import run_compile
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
 from loop.core.record import Figures, RunRecord
@@ -38,9 +41,6 @@ from loop.devices.onnxruntime import OnnxRuntimeDevice
 from loop.measure.compare import COMPARE_SPEC, INTERLEAVED, compare_runs, interleaved_result, summarize
 from loop.measure.interleave import device_frames, interleave
 from loop.measure.protocol import measure
-from loop.spec.frames import seeded
-from loop.spec.graphs import build_recipe
-from loop.spec.sweepfile import MeasureSpec
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPE = REPO / "graphs/stack_131k.yaml"

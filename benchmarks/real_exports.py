@@ -31,14 +31,14 @@ import onnx
 import yaml
 from onnx import numpy_helper
 
+from loop.author import frames
+from loop.author.graphs import Base, load
+from loop.author.sweepfile import parse
 from loop.compilers.onnxruntime import _quantize
 from loop.core.sessions import session
 from loop.core.vocab import CompileOptions
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.judge import score
-from loop.spec import frames
-from loop.spec.graphs import Base, load
-from loop.spec.sweepfile import parse
 from loop.store.ledger import Ledger
 
 CALIBRATION = {"count": 16, "seed": 0}

@@ -36,7 +36,7 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from real_exports import MEASURE, _picks, changes, expected, run
 
-from loop.spec.graphs import load
+from loop.author.graphs import load
 
 CALIBRATION_VARIANT = {"op": "calibration", "count": 12, "seed": 7}
 

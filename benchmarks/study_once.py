@@ -100,9 +100,9 @@ def candidates(layer: str) -> list[dict[str, Any]]:
 
 def one_side(kind: str, path: Path, runs: Path, tally: Path) -> tuple[float, Counter[str], list[float]]:
     """Wall seconds, frames per artifact, and the ratio intervals' half-widths (%)."""
+    from loop.author.sweepfile import parse
     from loop.flow.generation import race, run_generation
     from loop.flow.sweep import SweepOptions, open_runner, run_sweep
-    from loop.spec.sweepfile import parse
     from loop.store.ledger import Ledger
 
     tally.unlink(missing_ok=True)
@@ -124,8 +124,8 @@ def one_side(kind: str, path: Path, runs: Path, tally: Path) -> tuple[float, Cou
 
 def compare(args: argparse.Namespace, folder: Path) -> None:
     from loop.api import write_generation
+    from loop.author.sweepfile import parse
     from loop.flow.sweep import SweepOptions, run_sweep
-    from loop.spec.sweepfile import parse
 
     runs = folder / "runs"
     path = write_generation(runs, "once-g0", args.model, "onnxruntime", candidates(args.layer), settings(args))

@@ -21,7 +21,7 @@ from pathlib import Path
 CHILD = """
 import resource, sys
 from pathlib import Path
-from loop.spec.sweepfile import parse
+from loop.author.sweepfile import parse
 from loop.flow.sweep import SweepOptions, run_sweep
 result = run_sweep(parse(Path(sys.argv[1])), Path(sys.argv[2]), SweepOptions(jobs=int(sys.argv[3]), progress=False))
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, len(result.outcomes), len(result.failed))

@@ -33,11 +33,11 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 from zoo_export import layer_kinds
 
+from loop.author import frames
+from loop.author.graphs import Base, load
+from loop.author.sweepfile import parse
 from loop.core.sessions import session
 from loop.flow.sweep import SweepOptions, run_sweep
-from loop.spec import frames
-from loop.spec.graphs import Base, load
-from loop.spec.sweepfile import parse
 from loop.store.ledger import Ledger
 
 KINDS = ("after_activation", "feeds_add", "feeds_concat", "behind_grid_op", "depthwise", "gemm_matmul", "last")

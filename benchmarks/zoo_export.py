@@ -172,7 +172,7 @@ ZOO: dict[str, Entry] = {
 
 
 def _frames(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
-    # Uniform [0, 1), the same distribution as loop's seeded controlled inputs (loop/spec/frames.py),
+    # Uniform [0, 1), the same distribution as loop's seeded controlled inputs (loop/author/frames.py),
     # so the settled BN statistics match what the tool will feed the model.
     import torch
 

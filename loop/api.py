@@ -17,6 +17,7 @@ from typing import Any
 import onnx
 import yaml
 
+from loop.author.sweepfile import parse
 from loop.core.errors import LoopError
 from loop.core.kinds import Flag, Status, Verdict
 from loop.core.leftovers import scratch
@@ -25,7 +26,6 @@ from loop.flow.sweep import SweepOptions, run_sweep
 from loop.hailort.hef import HefInfo, inspect_hef
 from loop.judge.noise import NoiseReport
 from loop.measure.compare import ledger_ratio
-from loop.spec.sweepfile import parse
 from loop.store.files import atomic_write, safe_component, store_verified
 from loop.store.ledger import Ledger
 

@@ -142,10 +142,10 @@ def sweep(
 ) -> int:
     """Author, optimize, compile, fingerprint, audit, run, score and record every variant."""
     from loop import report
+    from loop.author import sweepfile as spec
     from loop.flow.runner import StageTimeouts
     from loop.flow.sweep import SweepOptions, run_sweep
     from loop.judge.score import load_scorer
-    from loop.spec import sweepfile as spec
     from loop.store import ledger
 
     try:
@@ -292,9 +292,9 @@ def audit_cmd(runs: Path, as_json: bool, sweep: str | None) -> None:
 def layers_cmd(base: Path, input_shape: tuple[str, ...], as_json: bool) -> None:
     """The quantized layers of BASE (an .onnx model or a recipe): the names ops take, the
     tensors a forced range lands on, and the removed clamps (Relu, Clip) whose work those grids do."""
+    from loop.author.graphs import load, parse_input_shapes
     from loop.judge.structure import describe
     from loop.report import layers_table
-    from loop.spec.graphs import load, parse_input_shapes
 
     rows = describe(load(base, {}, parse_input_shapes(input_shape)).structure)
     click.echo(json.dumps(rows, indent=2) if as_json else layers_table(rows))

@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from loop.api import Result, check_generation, result_of, write_generation
+from loop.author.sweepfile import parse
+from loop.author.yamlio import load_yaml
 from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha
 from loop.core.kinds import Flag
@@ -48,8 +50,6 @@ from loop.flow.generation import run_generation
 from loop.flow.resume import Content, ContentChanged, Named, moved
 from loop.flow.sweep import SweepOptions, reference_content
 from loop.measure.stats import widened
-from loop.spec.sweepfile import parse
-from loop.spec.yamlio import load_yaml
 from loop.store.ledger import Ledger
 from loop.store.studies import Asked, Ratio, RatioRow, StudyStore, ratios
 from loop.store.study_files import import_files

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from loop.author.frames import seeded
+from loop.author.graphs import build_recipe
 from loop.compilers.base import run_compile
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
 from loop.core.vocab import Artifact, CompileOptions
-from loop.spec.frames import seeded
-from loop.spec.graphs import build_recipe
 
 
 def tiny_artifact(recipe: Path, **options: object) -> Artifact:

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
+from loop.author.sweepfile import parse
 from loop.flow.sweep import SweepOptions, run_sweep
-from loop.spec.sweepfile import parse
 from loop.store.ledger import Ledger
 
 

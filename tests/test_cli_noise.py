@@ -11,9 +11,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from loop.author.sweepfile import parse
 from loop.cli import main
 from loop.flow.sweep import SweepOptions, run_sweep
-from loop.spec.sweepfile import parse
 
 GRAPHS = Path(__file__).parents[1] / "graphs"
 MEASURE = "measure: {warmup: 1, frames: 5, repeats: 1, ttfo_repeats: 1, latency_frames: 2, min_duration_s: 0}"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 LOOP = Path(__file__).resolve().parent.parent / "loop"
-ROLES = ("core", "spec", "flow", "compilers", "devices", "hailort", "measure", "judge", "store")
+ROLES = ("core", "author", "flow", "compilers", "devices", "hailort", "measure", "judge", "store")
 FACE = ("cli", "api", "study", "report", "__init__")
 
 # role -> the roles it may import (besides itself); the face sits on top and may import any.
@@ -25,11 +25,11 @@ ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "hailort": {"core"},
     "judge": {"core"},
-    "spec": {"core", "judge"},
-    "store": {"core", "spec"},
+    "author": {"core", "judge"},
+    "store": {"core", "author"},
     "devices": {"core", "hailort"},
-    "compilers": {"core", "hailort", "judge", "spec", "store"},
-    "measure": {"core", "devices", "judge", "spec", "store"},
+    "compilers": {"core", "hailort", "judge", "author", "store"},
+    "measure": {"core", "devices", "judge", "author", "store"},
     "flow": set(ROLES) - {"flow"},
     "face": set(ROLES),
 }
@@ -162,12 +162,12 @@ def _write(root: Path, role: str, line: str, name: str = "mod.py") -> None:
         ("devices", "from loop.measure.link import load", "devices imports measure"),
         ("judge", "    from loop.store.ledger import Ledger", "judge imports store"),
         ("judge", "from loop.measure import stats", "judge imports measure"),
-        ("judge", "from loop.spec.perturb import Allow", "judge imports spec"),
+        ("judge", "from loop.author.perturb import Allow", "judge imports author"),
         ("measure", "from loop.compilers.base import Compiler", "measure imports compilers"),
         ("hailort", "from loop.devices.hailort import HailoRTDevice", "hailort imports devices"),
         ("core", "from loop import cli", "core imports face"),
-        ("core", "from loop.spec import schema", "core imports spec"),
-        ("spec", "import click", "imports click"),
+        ("core", "from loop.author import schema", "core imports author"),
+        ("author", "import click", "imports click"),
     ],
 )
 def test_a_broken_contract_is_caught(tmp_path: Path, role: str, line: str, why: str) -> None:
@@ -180,17 +180,17 @@ def test_a_broken_contract_is_caught(tmp_path: Path, role: str, line: str, why: 
 
 def test_an_allowed_import_passes(tmp_path: Path) -> None:
     root = tmp_path / "loop"
-    _write(root, "spec", "from loop.judge.structure import Structure")
+    _write(root, "author", "from loop.judge.structure import Structure")
     _write(root, "measure", "    from loop.devices.base import Device")
     assert violations(root) == [] and cycles(root) == []
 
 
 def test_a_cycle_is_caught(tmp_path: Path) -> None:
-    """spec -> judge is allowed; judge -> spec closes a cycle, and so does one round about."""
+    """author -> judge is allowed; judge -> author closes a cycle, and so does one round about."""
     root = tmp_path / "loop"
-    _write(root, "spec", "from loop.judge.structure import Structure")
-    _write(root, "judge", "    from loop.spec.perturb import Allow")
-    assert cycles(root) == ["judge -> spec -> judge"]
-    _write(root, "store", "from loop.spec import frames")
+    _write(root, "author", "from loop.judge.structure import Structure")
+    _write(root, "judge", "    from loop.author.perturb import Allow")
+    assert cycles(root) == ["author -> judge -> author"]
+    _write(root, "store", "from loop.author import frames")
     _write(root, "judge", "from loop.store import ledger", "other.py")
-    assert cycles(root) == ["judge -> spec -> judge", "judge -> store -> spec -> judge"]
+    assert cycles(root) == ["author -> judge -> author", "author -> judge -> store -> author"]

@@ -72,7 +72,7 @@ def test_a_branch_on_a_name_is_caught(tmp_path: Path, line: str) -> None:
 
 
 def test_describing_a_backend_is_not_branching(tmp_path: Path) -> None:
-    root = tmp_path / "loop" / "spec"
+    root = tmp_path / "loop" / "author"
     root.mkdir(parents=True)
     (root / "mod.py").write_text('HELP = "frames per transfer (as hailortcli)"\nDEFAULT = "onnxruntime"\n')
     assert violations(tmp_path / "loop") == []

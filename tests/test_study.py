@@ -278,8 +278,8 @@ def test_a_study_of_the_file_layout_opens_and_moves_into_the_ledger(tmp_path, re
     """A study written before the ledger held studies (its settings file, its generation file,
     its race file) is read once into the ledger; its ratios are the race file's."""
     from loop.api import write_generation
+    from loop.author.sweepfile import parse
     from loop.flow.sweep import SweepOptions, run_sweep
-    from loop.spec.sweepfile import parse
     from loop.store.ledger import Ledger
 
     runs = tmp_path / "runs"

@@ -1,10 +1,10 @@
-"""Rewrite README.md's sweep-file reference tables from loop/spec/schema.py (run after changing it)."""
+"""Rewrite README.md's sweep-file reference tables from loop/author/schema.py (run after changing it)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from loop.spec.schema_doc import splice
+from loop.author.schema_doc import splice
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

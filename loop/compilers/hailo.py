@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from loop.author.cut import cut_model, cut_of
 from loop.compilers.base import Compiler
 from loop.compilers.hailo_options import REFUSED, HailoOptions
 from loop.compilers.hailo_params import (
@@ -47,7 +48,6 @@ from loop.compilers.hailo_weights import hef_residency, hn_model_layers, layer_b
 from loop.core.hashing import bytes_sha
 from loop.core.text import for_person
 from loop.core.vocab import Artifact, CompileOptions, Frames, LayerPrint, Quantized, TensorLayout
-from loop.spec.cut import cut_model, cut_of
 
 
 def target_arch(options: CompileOptions) -> str:

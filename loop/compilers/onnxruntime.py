@@ -19,13 +19,13 @@ import onnx
 import onnxruntime as ort
 from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
+from loop.author.frames import Frames, count, feed
 from loop.compilers import bias_correction, biasing, boundary, calibration, qdq
 from loop.compilers.base import Compiler
 from loop.core.leftovers import scratch
 from loop.core.sessions import session
 from loop.core.vocab import Artifact, CompileOptions, LayerPrint, Quantized
 from loop.judge.noise import TensorNoise
-from loop.spec.frames import Frames, count, feed
 from loop.store.artifacts import with_layout
 
 # 2: float kernels in fingerprints, held-out bias correction (issue 32); 3: the guard recorded;

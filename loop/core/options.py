@@ -1,7 +1,7 @@
 """A backend's own compile keys, declared by its compiler as a pydantic model.
 
 Here, below both rooms, because a compiler declares its keys (``Compiler.options_model``) and
-the sweep file's schema (``loop.spec.schema``) adds them to ``compile:``, and neither may import
+the sweep file's schema (``loop.author.schema``) adds them to ``compile:``, and neither may import
 the other for it. The keys travel to the compiler in ``CompileOptions.backend_options``; the
 compiler reads them back typed with :meth:`BackendOptions.of`.
 """

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from loop.author import frames as frames_mod
+from loop.author.sweepfile import MeasureSpec
 from loop.core import registry
 from loop.core.errors import BufferSizeError
 from loop.core.hashing import bytes_sha
@@ -39,8 +41,6 @@ from loop.flow.compile_child import _die_with_parent
 from loop.flow.runner import DeviceRun, RaceSpec, RunResult
 from loop.measure.protocol import measure, measuring_stick
 from loop.measure.rounds import race
-from loop.spec import frames as frames_mod
-from loop.spec.sweepfile import MeasureSpec
 
 
 @dataclass(frozen=True)

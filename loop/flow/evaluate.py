@@ -13,6 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from loop.author import frames as frames_mod
+from loop.author.author import Authored
+from loop.author.cut import cut_model, cut_of
+from loop.author.sweepfile import SweepSpec
 from loop.core.errors import LoopError
 from loop.core.kinds import Flag, Stage, Status, Verdict
 from loop.core.record import Change
@@ -24,10 +28,6 @@ from loop.devices.base import VENDOR_BENCHMARK, VENDOR_CHECK_FAILED, VENDOR_DISA
 from loop.flow.runner import DeviceRun, RunResult, RunTask, StageTimeouts
 from loop.judge import audit as audit_mod
 from loop.judge import score as score_mod
-from loop.spec import frames as frames_mod
-from loop.spec.author import Authored
-from loop.spec.cut import cut_model, cut_of
-from loop.spec.sweepfile import SweepSpec
 from loop.store.artifacts import materialize
 from loop.store.files import store_artifact
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from loop.author.sweepfile import SweepSpec
 from loop.core.errors import LoopError
 from loop.core.kinds import Status
 from loop.core.record import RunRecord
@@ -19,7 +20,6 @@ from loop.core.registry import DEVICES, split_device
 from loop.flow.runner import RaceSpec, Runner, RunTask
 from loop.flow.sweep import SweepOptions, SweepResult, open_runner, run_sweep
 from loop.measure.stats import median_ci95
-from loop.spec.sweepfile import SweepSpec
 from loop.store.artifacts import load_artifact, recorded_sha
 from loop.store.files import runs_artifact
 from loop.store.ledger import Ledger

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from loop.author.author import Authored
+from loop.author.sweepfile import SweepSpec
 from loop.core.kinds import Flag, Stage, Status
 from loop.core.vocab import CompileResult
 from loop.flow.evaluate import Against, Prepared, Reference, RunOutcome, evaluate_variant, prepare
 from loop.flow.runner import Runner, RunResult, StageTimeouts
-from loop.spec.author import Authored
-from loop.spec.sweepfile import SweepSpec
 
 T = TypeVar("T")
 LOST_POLL_S = 5.0  # how often a sweep waiting on its runner asks whether any device is left

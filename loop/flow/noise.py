@@ -7,6 +7,9 @@ from pathlib import Path
 
 import onnx
 
+from loop.author.author import Authored, author, references, with_reference
+from loop.author.frames import count
+from loop.author.sweepfile import SweepSpec, VariantSpec, parse
 from loop.core.capture import captured_stderr
 from loop.core.errors import LoopError
 from loop.core.leftovers import scratch
@@ -16,9 +19,6 @@ from loop.core.vocab import LayerPrint, Quantized
 from loop.judge import fingerprint as fp
 from loop.judge.falls import falls, with_falls
 from loop.judge.noise import NoiseReport, worst_first
-from loop.spec.author import Authored, author, references, with_reference
-from loop.spec.frames import count
-from loop.spec.sweepfile import SweepSpec, VariantSpec, parse
 from loop.store.ledger import Ledger
 
 

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from loop.author.sweepfile import MeasureSpec
 from loop.core.kinds import Stage
 from loop.core.vocab import Artifact, Frames, TensorLayout
-from loop.spec.sweepfile import MeasureSpec
 
 STAGES = ("open", "inputs", "measure", "vendor-benchmark", "health")
 

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from loop.author.author import Authored, author, references, with_reference
+from loop.author.sweepfile import MeasureSpec, SweepSpec
 from loop.core.errors import LoopError
 from loop.core.kinds import Flag, Stage, Status
 from loop.core.leftovers import remove_stale_scratch, scratch
@@ -39,8 +41,6 @@ from loop.flow.resume import Claim, Content, ContentChanged, Heartbeat, Named, c
 from loop.flow.runner import Runner, RunResult, RunTask, StageTimeouts
 from loop.judge import fingerprint as fp
 from loop.measure import hostlock
-from loop.spec.author import Authored, author, references, with_reference
-from loop.spec.sweepfile import MeasureSpec, SweepSpec
 from loop.store.artifacts import load_artifact, recorded_sha, spill
 from loop.store.cache import Cache
 from loop.store.files import StoreWarning, check_runs, remove_stale_temps, runs_artifact

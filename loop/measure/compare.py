@@ -20,12 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from loop.author.sweepfile import MeasureSpec
 from loop.core.kinds import NOT_COMPARABLE, Flag
 from loop.core.record import Rate, RunRecord
 from loop.core.text import for_person
 from loop.measure.interleave import Interleaved, interleave
 from loop.measure.stats import ratio_ci95
-from loop.spec.sweepfile import MeasureSpec
 
 NOISE, FASTER, SLOWER, UNDECIDED = "noise", "faster", "slower", "undecided"
 INTERLEAVED, LEDGER = "interleaved", "ledger"

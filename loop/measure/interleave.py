@@ -19,13 +19,13 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from loop.author.frames import quantize, seeded
+from loop.author.sweepfile import MeasureSpec
 from loop.core.kinds import Flag
 from loop.core.vocab import Artifact
 from loop.devices.base import Device, RuntimeOptions, Session
 from loop.measure.hostload import LoadProbe, busy_flags
 from loop.measure.protocol import one_repeat, runtime_options
-from loop.spec.frames import quantize, seeded
-from loop.spec.sweepfile import MeasureSpec
 
 CHUNK_S = 0.1  # one timed chunk: short enough that A and B see the same bursts
 Rate = Callable[[], float]

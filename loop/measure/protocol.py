@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from loop.author.sweepfile import MeasureSpec
 from loop.core.capture import captured_stderr
 from loop.core.kinds import Flag
 from loop.core.record import DepthRate, Rate
@@ -27,7 +28,6 @@ from loop.core.vocab import Artifact
 from loop.devices.base import Device, RuntimeOptions, Session
 from loop.measure.hostload import LoadProbe, busy_flags
 from loop.measure.stats import ci_pct, median_ci95
-from loop.spec.sweepfile import MeasureSpec
 
 POWER_WARNING = "USB-C source electrical current advertised"
 LEAK_WARNING = "session leaked"  # a session the device could not free: its buffers kept for good

@@ -24,13 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from loop.author.sweepfile import MeasureSpec
 from loop.core.vocab import Artifact
 from loop.devices.base import Device
 from loop.measure.hostload import LoadProbe, busy_flags
 from loop.measure.interleave import one_round, shared_options
 from loop.measure.sides import Side, Switches, figures, switch_ms
 from loop.measure.stats import ratio_ci95, widened
-from loop.spec.sweepfile import MeasureSpec
 
 MIN_ROUNDS = 3
 # At depth 1, a side's round is three chunks of single frames, each chunk about 20 ms, interleaved with the

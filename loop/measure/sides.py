@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from loop.author.sweepfile import MeasureSpec
 from loop.devices.base import Session
 from loop.measure.interleave import device_frames
-from loop.spec.sweepfile import MeasureSpec
 
 # Single frames: a chunk of about 20 ms, its figure the lower quartile of the frames' times (see rounds).
 RACE_CHUNK_S = 0.02

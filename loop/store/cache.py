@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loop.author.frames import frames_sha
 from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha, parts_sha
 from loop.core.vocab import CompileOptions, CompileResult, Frames
-from loop.spec.frames import frames_sha
 from loop.store.codec import Damaged, body, decode, encode
 from loop.store.files import StoreWarning, atomic_write, read_regular, safe_component
 

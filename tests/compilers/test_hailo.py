@@ -327,8 +327,8 @@ def test_options_the_dfc_would_ignore_are_refused(fake_hailo_sdk_client: Any, tm
 @pytest.mark.parametrize("key, value", [("io", "float32"), ("calibration_method", "entropy"), ("per_channel", "false")])
 def test_sweep_file_refuses_ignored_keys_for_hailo(write_sweep: Any, key: str, value: str) -> None:
     """Item 10, at parse time: exit 2 with file, line and field, before anything is written."""
+    from loop.author.sweepfile import parse
     from loop.core.errors import LoopError
-    from loop.spec.sweepfile import parse
 
     path = write_sweep(
         f"sweep: s\nbase: tiny.yaml\nbackend: hailo\ncompile:\n  {key}: {value}\nvariants:\n  - name: base\n"
@@ -463,7 +463,7 @@ def test_finetune_is_off_unless_asked(fake_hailo_sdk_client: Any, tmp_path: Path
 
 def test_sweep_file_takes_finetune_for_hailo(write_sweep: Any) -> None:
     """Item 5: the sweep asks for finetune with a hailo compile key."""
-    from loop.spec.sweepfile import parse
+    from loop.author.sweepfile import parse
 
     path = write_sweep(
         "sweep: s\nbase: tiny.yaml\nbackend: hailo\ncompile:\n  finetune: true\nvariants:\n  - name: base\n"

@@ -6,11 +6,11 @@ import numpy as np
 import onnx
 import pytest
 
+from loop.author.frames import seeded
+from loop.author.graphs import build_recipe
 from loop.compilers.base import run_compile
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
 from loop.core.vocab import CompileOptions, RangeOverride
-from loop.spec.frames import seeded
-from loop.spec.graphs import build_recipe
 
 CAL = seeded((1, 3, 8, 8), 16, 0)
 
@@ -42,8 +42,8 @@ def test_fingerprint_reads_every_quantized_layer(model):
 
 
 def test_uniformly_scaled_kernel_keeps_integers_but_changes_hash(recipe):
+    from loop.author.perturb import ScaleWeights
     from loop.judge.structure import analyse
-    from loop.spec.perturb import ScaleWeights
 
     base = build_recipe(recipe)
     scaled = build_recipe(recipe)
@@ -120,9 +120,9 @@ def _near_dead_channel_model() -> onnx.ModelProto:
 
 @pytest.mark.parametrize("adjust", [True, False])
 def test_a_moved_input_scale_re_rounds_an_adjusted_kernel_and_the_audit_calls_it_rounding(adjust):
+    from loop.author.perturb import ScaleWeights
     from loop.judge.audit import audit
     from loop.judge.structure import analyse
-    from loop.spec.perturb import ScaleWeights
 
     base, scaled = _near_dead_channel_model(), _near_dead_channel_model()
     op = ScaleWeights(layer="conv1", factor=1.1)

@@ -101,10 +101,10 @@ def test_32_bits_leaves_the_layer_out_of_quantization(tmp_path):
 
 
 def _compile(model: onnx.ModelProto, **options):
+    from loop.author.frames import seeded
     from loop.compilers.base import run_compile
     from loop.compilers.onnxruntime import OnnxRuntimeCompiler
     from loop.core.vocab import CompileOptions
-    from loop.spec.frames import seeded
 
     result = run_compile(
         OnnxRuntimeCompiler(), model.SerializeToString(), seeded((1, 4, 6, 6), 8, 0), CompileOptions(**options)
@@ -118,8 +118,8 @@ def test_a_16_bit_output_comes_back_as_uint16_on_its_own_grid():
     8-bit rounding alone."""
     import onnxruntime as ort
 
+    from loop.author.frames import dequantize, quantize
     from loop.core.vocab import Precision
-    from loop.spec.frames import dequantize, quantize
 
     x = np.random.default_rng(3).normal(size=(1, 4, 6, 6)).astype(np.float32)
     read = {}

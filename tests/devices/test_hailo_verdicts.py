@@ -18,9 +18,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from loop.author.sweepfile import parse
 from loop.core.vocab import LayerPrint
 from loop.flow.sweep import SweepOptions, run_sweep
-from loop.spec.sweepfile import parse
 from loop.store.ledger import Ledger
 
 FAKE_SDK = Path(__file__).resolve().parents[1] / "fake_sdk"

@@ -146,9 +146,9 @@ def test_ignored_flags_follow_the_version() -> None:
 def test_measuring_stick_compares_only_like_with_like(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Item 2: loop measured with hw latency and batch 1 while hailortcli did not, so the check
     flagged its own settings; settings the tool ignores are now recorded and not compared."""
+    from loop.author.sweepfile import MeasureSpec
     from loop.devices.hailort import HailoRTDevice
     from loop.measure.protocol import measuring_stick
-    from loop.spec.sweepfile import MeasureSpec
 
     stand_in_hailortcli(tmp_path, monkeypatch, "5.2.0")
     m = {"rate_fps": {"median": 1100.0}}

@@ -142,7 +142,7 @@ def test_device_names_with_bad_arguments_are_refused(name, match):
 
 
 def test_a_sweep_naming_a_bad_link_fails_at_its_line(write_sweep):
-    from loop.spec.sweepfile import parse
+    from loop.author.sweepfile import parse
 
     path = write_sweep(
         """\

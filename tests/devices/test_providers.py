@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from loop.author.sweepfile import MeasureSpec
 from loop.core.errors import LoopError
 from loop.core.registry import make_device, statuses
 from loop.devices.base import RuntimeOptions
 from loop.devices.onnxruntime import OnnxRuntimeDevice
 from loop.measure.protocol import measure
-from loop.spec.sweepfile import MeasureSpec
 
 CPU = "onnxruntime:CPUExecutionProvider"
 

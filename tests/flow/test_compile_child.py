@@ -17,11 +17,11 @@ SWEEPER = """
 import sys
 from pathlib import Path
 from loop.core import registry as backends
-from loop.spec import sweepfile as spec_mod
+from loop.author import sweepfile as spec_mod
 backends.COMPILERS["misbehaving"] = "compile_fakes:MisbehavingCompiler"
 backends.DEFAULT_DEVICES["misbehaving"] = ("onnxruntime",)
 spec_mod.BACKEND_COMPILE_KEYS["misbehaving"] = {"misbehave", "pidfile"}
-from loop.spec.sweepfile import parse
+from loop.author.sweepfile import parse
 from loop.flow.sweep import SweepOptions, run_sweep
 run_sweep(parse(Path(sys.argv[1])), Path(sys.argv[2]), SweepOptions(jobs=2, progress=False))
 """
@@ -103,8 +103,8 @@ def test_kill_9_during_a_hung_compile_leaves_no_process_alive(write_sweep, tmp_p
 def _next_sweep_starts(write_sweep, tmp_path: Path, scratch: Path, monkeypatch) -> None:
     import tempfile
 
+    from loop.author.sweepfile import parse
     from loop.flow.sweep import SweepOptions, run_sweep
-    from loop.spec.sweepfile import parse
 
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     plain = HANGING.format(pidfile="x").replace("backend: misbehaving\n", "").split("  - name: hangs")[0]

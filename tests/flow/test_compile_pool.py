@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from authored import TWO_CONV_RECIPE
 
+from loop.author.graphs import build_recipe
 from loop.core.errors import LoopError
 from loop.core.registry import COMPILERS
 from loop.core.vocab import CompileOptions
 from loop.flow.compile_pool import Job, compile_all, compile_job, iter_compiled
 from loop.judge import fingerprint as fp
-from loop.spec.graphs import build_recipe
 from loop.store.cache import Cache
 
 FAKES = "compile_fakes:MisbehavingCompiler"

@@ -14,11 +14,11 @@ import pytest
 from authored import FAST_MEASURE
 from click.testing import CliRunner
 
+from loop.author import frames
+from loop.author.sweepfile import MeasureSpec
 from loop.cli import main
 from loop.flow.local_runner import LocalRunner
 from loop.flow.runner import RunTask, StageTimeouts
-from loop.spec import frames
-from loop.spec.sweepfile import MeasureSpec
 
 TEN = "\n".join(
     ["  - name: base"]

@@ -5,11 +5,11 @@ from pathlib import Path
 
 from authored import FAST_MEASURE
 
+from loop.author.sweepfile import parse
 from loop.flow import sweep as sweep_mod
 from loop.flow.local_runner import LocalRunner
 from loop.flow.runner import RunResult, RunTask
 from loop.flow.sweep import SweepOptions, run_sweep
-from loop.spec.sweepfile import parse
 
 FOUR = "\n".join(
     ["  - name: base"]

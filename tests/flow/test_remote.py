@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from authored import FAST_MEASURE
 
+from loop.author.sweepfile import parse
 from loop.core.errors import LoopError
 from loop.flow.sweep import SweepOptions, run_sweep
-from loop.spec.sweepfile import parse
 
 distributed = pytest.importorskip("distributed")
 

@@ -7,8 +7,8 @@ import pytest
 from authored import FAST_MEASURE
 from sweeps import _sweep_runs, runs_of
 
+from loop.author.sweepfile import parse
 from loop.flow.sweep import SweepOptions, run_sweep
-from loop.spec.sweepfile import parse
 from loop.store.ledger import Ledger
 
 SWEEP = f"""\
@@ -116,8 +116,8 @@ def test_exported_model_as_base(write_sweep, tmp_path, exported_onnx):
 
 def test_hanging_compile_times_out_and_the_sweep_goes_on(write_sweep, tmp_path, monkeypatch):
     """A real hang (a compiler that sleeps) in its own process group, killed at the timeout."""
+    from loop.author import sweepfile as spec_mod
     from loop.core import registry as backends
-    from loop.spec import sweepfile as spec_mod
 
     monkeypatch.setitem(backends.COMPILERS, "misbehaving", "compile_fakes:MisbehavingCompiler")
     monkeypatch.setitem(backends.DEFAULT_DEVICES, "misbehaving", ("onnxruntime",))

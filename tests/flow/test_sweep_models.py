@@ -140,23 +140,23 @@ def test_a_range_the_quantizer_widened_is_a_warning(write_sweep, tmp_path):
 
 
 def test_integer_frames_need_a_scale(write_sweep, tmp_path):
+    from loop.author.sweepfile import parse
     from loop.core.errors import LoopError
-    from loop.spec.sweepfile import parse
 
     np.save(tmp_path / "frames.npy", np.random.default_rng(0).integers(0, 255, (4, 3, 8, 8), dtype=np.uint8))
     head = "sweep: f\nbase: tiny.yaml\ncalibration: {path: frames.npy"
     with pytest.raises(LoopError, match=r"calibration\.scale"):
         parse(write_sweep(head + "}\nvariants: [{name: base}]\n"))
     spec = parse(write_sweep(head + ", scale: 0.00392156862745098}\nvariants: [{name: base}]\n"))
-    from loop.spec.author import make_frames
+    from loop.author.author import make_frames
 
     frames = make_frames(spec.calibration, (1, 3, 8, 8), tmp_path)
     assert frames.dtype == np.float32 and frames.max() <= 1.0
 
 
 def test_two_ranges_on_one_tensor_name_both(write_sweep):
+    from loop.author.sweepfile import parse
     from loop.core.errors import LoopError
-    from loop.spec.sweepfile import parse
 
     path = write_sweep(
         "sweep: t\nbase: tiny.yaml\nvariants:\n  - name: both\n    perturb:\n"
@@ -209,8 +209,8 @@ def test_a_model_with_two_inputs_sweeps_with_seeded_and_stored_frames(tmp_path):
 def test_stored_frames_for_two_inputs_must_name_both(tmp_path):
     from authored import two_input_model
 
+    from loop.author.sweepfile import parse
     from loop.core.errors import LoopError
-    from loop.spec.sweepfile import parse
 
     onnx.save(two_input_model(), str(tmp_path / "two.onnx"))
     np.savez(tmp_path / "calib.npz", image=np.zeros((2, 3, 8, 8), np.float32))

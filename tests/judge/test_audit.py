@@ -2,10 +2,10 @@
 
 from dataclasses import replace
 
+from loop.author.perturb import Allow, Expect
 from loop.core.kinds import Verdict
 from loop.core.vocab import LayerPrint
 from loop.judge.audit import audit, observe
-from loop.spec.perturb import Allow, Expect
 
 CLEAN, CONFOUNDED, NO_EFFECT = Verdict.CLEAN, Verdict.CONFOUNDED, Verdict.NO_EFFECT
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loop.spec.perturb import WHATS, Allow, parse_expect
+from loop.author.perturb import WHATS, Allow, parse_expect
 
 LAYERS = st.text(
     alphabet=st.characters(blacklist_characters=":*?[]", blacklist_categories=("Cs",)), min_size=1, max_size=12

@@ -17,11 +17,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from loop import api
+from loop.author.author import author, with_reference
+from loop.author.sweepfile import parse
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler, calibration_feeds
 from loop.judge.noise import NoiseReport, precision_line, snr_db
 from loop.judge.structure import analyse
-from loop.spec.author import author, with_reference
-from loop.spec.sweepfile import parse
 
 EXAMPLE = Path(__file__).parents[2] / "graphs" / "variants.yaml"
 TOLERANCE_DB = 0.1

@@ -62,9 +62,9 @@ def test_a_range_past_the_clamp_is_confounded_naming_it(tmp_path: Path, chain: s
 
 
 def test_the_compile_reports_which_clamps_it_removed(tmp_path: Path) -> None:
+    from loop.author.frames import seeded
     from loop.compilers.onnxruntime import OnnxRuntimeCompiler
     from loop.core.vocab import CompileOptions
-    from loop.spec.frames import seeded
 
     compiler = OnnxRuntimeCompiler()
     model = clamp_chain_model("hardsigmoid").SerializeToString()

@@ -3,6 +3,7 @@ from dataclasses import replace
 import pytest
 from fake_timing import VirtualDevice, virtual
 
+from loop.author.sweepfile import MeasureSpec
 from loop.core.record import Figures, RunRecord
 from loop.measure.compare import (
     FASTER,
@@ -19,7 +20,6 @@ from loop.measure.compare import (
 )
 from loop.measure.interleave import interleave
 from loop.measure.protocol import spread, summary
-from loop.spec.sweepfile import MeasureSpec
 
 SPEC = MeasureSpec(min_duration_s=0.5)  # virtual seconds: 5 chunks a side a round
 

@@ -1,11 +1,11 @@
 import dataclasses
 from pathlib import Path
 
+from loop.author.author import author
+from loop.author.sweepfile import parse
 from loop.core.record import DepthRate, Figures, Rate, RunRecord
 from loop.core.vocab import LayerPrint
 from loop.measure.ladder import depth_knee, frame_ladder, link_plateau, network_of
-from loop.spec.author import author
-from loop.spec.sweepfile import parse
 
 GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
 

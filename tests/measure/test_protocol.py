@@ -2,11 +2,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from loop.author.sweepfile import MeasureSpec
 from loop.core.record import DepthRate, Rate
 from loop.devices.base import Health
 from loop.devices.onnxruntime import OnnxRuntimeDevice
 from loop.measure.protocol import drift, flags_for, measure, spread
-from loop.spec.sweepfile import MeasureSpec
 
 # host_busy_pct: this test host is shared; host-busy has tests of its own
 SPEC = MeasureSpec(

@@ -6,10 +6,10 @@ from dataclasses import replace
 from fake_timing import VirtualDevice, virtual
 from measure.fake_hailo_scheduler import FakeHailoDevice, Net
 
+from loop.author.sweepfile import MeasureSpec
 from loop.devices.base import RuntimeOptions
 from loop.measure.rounds import half_width_pct, race
 from loop.measure.stats import widened
-from loop.spec.sweepfile import MeasureSpec
 
 SPEC = MeasureSpec(min_duration_s=0.1)
 

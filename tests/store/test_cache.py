@@ -16,9 +16,9 @@ from authored import TWO_CONV_RECIPE
 from filesystems import fill, small_filesystem
 from hostile import Planted
 
+from loop.author.graphs import build_recipe
 from loop.core.vocab import CompileOptions, CompileResult, RangeOverride
 from loop.flow.compile_pool import compile_job
-from loop.spec.graphs import build_recipe
 from loop.store.cache import Cache, cache_key, calibration_sha
 from loop.store.files import StoreWarning
 

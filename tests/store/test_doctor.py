@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from authored import FAST_MEASURE, TWO_CONV_RECIPE
 
+from loop.author.sweepfile import parse
 from loop.core.errors import LoopError
 from loop.flow.sweep import SweepOptions, run_sweep
-from loop.spec.sweepfile import parse
 from loop.store.doctor import examine, repair_all
 from loop.store.ledger import Ledger
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from loop.author import frames as frames_mod
+from loop.author.graphs import load
+from loop.author.perturb import Allow, Calibration, with_tensors
+from loop.author.sweepfile import DataSpec, SweepSpec, VariantSpec
 from loop.core.vocab import CompileOptions
 from loop.judge.structure import Structure
-from loop.spec import frames as frames_mod
-from loop.spec.graphs import load
-from loop.spec.perturb import Allow, Calibration, with_tensors
-from loop.spec.sweepfile import DataSpec, SweepSpec, VariantSpec
 
 
 @dataclass

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from loop.spec.frames import frames_sha
+from loop.author.frames import frames_sha
 
 
 def test_input_names_cannot_run_into_each_other() -> None:
@@ -21,8 +21,8 @@ def test_input_names_cannot_run_into_each_other() -> None:
 
 def test_a_frame_file_is_used_whole_unless_a_count_is_given(tmp_path):
     """24 stored frames score 24 (a seeded subset only when ``count`` asks, and a note says so)."""
-    from loop.spec.author import make_frames, used_note
-    from loop.spec.sweepfile import DataSpec
+    from loop.author.author import make_frames, used_note
+    from loop.author.sweepfile import DataSpec
 
     np.save(tmp_path / "f.npy", np.random.default_rng(0).random((24, 3, 4, 4), dtype=np.float32))
     whole = DataSpec(count=None, path="f.npy")
@@ -36,7 +36,7 @@ def test_a_frame_file_is_used_whole_unless_a_count_is_given(tmp_path):
 
 
 def test_a_sweep_file_without_count_takes_every_stored_frame(tmp_path):
-    from loop.spec.sweepfile import parse
+    from loop.author.sweepfile import parse
 
     np.save(tmp_path / "f.npy", np.zeros((24, 3, 32, 32), np.float32))
     (tmp_path / "s.yaml").write_text(
@@ -71,8 +71,8 @@ def test_a_normalised_frame_is_put_on_its_grid_as_quantize_linear_puts_it() -> N
     """(p/255 - 0.5)/0.5 on a grid of 2/255 puts every value on a tie; a float64 division
     lands them short of it and rounds them all toward the zero point (7 dB on a real text
     classifier)."""
+    from loop.author.frames import onto_grid
     from loop.core.vocab import TensorLayout
-    from loop.spec.frames import onto_grid
 
     pixels = np.arange(256, dtype=np.float32)
     x = ((pixels / 255 - 0.5) / 0.5).astype(np.float32).reshape(1, 256)

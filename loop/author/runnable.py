@@ -20,9 +20,9 @@ from pathlib import Path
 import onnx
 from onnx import inliner
 
+from loop.author.shapes import walk  # every node, control-flow bodies included
 from loop.core.errors import LoopError
 from loop.core.text import for_person
-from loop.spec.shapes import walk  # every node, control-flow bodies included
 
 ONNX_DOMAIN = ""  # "ai.onnx" is the same domain under its long name
 ALIASES = {"ai.onnx": ONNX_DOMAIN}

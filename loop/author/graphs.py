@@ -27,11 +27,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from loop.author import runnable, schema, shapes
+from loop.author.normalize import normalize
+from loop.author.yamlio import LineDict, line_of, load_yaml, regular_file
 from loop.core.errors import LoopError
 from loop.judge.structure import Structure, analyse
-from loop.spec import runnable, schema, shapes
-from loop.spec.normalize import normalize
-from loop.spec.yamlio import LineDict, line_of, load_yaml, regular_file
 
 OPSET = 17
 
@@ -184,10 +184,10 @@ def load_onnx(
     path: Path, notes: list[str] | None = None, given_shapes: Mapping[str, Sequence[int]] | None = None
 ) -> onnx.ModelProto:
     """Load a user's model as loop runs it: local functions inlined and what ONNX Runtime cannot
-    run refused (:mod:`loop.spec.runnable`), every node named, every weight an initializer
-    (:mod:`loop.spec.normalize`), opset 13 or later where ONNX can convert it, static input
+    run refused (:mod:`loop.author.runnable`), every node named, every weight an initializer
+    (:mod:`loop.author.normalize`), opset 13 or later where ONNX can convert it, static input
     shapes (``given_shapes``, else a dynamic batch of 1) and output shapes resolved from them
-    (:mod:`loop.spec.shapes`). What was changed is appended to ``notes``."""
+    (:mod:`loop.author.shapes`). What was changed is appended to ``notes``."""
     try:
         model = onnx.load(str(path), load_external_data=False)
         _check_external_data(model, path)

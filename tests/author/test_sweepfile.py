@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
+from loop.author.perturb import ForceRange, ScaleWeights
+from loop.author.sweepfile import parse
 from loop.core.errors import LoopError
-from loop.spec.perturb import ForceRange, ScaleWeights
-from loop.spec.sweepfile import parse
 
 GOOD = """\
 sweep: s
@@ -148,7 +148,7 @@ def test_devices_may_be_one_name(write_sweep):
 
 
 def test_measure_noise_settings(write_sweep):
-    from loop.spec import sweepfile as spec_mod
+    from loop.author import sweepfile as spec_mod
 
     parsed = spec_mod.parse(
         write_sweep(
@@ -194,8 +194,8 @@ SEED_OVER_FILE = GOOD.replace("variants:", "calibration: {path: calib.npy, seed:
 def test_a_seed_over_a_frame_file_is_said_to_change_only_the_order(write_sweep, tmp_path: Path):
     import numpy as np
 
-    from loop.spec.author import make_frames
-    from loop.spec.sweepfile import SweepFileWarning
+    from loop.author.author import make_frames
+    from loop.author.sweepfile import SweepFileWarning
 
     np.save(tmp_path / "calib.npy", np.random.default_rng(0).random((4, 3, 8, 8), np.float32))
     path = write_sweep(SEED_OVER_FILE)

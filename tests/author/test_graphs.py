@@ -21,9 +21,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from loop.author import graphs
+from loop.author.sweepfile import parse
 from loop.judge.structure import describe
-from loop.spec import graphs
-from loop.spec.sweepfile import parse
 
 SMALL, LARGE = 1000, 4000
 # Work per node gives 4 calls for each one at a quarter of the size (fewer, with the fixed

@@ -11,8 +11,8 @@ from authored import TWO_CONV_RECIPE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from loop.author.sweepfile import parse
 from loop.core.errors import LoopError
-from loop.spec.sweepfile import parse
 
 VALID: dict[str, Any] = {
     "sweep": "p",

@@ -227,7 +227,7 @@ def test_a_non_utf8_file_name_is_named_in_one_line(tmp_path: Path) -> None:
     ],
 )
 def test_valid_odd_files_parse(tmp_path: Path, text: str) -> None:
-    from loop.spec.sweepfile import parse
+    from loop.author.sweepfile import parse
 
     (tmp_path / "tiny.yaml").write_text(TWO_CONV_RECIPE)
     (tmp_path / "odd.yaml").write_text(text, encoding="utf-8")
@@ -259,8 +259,8 @@ def test_an_external_data_onnx_base_runs(tmp_path: Path) -> None:
 
 
 def test_with_a_cluster_only_the_devices_must_be_here(tmp_path: Path, no_hailo: None) -> None:
+    from loop.author.sweepfile import parse
     from loop.core.errors import LoopError
-    from loop.spec.sweepfile import parse
 
     (tmp_path / "tiny.yaml").write_text(TWO_CONV_RECIPE)
     path = tmp_path / "s.yaml"
@@ -278,8 +278,8 @@ def test_external_data_must_be_a_regular_file_beside_the_model(tmp_path: Path, l
     import onnx
     from authored import exported_classifier
 
+    from loop.author.sweepfile import parse
     from loop.core.errors import LoopError
-    from loop.spec.sweepfile import parse
 
     folder = tmp_path / "m"
     folder.mkdir()

@@ -13,9 +13,9 @@ from authored import FAST_MEASURE, dynamic_detector, exported_classifier
 from onnx import TensorProto, helper, numpy_helper
 from sweeps import _sweep_runs
 
+from loop.author.graphs import load, load_onnx, parse_input_shapes
+from loop.author.sweepfile import parse
 from loop.core.errors import LoopError
-from loop.spec.graphs import load, load_onnx, parse_input_shapes
-from loop.spec.sweepfile import parse
 
 
 def _saved(tmp_path: Path, model: onnx.ModelProto, name: str = "m.onnx") -> Path:

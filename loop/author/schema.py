@@ -5,7 +5,7 @@ sweep file is loaded by our own YAML loader (line numbers, alias and size limits
 would validate an already-built dict, and a sweep file is a few KB. What decides it is the
 errors: pydantic's carry a ``loc`` path into that dict, which :func:`locate` maps back to a
 YAML line, and its fields expose description, bounds and default to render the README's
-table (:mod:`loop.spec.schema_doc`) from these same declarations. Strict mode refuses what YAML
+table (:mod:`loop.author.schema_doc`) from these same declarations. Strict mode refuses what YAML
 coerces by accident (``'5'`` for 5, ``true`` for 1); ``allow_inf_nan=False`` refuses
 ``.nan`` and ``.inf`` everywhere.
 """
@@ -20,9 +20,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
+from loop.author.yamlio import LineDict, LineList
 from loop.core.errors import LoopError
 from loop.core.text import for_person
-from loop.spec.yamlio import LineDict, LineList
 
 MAX_SEED = 2**32 - 1
 MAX_FRAMES = 1_000_000
@@ -310,7 +310,7 @@ def _built(owned: tuple[tuple[str, type[BaseModel]], ...]) -> tuple[type[Compile
 
 
 def validate(raw: Any) -> Sweep:
-    """``raw`` (from :func:`loop.spec.yamlio.load_yaml`) as a :class:`Sweep`, or a LoopError at its line."""
+    """``raw`` (from :func:`loop.author.yamlio.load_yaml`) as a :class:`Sweep`, or a LoopError at its line."""
     if not isinstance(raw, dict):
         raise LoopError("a sweep file is a mapping with 'sweep', 'base' and 'variants'", line=line_of_doc(raw))
     root = sweep_model()

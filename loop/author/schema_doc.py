@@ -1,4 +1,4 @@
-"""The README's sweep-file reference, rendered from :mod:`loop.spec.schema`'s declarations
+"""The README's sweep-file reference, rendered from :mod:`loop.author.schema`'s declarations
 (``compile:`` with each registered compiler's ``options_model``).
 
 The tables are generated so that a bound or default changed in the schema cannot drift from
@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loop.spec import schema
+from loop.author import schema
 
-BEGIN = "<!-- sweep-keys: generated from loop/spec/schema.py by tools/readme_schema.py; do not edit -->"
+BEGIN = "<!-- sweep-keys: generated from loop/author/schema.py by tools/readme_schema.py; do not edit -->"
 END = "<!-- /sweep-keys -->"
 
 SECTIONS: tuple[tuple[str, type[schema.Strict]], ...] = (

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from authored import attention_model, patterns_model
 
+from loop.author.perturb import Allow, parse_op
 from loop.core.errors import LoopError
 from loop.core.vocab import CompileOptions
 from loop.judge.structure import analyse
-from loop.spec.perturb import Allow, parse_op
 
 
 def test_calibration_footprint_follows_bias_correction():

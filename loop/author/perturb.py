@@ -266,7 +266,7 @@ def parse_op(raw: Any) -> Op:
     """Build an op from its sweep-file mapping; errors name the offending field."""
     from pydantic import ValidationError
 
-    from loop.spec.schema import locate, op_adapter
+    from loop.author.schema import locate, op_adapter
 
     try:
         return op_from(op_adapter().validate_python(raw, strict=True))
@@ -275,7 +275,7 @@ def parse_op(raw: Any) -> Op:
 
 
 def op_from(model: Any) -> Op:
-    """The op a validated :mod:`loop.spec.schema` op model describes."""
+    """The op a validated :mod:`loop.author.schema` op model describes."""
     if model.op == "scale_weights":
         return ScaleWeights(layer=model.layer, factor=float(model.factor))
     if model.op == "add_weight_noise":

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from loop.author.frames import dequantize, to_model_order
 from loop.core.vocab import TensorLayout
-from loop.spec.frames import dequantize, to_model_order
 
 HEF = dict(dtype="uint8", scale=0.5, zero_point=2, channels_last=True)
 

@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 from pydantic import Field
 
+from loop.author import schema
+from loop.author.schema_doc import reference, splice
+from loop.author.sweepfile import DataSpec, MeasureSpec, parse
+from loop.author.yamlio import _load
 from loop.compilers.hailo_options import HailoOptions
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
 from loop.core import registry
 from loop.core.errors import LoopError
 from loop.core.options import BackendOptions
 from loop.core.vocab import CompileOptions
-from loop.spec import schema
-from loop.spec.schema_doc import reference, splice
-from loop.spec.sweepfile import DataSpec, MeasureSpec, parse
-from loop.spec.yamlio import _load
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -132,6 +132,6 @@ def test_a_backends_own_keys_are_its_compilers(toy: None, tmp_path: Path) -> Non
 
 
 def test_the_schema_loads_no_compiler_until_a_sweep_file_is_read() -> None:
-    code = "import sys, loop.spec.sweepfile; print(sorted(m for m in sys.modules if 'compilers' in m))"
+    code = "import sys, loop.author.sweepfile; print(sorted(m for m in sys.modules if 'compilers' in m))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -14,16 +14,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from loop.author import schema
+from loop.author.graphs import load
+from loop.author.perturb import Calibration, Expect, Op, op_from, parse_expect
+from loop.author.yamlio import LineDict, LineList, line_of, load_yaml, regular_file
 from loop.core.errors import LoopError
 from loop.core.vocab import CompileOptions
 from loop.judge.structure import Structure
-from loop.spec import schema
-from loop.spec.graphs import load
-from loop.spec.perturb import Calibration, Expect, Op, op_from, parse_expect
-from loop.spec.yamlio import LineDict, LineList, line_of, load_yaml, regular_file
 
 MAX_FRAME_BYTES = 2 << 30  # generated frames held at once: past this, refuse before allocating
-# A backend's own compile keys are typed by its compiler's options_model (loop.spec.schema adds
+# A backend's own compile keys are typed by its compiler's options_model (loop.author.schema adds
 # them); a backend registered at run time without one (a plugin, a test's fake) names its keys
 # here, and they pass to it as they are.
 BACKEND_COMPILE_KEYS: dict[str, set[str]] = {}
@@ -182,7 +182,7 @@ def _hailo(model: schema.Sweep, raw: LineDict, options: CompileOptions) -> Compi
 
 def _check_cut(spec: SweepSpec, raw: LineDict) -> None:
     """Each of ``hailo.start_nodes``/``end_nodes`` must name an ONNX node of the base, at its line."""
-    from loop.spec.cut import check_cut, cut_of
+    from loop.author.cut import check_cut, cut_of
 
     section = raw.get("hailo")
     if not isinstance(section, LineDict):
@@ -205,7 +205,7 @@ def _ops_inside_cut(spec: SweepSpec, base: bytes) -> None:
     pre- or post-processing, so its effect would never be measured, and would read ``no-effect``."""
     import onnx
 
-    from loop.spec.cut import cut_model, cut_of
+    from loop.author.cut import cut_model, cut_of
 
     cut = cut_of(spec.compile)
     inside = {n.name for n in onnx.load_from_string(cut_model(base, cut)).graph.node}
@@ -597,7 +597,7 @@ def _check_frame_files(
 ) -> dict[str, int]:
     """Stored calibration or scoring frames must load and fit the model, before any write;
     how many frames each file holds, by key."""
-    from loop.spec.frames import count, load_file
+    from loop.author.frames import count, load_file
 
     totals = {}
     for key, data in (("calibration", spec.calibration), ("inputs", spec.inputs)):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from authored import old_style_model
 
+from loop.author.normalize import normalize
 from loop.judge.structure import analyse
-from loop.spec.normalize import normalize
 
 
 def test_old_style_model_is_made_plain():

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from loop.author.yamlio import MAX_ALIASES, LineDict, load_yaml
 from loop.core.errors import LoopError
-from loop.spec.yamlio import MAX_ALIASES, LineDict, load_yaml
 
 
 def _load(tmp_path: Path, data: bytes | str) -> object:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from authored import patterns_model
 
+from loop.author.perturb import Allow, LayerPrecision, parse_op
+from loop.author.sweepfile import parse
 from loop.core.errors import LoopError
 from loop.core.vocab import CompileOptions, Precision
 from loop.judge.structure import analyse
-from loop.spec.perturb import Allow, LayerPrecision, parse_op
-from loop.spec.sweepfile import parse
 
 SWEEP = """\
 sweep: s
@@ -79,7 +79,7 @@ def test_32_bits_may_change_the_layers_own_kernel():
 
 
 def test_precisions_reach_the_compile_options_and_its_cache_key(write_sweep, tmp_path):
-    from loop.spec.author import author
+    from loop.author.author import author
     from loop.store.cache import options_json
 
     spec = parse(write_sweep(SWEEP.replace("conv1", "'conv*'")))
@@ -93,7 +93,7 @@ def test_precisions_reach_the_compile_options_and_its_cache_key(write_sweep, tmp
 def test_a_node_that_is_not_a_layer_is_named_as_loop_noise_names_it():
     """An Add (and the Relu the quantizer removes after it) writes grid r3, read by to_concat_a and
     to_concat_b: its tensor comes from the model, its footprint from that tensor."""
-    from loop.spec.perturb import with_tensors
+    from loop.author.perturb import with_tensors
 
     model, s = patterns_model(), analyse(patterns_model())
     op = parse_op({"op": "precision", "layer": "add", "bits": 16})

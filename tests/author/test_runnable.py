@@ -12,8 +12,8 @@ from authored import FAST_MEASURE
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
+from loop.author.graphs import load
 from loop.cli import main
-from loop.spec.graphs import load
 
 X, Y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4]) for n in ("x", "y"))
 

@@ -1,4 +1,4 @@
-"""Rewrite README.md's sweep-file reference tables from loop/author/schema.py (run after changing it)."""
+"""Rewrite docs/sweep-file.md's sweep-file reference tables from loop/author/schema.py (run after changing it)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from loop.author.schema_doc import splice
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parent.parent / "docs" / "sweep-file.md"
 
 
 def main() -> None:

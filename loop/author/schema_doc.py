@@ -1,8 +1,8 @@
-"""The README's sweep-file reference, rendered from :mod:`loop.author.schema`'s declarations
+"""The sweep-file reference (docs/sweep-file.md), rendered from :mod:`loop.author.schema`'s declarations
 (``compile:`` with each registered compiler's ``options_model``).
 
 The tables are generated so that a bound or default changed in the schema cannot drift from
-the documentation: ``python tools/readme_schema.py`` rewrites the README between
+the documentation: ``python tools/readme_schema.py`` rewrites docs/sweep-file.md between
 :data:`BEGIN` and :data:`END`, and a test checks the README holds exactly this rendering.
 """
 

@@ -5,6 +5,7 @@ import json
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -147,18 +148,7 @@ def test_best_names_the_candidates_within_its_noise(tmp_path, recipe, monkeypatc
 def test_the_optuna_example_runs_two_generations(tmp_path):
     """graphs/optuna_search.py: Optuna's multi-objective sampler driving a study (the
     ``search`` extra, which CI installs)."""
-    import importlib.util
-
-    optuna = pytest.importorskip("optuna")
-    path = Path(__file__).resolve().parents[1] / "graphs" / "optuna_search.py"
-    spec = importlib.util.spec_from_file_location("optuna_search", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    search, study = module.run(tmp_path / "runs", 2, 3, inputs={"count": 2}, measure={**MEASURE, "budget_s": 2})
-    told = [t for t in search.trials if t.state != optuna.trial.TrialState.RUNNING]
-    # two generations asked and done; with four possible candidates the second may be all reused
-    assert len(told) == 6 and study.generations() == {0: "done", 1: "done"}
-    done = [t for t in told if t.state == optuna.trial.TrialState.COMPLETE]
+    optuna, _, told, done = _two_generations(tmp_path, "optuna_search")
     assert all(len(t.values) == 2 and t.values[1] > 0 for t in done)
     failed = [t for t in told if t.state == optuna.trial.TrialState.FAIL]
     assert all(t.user_attrs.get("why") for t in failed)  # told why, never its figures
@@ -222,18 +212,7 @@ def test_a_sweep_file_runs_as_the_next_generation_of_a_study(tmp_path, write_swe
 def test_the_mixed_precision_example_runs_two_generations(tmp_path):
     """graphs/mixed_precision.py (issue 36): Optuna choosing which layers go to 16 bits; a candidate
     with a layer at 16 bits scores at or above one with none, within a few hundredths of a dB."""
-    import importlib.util
-
-    optuna = pytest.importorskip("optuna")
-    path = Path(__file__).resolve().parents[1] / "graphs" / "mixed_precision.py"
-    spec = importlib.util.spec_from_file_location("mixed_precision", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    search, study = module.run(tmp_path / "runs", 2, 3, inputs={"count": 2}, measure={**MEASURE, "budget_s": 2})
-    told = [t for t in search.trials if t.state != optuna.trial.TrialState.RUNNING]
-    # two generations asked and done; with four possible candidates the second may be all reused
-    assert len(told) == 6 and study.generations() == {0: "done", 1: "done"}
-    done = [t for t in told if t.state == optuna.trial.TrialState.COMPLETE]
+    optuna, study, told, done = _two_generations(tmp_path, "mixed_precision")
     assert all(len(t.values) == 2 and t.values[1] > 0 for t in done)  # host-busy ones are told as failed
     # SNR does not depend on the host: read every candidate's, usable or not
     from loop.store.ledger import Ledger
@@ -360,3 +339,21 @@ def test_a_bad_candidate_is_one_line_and_claims_nothing(tmp_path, recipe):
     with pytest.raises(LoopError, match="unknown layer 'nope'"):
         s.evaluate([[{"op": "scale_weights", "layer": "nope", "factor": 1.1}]])
     assert s.generations() == {} and s.next_generation() == 0
+
+
+def _two_generations(tmp_path: Path, example: str) -> tuple[Any, Study, list[Any], list[Any]]:
+    """graphs/EXAMPLE.py run for two generations of three trials: optuna, the study, the trials
+    told and those complete; both generations asked and done (with four possible candidates the
+    second may be all reused)."""
+    import importlib.util
+
+    optuna = pytest.importorskip("optuna")
+    path = Path(__file__).resolve().parents[1] / "graphs" / f"{example}.py"
+    spec = importlib.util.spec_from_file_location(example, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    search, study = module.run(tmp_path / "runs", 2, 3, inputs={"count": 2}, measure={**MEASURE, "budget_s": 2})
+    told = [t for t in search.trials if t.state != optuna.trial.TrialState.RUNNING]
+    assert len(told) == 6 and study.generations() == {0: "done", 1: "done"}
+    done = [t for t in told if t.state == optuna.trial.TrialState.COMPLETE]
+    return optuna, study, told, done

@@ -17,7 +17,7 @@ from loop.core.record import RunRecord
 from loop.core.registry import compiler_class
 from loop.core.vocab import LayerPrint, Quantized
 from loop.judge import fingerprint as fp
-from loop.judge.falls import falls, with_falls
+from loop.judge.falls import falls, float_inputs, with_falls
 from loop.judge.noise import NoiseReport, worst_first
 from loop.store.ledger import Ledger
 
@@ -52,10 +52,10 @@ def of_authored(spec: SweepSpec, authored: Authored) -> tuple[NoiseReport, Quant
         raise LoopError(
             f"the {spec.backend} compiler has no per-layer noise analysis", file=str(spec.path), field="backend"
         )
-    model = onnx.load_from_string(authored.model())
-    found = with_falls(found, model)
+    reads = float_inputs(onnx.load_from_string(authored.model()))  # shape inference once, for both
+    found = with_falls(found, reads)
     report = NoiseReport(spec.name, authored.variant.name, spec.backend, count(frames), worst_first(found))
-    report.falls = falls(found, model)
+    report.falls = falls(found, reads)
     return report, quantized
 
 

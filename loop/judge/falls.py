@@ -102,10 +102,10 @@ def _meet(a: str, b: str, idom: dict[str, str], order: dict[str, int]) -> str:
     return a
 
 
-def with_falls(found: Sequence[TensorNoise], model: onnx.ModelProto) -> list[TensorNoise]:
+def with_falls(found: Sequence[TensorNoise], reads: dict[str, list[str]]) -> list[TensorNoise]:
     """``found`` with each tensor's ``fall_db``: the lowest accumulated SNR of the quantized tensors
-    it reads less its own (None when it reads none: its grid is the first the signal meets)."""
-    reads = float_inputs(model)
+    it reads less its own (None when it reads none: its grid is the first the signal meets).
+    ``reads``: :func:`float_inputs` of the float model, inferred once for this and :func:`falls`."""
     by_tensor = {t.tensor: t for t in found}
     out = []
     for t in found:
@@ -123,11 +123,10 @@ def ideal_db(bits: int | None) -> float:
 
 
 def falls(
-    found: Sequence[TensorNoise], model: onnx.ModelProto, count: int = 3, least_db: float = FALL_DB
+    found: Sequence[TensorNoise], reads: dict[str, list[str]], count: int = 3, least_db: float = FALL_DB
 ) -> list[Fall]:
     """The ``count`` largest falls of at least ``least_db`` among ``found`` (as :func:`with_falls`
     gives them), largest first, each with its region."""
-    reads = float_inputs(model)
     idom = dominators(reads)
     by_tensor = {t.tensor: t for t in found}
     chosen = sorted(

@@ -17,7 +17,6 @@ import argparse
 import json
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +43,7 @@ def variants(count: int, size: int, frames: int) -> list[Item]:
 
 def timed(items: list[Item], jobs: int, threads: int, cache: Cache | None) -> tuple[float, int]:
     """Seconds for the whole compile phase, and how many items were really compiled."""
-    run = [(m, c, replace(o, threads=threads)) for m, c, o in items]
+    run = [(m, c, o.model_copy(update={"threads": threads})) for m, c, o in items]
     t0 = time.perf_counter()
     results = compile_all("onnxruntime", run, jobs=jobs, cache=cache)
     elapsed = time.perf_counter() - t0
@@ -57,7 +56,7 @@ def isolation_overhead(items: list[Item], pooled_s: float) -> dict[str, float]:
     process group) against the same compiles run in this very process, both one at a time."""
     t0 = time.perf_counter()
     for model, calibration, options in items:
-        compile_job("onnxruntime", model, calibration, replace(options, threads=1))
+        compile_job("onnxruntime", model, calibration, options.model_copy(update={"threads": 1}))
     in_process = time.perf_counter() - t0
     return {
         "in_process_s": in_process / len(items),

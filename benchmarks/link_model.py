@@ -109,7 +109,7 @@ def host_phase(bench: Bench, sessions: int) -> None:
 
 
 def _slowest_ms(run: RunRecord) -> float:
-    split = run.measure.data["split_ms"]
+    split = run.measure.split_ms
     return max(float(split["compute_ms"]), float(split.get("lone_compute_ms") or 0))
 
 

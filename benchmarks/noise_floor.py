@@ -34,7 +34,7 @@ from loop.author.graphs import build_recipe
 from loop.author.sweepfile import MeasureSpec
 from loop.compilers.base import run_compile
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
-from loop.core.record import Figures, RunRecord
+from loop.core.record import Measurement, RunRecord
 from loop.core.vocab import Artifact, CompileOptions
 from loop.devices.base import RuntimeOptions
 from loop.devices.onnxruntime import OnnxRuntimeDevice
@@ -93,7 +93,7 @@ def run_row(i: int, path: Path, device: str = "onnxruntime") -> RunRecord:
         verdict="clean",
         artifact=str(path),
         device=device,
-        measure=Figures.from_json(m),
+        measure=Measurement.from_dict(m),
     )
 
 
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=20)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    report: dict[str, Any] = {"machine": machine(MeasureSpec().threads), "spec": vars(MeasureSpec())}
+    report: dict[str, Any] = {"machine": machine(MeasureSpec().threads), "spec": MeasureSpec().model_dump()}
     with tempfile.TemporaryDirectory(prefix="loop-noise-") as tmp:
         built = {k: compiled(h, w, Path(tmp)) for k, (h, w) in SIZES.items()}
         arts, paths = {k: a for k, (a, _) in built.items()}, {k: p for k, (_, p) in built.items()}

@@ -24,7 +24,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from loop.core.record import Change, Figures, RunRecord, Scores
+from loop.core.record import Change, Measurement, RunRecord, Scores
 from loop.core.vocab import LayerPrint
 from loop.store.ledger import Ledger
 
@@ -64,7 +64,7 @@ def candidate(sweep: str, generation: int, i: int, layers: int) -> RunRecord:
         layers=tuple(LayerPrint(n, "Conv") for n in names),
         changes=tuple(changes),
         flags=("host-busy",) if i % 20 == 7 else (),
-        measure=Figures.from_json(
+        measure=Measurement.from_dict(
             {
                 "rate_fps": {"median": fps, "ci95": [fps * 0.98, fps * 1.02], "repeats": 5, "frames": 500},
                 "bytes_in": 150_528,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,68 +18,15 @@ import yaml
 
 from loop.author.sweepfile import parse
 from loop.core.errors import LoopError
-from loop.core.kinds import Flag, Status, Verdict
 from loop.core.leftovers import scratch
-from loop.core.record import RunRecord
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.hailort.hef import HefInfo, inspect_hef
 from loop.judge.noise import NoiseReport
-from loop.measure.compare import ledger_ratio
+from loop.measure.results import Result, result_of
 from loop.store.files import atomic_write, safe_component, store_verified
 from loop.store.ledger import Ledger
 
 Candidate = Sequence[Mapping[str, Any]] | onnx.ModelProto | bytes | str | Path
-
-
-@dataclass(frozen=True)
-class Result:
-    """One candidate's outcome: its verdict, whether it is fit to compare and why not, its
-    scores and the three quantities, its rate's interval and its rate ratio to the reference
-    of its sweep (the base compiled with the same options) with that ratio's interval. A view
-    built from the run record (and, in a study, its ratio row): never changed in place."""
-
-    index: int
-    variant: str
-    run_id: int | None
-    status: Status
-    verdict: Verdict | None
-    scores: dict[str, Any] = field(default_factory=dict)
-    ttfo_ms: float | None = None
-    rate_fps: float | None = None
-    bytes_in: int | None = None
-    bytes_out: int | None = None
-    error: str | None = None
-    flags: tuple[str, ...] = ()
-    why: str | None = None  # why it is not usable, in one line
-    rate_ci95: tuple[float, float] | None = None
-    rate_ratio: float | None = None  # rate / the reference's rate, from the two runs' figures
-    rate_ratio_ci95: tuple[float, float] | None = None
-    reused: bool = False  # came back from the ledger: evaluated before with the same content
-    generation: int | None = None
-    sweep: str | None = None
-    stages: dict[str, float] = field(default_factory=dict)
-    ratio_basis: str = "ledger"  # or "interleaved, N rounds": measured together with the reference
-    ratio_floor_pct: float | None = None  # how far two sessions of the reference differed (in the ci95)
-    tied: list[Result] = field(default_factory=list)  # set by Study.best: the others within noise of this one
-
-    @property
-    def usable(self) -> bool:
-        """Finished, audited, not confounded and not measured on a busy host."""
-        return self.why is None
-
-    def value(self, key: str) -> float | None:
-        """A score by name, or ``rate_fps``, ``rate_ratio``, ``ttfo_ms``."""
-        found = getattr(self, key) if key in ("rate_fps", "rate_ratio", "ttfo_ms") else self.scores.get(key)
-        return None if found is None else float(found)
-
-    def interval(self, key: str) -> tuple[float, float]:
-        """The value's 95% interval where it has one (a raced ratio's already holds its A/A
-        floor), else the value itself at both ends."""
-        ci = {"rate_fps": self.rate_ci95, "rate_ratio": self.rate_ratio_ci95}.get(key)
-        if ci is not None:
-            return ci
-        value = self.value(key)
-        return (value, value) if value is not None else (float("-inf"), float("-inf"))
 
 
 def _model_path(runs: Path, candidate: onnx.ModelProto | bytes | str | Path) -> str:
@@ -173,49 +119,6 @@ def _results(runs: Path, outcomes: Sequence[Any], count: int) -> list[Result]:
     finally:
         ledger.close()
     return [result_of(i, by_name[f"c{i}"], by_name.get("base")) for i in range(count)]
-
-
-def _why(run: RunRecord) -> str | None:
-    apart = run.why_apart
-    if apart is not None or run.status != Status.OK:
-        return apart or str(run.status)
-    if Flag.HOST_BUSY in {*run.flags, *run.measure.flags}:
-        busy = run.measure.others_core_pct
-        return "measured host-busy" + (f": others used {busy:.0f}% of a core" if busy is not None else "")
-    return None
-
-
-def result_of(index: int, run: RunRecord, ref: RunRecord | None = None, reused: bool = False) -> Result:
-    """The result of candidate ``index`` from its run, with its rate ratio to ``ref``."""
-    result = replace(_result(index, run), reused=reused)
-    mine, theirs = run.measure.rate, None if ref is None else ref.measure.rate
-    if mine is not None and theirs is not None and theirs.median > 0:
-        ratio, ci95 = ledger_ratio(theirs, mine)
-        return replace(result, rate_ratio=ratio, rate_ratio_ci95=ci95)
-    return result
-
-
-def _result(index: int, run: RunRecord) -> Result:
-    m = run.measure
-    return Result(
-        index=index,
-        variant=run.variant,
-        run_id=run.id,
-        status=run.status,
-        verdict=run.verdict,
-        scores=run.scores.to_json(),
-        ttfo_ms=m.ttfo_ms,
-        rate_fps=m.median_fps,
-        bytes_in=m.bytes_in,
-        bytes_out=m.bytes_out,
-        error=run.error,
-        flags=tuple(str(f) for f in run.flags),
-        why=_why(run),
-        rate_ci95=None if m.rate is None else m.rate.ci95,
-        generation=run.generation,
-        sweep=run.sweep,
-        stages=dict(run.stages),
-    )
 
 
 def inspect(hef: str | Path, device: str | None = None, sweep: str | Path | None = None) -> HefInfo:

@@ -242,7 +242,6 @@ def runs_cmd(runs: Path, as_json: bool, sweep: str | None, fmt: str) -> None:
 @click.option("--pareto", "pareto", default=None, metavar="A,B", help="Only the front on these keys, beyond noise.")
 def study_cmd(runs: Path, name: str, as_json: bool, best: str | None, pareto: str | None) -> None:
     """A study's candidates: verdict, whether usable and why, scores, rate ratio to the reference."""
-    from dataclasses import asdict
 
     from loop import report
     from loop.study import Study
@@ -256,7 +255,7 @@ def study_cmd(runs: Path, name: str, as_json: bool, best: str | None, pareto: st
     else:
         results = study.results()
     if as_json:  # the best's own "tied" holds the candidates within noise of it
-        click.echo(json.dumps([asdict(r) for r in results], indent=2))
+        click.echo(json.dumps([r.to_dict() for r in results], indent=2))
         return
     click.echo(report.study_table([*results, *(found.tied if found else [])]))
     if found is not None:
@@ -345,8 +344,6 @@ def compare_cmd(
 ) -> None:
     """Whether run B's rate differs from run A's beyond noise: re-measured interleaved with an
     A/A control (default), or from the ledger's figures (--from-ledger)."""
-    from dataclasses import replace
-
     from loop.measure import compare as cmp
     from loop.store.ledger import Ledger
 
@@ -355,7 +352,7 @@ def compare_cmd(
     with Ledger.open_existing(runs / "ledger.sqlite") as book:
         a = book.record(run_a)
         b = None if run_b is None else book.record(run_b)
-    spec = replace(cmp.COMPARE_SPEC, min_duration_s=round_s)
+    spec = cmp.COMPARE_SPEC.model_copy(update={"min_duration_s": round_s})
     if b is None:
         result = cmp.a_a(a, pairs, spec, rounds)
         click.echo(json.dumps(result, indent=2) if as_json else _lines(cmp.describe_a_a(result)))

@@ -32,16 +32,15 @@ import json
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from loop.api import Result, check_generation, result_of, write_generation
+from loop.api import check_generation, write_generation
 from loop.author.sweepfile import parse
 from loop.author.yamlio import load_yaml
 from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha
-from loop.core.kinds import Flag
 from loop.core.leftovers import scratch
 from loop.core.record import RunRecord
 from loop.core.registry import compiler_class
@@ -49,9 +48,9 @@ from loop.core.text import for_person
 from loop.flow.generation import run_generation
 from loop.flow.resume import Content, ContentChanged, Named, moved
 from loop.flow.sweep import SweepOptions, reference_content
-from loop.measure.stats import widened
+from loop.measure.results import Result, result_of, with_race
 from loop.store.ledger import Ledger
-from loop.store.studies import Asked, Ratio, RatioRow, StudyStore, ratios
+from loop.store.studies import Asked, StudyStore, ratios
 from loop.store.study_files import import_files
 
 Candidate = Sequence[Mapping[str, Any]] | Mapping[str, Any]
@@ -328,7 +327,7 @@ class Study:
         return [r for r in pool if not any(_dominates(o, r, keys) for o in pool if o is not r)]
 
     def records(self) -> list[dict[str, Any]]:
-        return [asdict(r) for r in self.results()]
+        return [r.to_dict() for r in self.results()]
 
     def dataframe(self) -> Any:
         try:
@@ -354,38 +353,6 @@ def _dominates(a: Result, b: Result, keys: Sequence[str]) -> bool:
     return not_worse and any(alo > bhi for (alo, _), (_, bhi) in zip(ia, ib, strict=True))
 
 
-def with_race(result: Result, raced: Mapping[int, RatioRow]) -> Result:
-    """The result with its ratio and its own rate from the generation's rounds, where it was
-    raced: the ratio's 95% interval is the rounds' widened by the race's A/A floor (two sessions of
-    one artifact differed by that much, which no round-to-round interval shows). A ratio whose
-    rounds met the target is usable on a busy host: load both sides shared cancels in it, and the
-    race's ``host-busy`` flag stays for anyone who reads the absolute rate."""
-    row = raced.get(result.run_id or -1)
-    if row is None:
-        return result
-    ratio = Ratio(*widened((row.ratio.value, row.ratio.low, row.ratio.high), row.floor_pct))
-    flags = tuple(dict.fromkeys((*result.flags, *row.flags)))
-    why = result.why
-    if why is not None and why.startswith(HOST_BUSY) and row.met:
-        why = None  # the protocol's own figures were of a busy host; the ratio is not
-    elif why is None and Flag.HOST_BUSY in row.flags and not row.met:
-        why = f"{HOST_BUSY}, and its ratio's interval is wider than measure.target_ratio_pct ({row.target_pct or 0:g}%)"
-    fps, ci95 = (result.rate_fps, result.rate_ci95) if row.fps is None else (row.fps.value, (row.fps.low, row.fps.high))
-    basis = f"interleaved, {row.rounds} rounds" + (" (dropped: beaten)" if row.dropped is not None else "")
-    return replace(
-        result,
-        rate_fps=fps,
-        rate_ci95=ci95,
-        rate_ratio=ratio.value,
-        rate_ratio_ci95=(ratio.low, ratio.high),
-        ratio_floor_pct=row.floor_pct,
-        ratio_basis=basis,
-        flags=flags,
-        why=why,
-    )
-
-
-HOST_BUSY = "measured host-busy"  # how loop.api's why begins for a run measured on a busy host
 SHARED = ("devices", "seed", "calibration", "inputs", "compile", "measure", "params", "input_shapes")
 
 

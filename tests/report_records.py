@@ -1,9 +1,11 @@
-"""Run records with known figures, for the report's tests: the seed's ladder, a confounded run."""
+"""Run records with known figures, for the report's tests: the seed's ladder, a confounded run, raced candidates."""
 
 from __future__ import annotations
 
-from loop.core.record import Change, Figures, RunRecord
+from loop.core.record import Change, Measurement, RunRecord, Scores
 from loop.core.vocab import LayerPrint
+from loop.measure.results import Result
+from loop.store.studies import Ratio, RatioRow
 
 
 def run(name: str, fps: float, bytes_in: int, bytes_out: int = 0, **kw) -> RunRecord:
@@ -22,7 +24,7 @@ def run(name: str, fps: float, bytes_in: int, bytes_out: int = 0, **kw) -> RunRe
         variant=name,
         status="ok",
         verdict=kw.pop("verdict", "n/a"),
-        measure=Figures.from_json(data),
+        measure=Measurement.from_dict(data),
         **kw,
     )
 
@@ -77,3 +79,19 @@ def generation(sweep: str, g: int, candidates: int, start_id: int = 1, layers: i
                 changes=moved, scores=Scores.from_json({"snr_db": 20.0 + i, "output_mean": 0.5 + i}))  # fmt: skip
         out.append(replace(r, sweep=sweep))
     return out
+
+
+def raced(index: int, snr: float, ratio: tuple[float, float, float], verdict: str = "clean", **kw) -> Result:
+    """A candidate's result whose rate ratio (low, value, high) came from interleaved rounds
+    with no A/A floor, so its interval is the one given."""
+    record = RunRecord(
+        id=kw.pop("id", index),
+        sweep="s-g0",
+        variant=f"c{index}",
+        status="ok",
+        verdict=verdict,
+        scores=Scores.from_json({"snr_db": snr}),
+        **kw,
+    )
+    low, value, high = ratio
+    return Result(index, record, race=RatioRow(record.id, 0, Ratio(value, low, high), 10, None, None, (), None, 3.0))

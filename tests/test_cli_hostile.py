@@ -15,7 +15,7 @@ from onnx import helper, numpy_helper
 
 from loop.cli import main
 from loop.core.kinds import Status
-from loop.core.record import Figures, RunRecord
+from loop.core.record import Measurement, RunRecord
 from loop.store.ledger import Ledger
 
 # what a crafted name carries: clear the screen, retitle the terminal, return to the line's
@@ -57,7 +57,7 @@ def test_layers_shows_a_hostile_node_name_escaped(tmp_path: Path) -> None:
 
 def ledger_of(runs: Path, sweep: str, variants: list[str]) -> None:
     """Finished runs of ``sweep``, one per variant name, each measured at 500 fps over 1 MB."""
-    figures = Figures.from_json({"rate_fps": {"median": 500.0}, "bytes_in": 1 << 20, "bytes_out": 0, "depth": 1})
+    figures = Measurement.from_dict({"rate_fps": {"median": 500.0}, "bytes_in": 1 << 20, "bytes_out": 0, "depth": 1})
     with Ledger(runs / "ledger.sqlite") as ledger:
         for variant in variants:
             run = ledger.begin(sweep, "key", variant, "spec", "onnxruntime")

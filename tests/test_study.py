@@ -12,6 +12,7 @@ import onnx
 import pytest
 import yaml
 from authored import FAST_MEASURE, exported_classifier
+from report_records import raced
 
 from loop.api import Result
 from loop.core.errors import LoopError
@@ -124,7 +125,7 @@ def test_a_calibration_file_rewritten_in_place_is_measured_afresh_and_said_so(tm
 
 
 def _r(snr: float, ratio: tuple[float, float, float]) -> Result:
-    return Result(0, "c", 1, "ok", "clean", {"snr_db": snr}, rate_ratio=ratio[1], rate_ratio_ci95=(ratio[0], ratio[2]))
+    return raced(0, snr, ratio)
 
 
 def test_dominance_only_beyond_the_intervals():
@@ -290,18 +291,24 @@ def test_a_study_of_the_file_layout_opens_and_moves_into_the_ledger(tmp_path, re
 def test_a_ratio_that_met_its_target_is_usable_on_a_busy_host():
     """Load both sides share cancels in a ratio from interleaved rounds: one that met its target is
     usable with host-busy among its flags; one that did not stays apart, as a busy run alone does."""
+    from loop.core.record import Measurement
+    from loop.measure.results import with_race
     from loop.store.studies import Ratio, RatioRow
-    from loop.study import with_race
 
-    busy = replace(_r(30, (0.99, 1.0, 1.01)), run_id=5, why="measured host-busy: others used 148% of a core")
+    busy_figures = Measurement.from_dict(
+        {"rate_fps": {"median": 300}, "flags": ["host-busy"], "host": {"others_core_pct": 148}}
+    )
+    busy = replace(_r(30, (0.99, 1.0, 1.01)), race=None)
+    busy = replace(busy, run=replace(busy.run, id=5, measure=busy_figures))
+    assert busy.why == "measured host-busy: others used 148% of a core"
     met = RatioRow(5, 1, Ratio(1.0, 0.98, 1.02), 12, 1.0, None, ("host-busy",), Ratio(400, 390, 410), 3.0)
     held = with_race(busy, {5: met})
     assert held.usable and "host-busy" in held.flags and held.rate_fps == 400
-    quiet = replace(busy, why=None)
+    quiet = replace(busy, run=replace(busy.run, measure=Measurement.from_dict({"rate_fps": {"median": 300}})))
     wide = replace(met, ratio=Ratio(1.0, 0.9, 1.1))
-    assert not with_race(quiet, {5: wide}).usable  # a busy race that missed its target
+    assert quiet.usable and not with_race(quiet, {5: wide}).usable  # a busy race that missed its target
     assert with_race(quiet, {5: replace(wide, flags=())}).usable  # a quiet one that ran out of budget
-    confounded = replace(busy, why="confounded")
+    confounded = replace(busy, run=replace(busy.run, verdict="confounded"))
     assert not with_race(confounded, {5: met}).usable
 
 

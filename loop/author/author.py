@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -72,18 +72,18 @@ def make_frames(
     constant in every frame."""
     shapes, dtypes = _shapes(shape), dtypes or {}
     if data.path is not None:
-        stored = frames_mod.load_file(folder / data.path, shapes, field, data.scale, dtypes, dict(data.constants))
+        stored = frames_mod.load_file(folder / data.path, shapes, field, data.scale, dtypes, data.pairs)
         total = frames_mod.count(stored)
         order = np.random.default_rng(data.seed).permutation(total) if data.seed else np.arange(total)
         return frames_mod.select(stored, order[: data.count])
-    return frames_mod.seeded_set(shapes, data.count or 1, data.seed, dict(data.constants), dtypes)
+    return frames_mod.seeded_set(shapes, data.count or 1, data.seed or 0, data.pairs, dtypes)
 
 
 def used_note(data: DataSpec, shape: Shapes, folder: Path, field: str, dtypes: dict[str, str]) -> str | None:
     """A line when a frame file is not used whole: how many of its frames and why."""
     if data.path is None or data.count is None:
         return None
-    stored = frames_mod.load_file(folder / data.path, _shapes(shape), field, data.scale, dtypes, dict(data.constants))
+    stored = frames_mod.load_file(folder / data.path, _shapes(shape), field, data.scale, dtypes, data.pairs)
     total = frames_mod.count(stored)
     key = field.rsplit(".", 1)[0]
     return f"{key}: {min(data.count, total)} of the {total} frames in {data.path} used ({key}.count: {data.count})"
@@ -109,7 +109,9 @@ def _calibration_source(spec: SweepSpec, variant: VariantSpec) -> DataSpec:
     data: DataSpec = spec.calibration
     for op in variant.ops:
         if isinstance(op, Calibration):
-            data = replace(data, count=op.count or data.count, seed=data.seed if op.seed is None else op.seed)
+            data = data.model_copy(
+                update={"count": op.count or data.count, "seed": data.seed if op.seed is None else op.seed}
+            )
     return data
 
 
@@ -136,7 +138,8 @@ def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path
     precisions = tuple(dict.fromkeys(p for op in variant.ops for p in op.precisions(structure)))
     precisions = with_tensors(precisions, data, structure)
     base_options = variant.compile or spec.compile
-    options = replace(base_options, overrides=overrides, precisions=precisions, threads=threads or base_options.threads)
+    derived = {"overrides": overrides, "precisions": precisions, "threads": threads or base_options.threads}
+    options = base_options.model_copy(update=derived)
     path = staging / f"{sha}.onnx"
     if not path.exists():
         path.write_bytes(data)
@@ -174,7 +177,7 @@ def _used_notes(
 
 def _judged(options: CompileOptions) -> CompileOptions:
     """What of the options changes what a compile makes (not its timeout or threads)."""
-    return replace(options, threads=0, timeout_s=None, overrides=(), precisions=())
+    return options.model_copy(update={"threads": 0, "timeout_s": None, "overrides": (), "precisions": ()})
 
 
 def group_of(spec: SweepSpec, v: VariantSpec) -> str:
@@ -192,7 +195,7 @@ def _plain(v: VariantSpec) -> bool:
 
 
 def _reference_name(spec: SweepSpec, v: VariantSpec, taken: set[str]) -> str:
-    ours, theirs = asdict(_judged(spec.compile)), asdict(_judged(v.compile or spec.compile))
+    ours, theirs = _judged(spec.compile).model_dump(), _judged(v.compile or spec.compile).model_dump()
     moved = ", ".join(f"{k}={theirs[k]}" for k in theirs if theirs[k] != ours[k])
     name = "base" if not moved else f"base ({moved[:60]})"
     return name if name not in taken else f"{name} (reference)"

@@ -1,5 +1,5 @@
 """Perturbation ops. Each says what it does to the model or the compile, and its footprint:
-what it is allowed to change (DESIGN.md, "Fingerprint and audit").
+what it is allowed to change (docs/audit.md, "Footprints").
 
 A footprint is a set of :class:`~loop.core.footprint.Allow` rules over observed changes
 (:mod:`loop.core.footprint` says what each kind of change is).

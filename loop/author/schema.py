@@ -1,4 +1,5 @@
-"""The sweep file's schema: every key declared once, with its type, bounds and default.
+"""The sweep file's schema: every key declared once, with its type, bounds and default
+(``compile:``'s in the core, :class:`loop.core.vocab.CompileSettings`, beside the options they become).
 
 pydantic v2 rather than msgspec: msgspec is fastest when it decodes the bytes itself, but a
 sweep file is loaded by our own YAML loader (line numbers, alias and size limits), so both
@@ -15,14 +16,24 @@ from __future__ import annotations
 import re
 from copy import copy
 from functools import lru_cache
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+)
 from pydantic.fields import FieldInfo
 
 from loop.author.yamlio import LineDict, LineList
 from loop.core.errors import LoopError
 from loop.core.text import for_person
+from loop.core.vocab import CompileSettings, DeviceSettings
 
 MAX_SEED = 2**32 - 1
 MAX_FRAMES = 1_000_000
@@ -37,8 +48,8 @@ Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
 Layer = Annotated[str, Field(min_length=1, max_length=1024, description="an ONNX node name")]
 Path_ = Annotated[str, Field(min_length=1, max_length=4096)]
-Threads = Annotated[int, Field(ge=0, le=1024)]
 Depth = Annotated[int, Field(ge=1, le=4096)]
+DepthList = Annotated[list[Depth], Field(min_length=1, max_length=64)]
 Dim = Annotated[int, Field(ge=1, le=1 << 20)]
 InputName = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
 Shape = Annotated[list[Dim], Field(min_length=0, max_length=8)]
@@ -66,76 +77,64 @@ class Data(Strict):
     )
 
 
-class Measure(Strict):
-    """``measure:``: how each device is driven (no recompile when these change)."""
+def _depths(value: int | list[int]) -> tuple[int, ...]:
+    return tuple(value) if isinstance(value, list) else (value,)
 
-    warmup: int = Field(10, ge=0, le=MAX_FRAMES, description="frames run before timing")
-    frames: int = Field(200, ge=1, le=MAX_FRAMES, description="frames per timed repeat")
-    repeats: int = Field(5, ge=1, le=1000, description="timed repeats")
-    depth: Depth | Annotated[list[Depth], Field(min_length=1, max_length=64)] = Field(
-        1, description="frames in flight; a list measures each"
+
+def _listed(value: Any) -> Any:
+    """A tuple of depths, as Python code passes them, validated as the list a sweep file writes."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+if TYPE_CHECKING:
+    Depths = tuple[int, ...]
+else:  # a sweep file writes one depth or a list of them (its errors and README say so); all read a tuple
+    Depths = Annotated[Depth | DepthList, AfterValidator(_depths), BeforeValidator(_listed)]
+
+
+class Measure(Strict, DeviceSettings):
+    """``measure:``: how each device is driven (no recompile when these change). The one
+    declaration of the measure protocol's settings: the sweep file's, and what the protocol reads;
+    those a device takes itself are :class:`~loop.core.vocab.DeviceSettings`'."""
+
+    # Defaults given as ``default=``: mypy (no pydantic plugin) takes a positional one for none.
+    warmup: int = Field(default=10, ge=0, le=MAX_FRAMES, description="frames run before timing")
+    frames: int = Field(default=200, ge=1, le=MAX_FRAMES, description="frames per timed repeat")
+    repeats: int = Field(default=5, ge=1, le=1000, description="timed repeats")
+    depth: Depths = Field(default=1, validate_default=True, description="frames in flight; a list measures each")
+    duration_s: float | None = Field(
+        default=None, gt=0, le=86_400, description="time each repeat instead of counting frames"
     )
-    duration_s: float | None = Field(None, gt=0, le=86_400, description="time each repeat instead of counting frames")
-    ttfo_repeats: int = Field(3, ge=1, le=1000, description="fresh sessions timed to first output")
-    latency_frames: int = Field(50, ge=0, le=MAX_FRAMES, description="single frames for latency percentiles")
-    threads: Threads = Field(0, description="device threads (0: the runtime's choice)")
-    power_mode: Annotated[str, Field(max_length=64)] | None = Field(
-        None, description="the device's power mode, on devices that have one"
-    )
-    dma_map: bool = Field(False, description="map buffers for DMA once, on devices that copy by DMA")
-    batch_size: int = Field(0, ge=0, le=4096, description="frames per transfer (0: the device's own default batch)")
-    hw_latency: bool = Field(False, description="read the device's own latency figure, on devices that report one")
-    group_id: Annotated[str, Field(pattern=r"^[^;]{1,64}$")] | None = Field(
-        None, description="on devices shared by group: processes with the same group share one accelerator"
-    )
-    min_duration_s: float = Field(1.0, ge=0, le=3600, description="each repeat lasts at least this long")
+    ttfo_repeats: int = Field(default=3, ge=1, le=1000, description="fresh sessions timed to first output")
+    latency_frames: int = Field(default=50, ge=0, le=MAX_FRAMES, description="single frames for latency percentiles")
+    # a repeat also runs at least `frames` frames
+    min_duration_s: float = Field(default=1.0, ge=0, le=3600, description="each repeat lasts at least this long")
     target_ci_pct: float | None = Field(
-        None, ge=0.01, le=100, description="repeat until the median's 95% CI is within +-this %"
+        default=None, ge=0.01, le=100, description="repeat until the median's 95% CI is within +-this %"
     )
     max_duration_s: float = Field(
-        60.0, ge=0.01, le=86_400, description="the most steady-state time target_ci_pct takes"
+        default=60.0, ge=0.01, le=86_400, description="the most steady-state time target_ci_pct takes"
     )
     host_busy_pct: float = Field(
-        10.0, ge=0, le=10_000, description="others' CPU (% of one core) past which a run is host-busy"
+        default=10.0, ge=0, le=10_000, description="others' CPU (% of one core) past which a run is host-busy"
     )
     target_ratio_pct: float = Field(
-        3.0, ge=0.1, le=100, description="a study: rounds until every rate ratio's 95% interval is within +-this %"
+        default=3.0,
+        ge=0.1,
+        le=100,
+        description="a study: rounds until every rate ratio's 95% interval is within +-this %",
     )
-    budget_s: float = Field(120.0, gt=0, le=86_400, description="a study: the most a generation's rounds take")
+    budget_s: float = Field(default=120.0, gt=0, le=86_400, description="a study: the most a generation's rounds take")
+    # a base whose top-1 collapses is quantization-ruined too, whatever its SNR
     ruined_snr_db: float = Field(
-        10.0, ge=-100, le=200, description="a base scoring below this SNR is flagged quantization-ruined"
+        default=10.0, ge=-100, le=200, description="a base scoring below this SNR is flagged quantization-ruined"
     )
 
 
-class Compile(Strict):
-    """``compile:``: everything that changes what a compile produces (and its cache key).
-
-    These are the keys every backend reads; each backend's own are its compiler's
-    ``options_model``, added by :func:`compile_model`."""
-
-    bias_correction: bool = Field(True, description="re-derive biases layer by layer from calibration")
-    io: Literal["uint8", "float32"] = Field("uint8", description="the artifact's input/output type")
-    calibration_method: Literal["minmax", "entropy", "percentile", "distribution"] = Field(
-        "minmax", description="how activation ranges are taken from calibration"
-    )
-    calibration_bins: int = Field(2048, ge=16, le=1 << 16, description="histogram bins")
-    calibration_quantized_bins: int = Field(128, ge=16, le=1 << 16, description="entropy: quantized bins")
-    calibration_percentile: float = Field(99.99, ge=50, le=100, description="percentile: share of values kept")
-    per_channel: bool = Field(
-        True, description="one weight scale per output channel (per-tensor: false; benchmarks/README.md says why)"
-    )
-    int32_bias_weight_adjust: bool = Field(
-        True,
-        description="raise a weight scale where its int32 bias would overflow (ONNX Runtime's default; rounding, "
-        "not a confound, when an input scale moves it)",
-    )
-    bias_correction_guard: bool = Field(
-        True,
-        description="keep bias correction only where it lowers the output error on held-out frames (false: "
-        "always keep it, so a near tie cannot go one way on the base and the other on a variant)",
-    )
-    threads: Threads = Field(0, description="compile threads (0: the tool's choice)")
-    timeout_s: float | None = Field(None, gt=0, le=7 * 86_400, description="kill a compile running longer")
+# ``compile:``: the options every backend reads, declared once in the core beside what they
+# become (CompileOptions); each backend's own keys are its compiler's ``options_model``, added
+# by :func:`compile_model`.
+Compile = CompileSettings
 
 
 class ScaleWeightsOp(Strict):
@@ -209,16 +208,10 @@ class Variant(Strict):
 NodeNames = Annotated[list[Annotated[str, Field(min_length=1, max_length=1024)]], Field(min_length=1, max_length=64)]
 
 
-class Hailo(Strict):
-    """``hailo:``: the hailo backend's network cut and equalization (they travel as its compile keys)."""
-
-    start_nodes: NodeNames | None = Field(None, description="ONNX nodes the compiled network starts at")
-    end_nodes: NodeNames | None = Field(
-        None, description="ONNX nodes the compiled network ends at (a post-processing tail stays on the host)"
-    )
-    equalization: Literal["enabled", "disabled"] | None = Field(
-        None, description="the DFC's equalization, written into the model script (default: enabled)"
-    )
+class Section(Strict):
+    """A backend's own top-level section (``hailo:``): some of that backend's ``compile:`` keys,
+    set where a reader looks for them. Its fields are not declared here: :func:`sweep_model`
+    takes them from the compiler's ``options_model`` (its ``section_keys``), where they are."""
 
 
 class Sweep(Strict):
@@ -240,7 +233,7 @@ class Sweep(Strict):
     inputs: Data | None = Field(None, description="scoring frames")
     compile: Compile | None = Field(None, description="compile options")
     measure: Measure | None = Field(None, description="measurement protocol")
-    hailo: Hailo | None = Field(None, description="backend hailo: the network cut and equalization")
+    hailo: Section | None = Field(None, description="backend hailo: the network cut and equalization")
     params: Params | None = Field(None, description="recipe parameter overrides")
     input_shapes: Annotated[dict[InputName, Shape], Field(max_length=64)] | None = Field(
         None, description="a static shape per input of an .onnx base, by name (`{x: [1, 3, 320, 320]}`)"
@@ -296,6 +289,9 @@ def _built(owned: tuple[tuple[str, type[BaseModel]], ...]) -> tuple[type[Compile
         who = " or ".join(owners[key])
         info.description = f"{who}: {info.description}" if info.description else who
     full = create_model("Compile", __base__=Compile, __doc__=Compile.__doc__, **fields)  # type: ignore[call-overload]
+    own: dict[str, Any] = {
+        name: (_section(name, model), copy(Sweep.model_fields[name])) for name, model in _sectioned(owned)
+    }
     section = (full | None, copy(Variant.model_fields["compile"]))
     variant = create_model("Variant", __base__=Variant, __doc__=Variant.__doc__, compile=section)
     variants = (list[variant], copy(Sweep.model_fields["variants"]))  # type: ignore[valid-type]
@@ -305,8 +301,44 @@ def _built(owned: tuple[tuple[str, type[BaseModel]], ...]) -> tuple[type[Compile
         __doc__=Sweep.__doc__,
         compile=(full | None, copy(Sweep.model_fields["compile"])),
         variants=variants,
+        **own,
     )
     return full, sweep
+
+
+def _sectioned(owned: tuple[tuple[str, type[BaseModel]], ...]) -> list[tuple[str, type[BaseModel]]]:
+    """The backends with a top-level section of their own (a field of :class:`Sweep`)."""
+    return [(name, model) for name, model in owned if name in Sweep.model_fields and section_keys(model)]
+
+
+def section_keys(model: type[BaseModel]) -> tuple[str, ...]:
+    """The keys of a backend's options ``model`` its own top-level section sets (``section_keys``)."""
+    keys: tuple[str, ...] = getattr(model, "section_keys", ())
+    return keys
+
+
+def _section(name: str, model: type[BaseModel]) -> Any:
+    """Backend ``name``'s section: the keys of its options model it names, each unset by default
+    (a key left out leaves the backend's own default, as in ``compile:``)."""
+    fields: dict[str, Any] = {}
+    for key in section_keys(model):
+        info = copy(model.model_fields[key])
+        info.default = None
+        annotation: Any = info.annotation
+        fields[key] = (annotation | None, info)
+    section = create_model(name.capitalize(), __base__=Section, __doc__=Section.__doc__, **fields)
+    return section | None
+
+
+def backend_sections() -> tuple[str, ...]:
+    """The top-level keys that are a backend's own section (``hailo``)."""
+    return tuple(name for name, f in Sweep.model_fields.items() if _model_in(f.annotation) is Section)
+
+
+def section_model(name: str) -> type[BaseModel] | None:
+    """The model of the top-level section ``name`` as the registered backends declare it."""
+    found = _model_in(sweep_model().model_fields[name].annotation)
+    return None if found is Section else found
 
 
 def validate(raw: Any) -> Sweep:

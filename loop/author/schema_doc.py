@@ -11,18 +11,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import BaseModel
+
 from loop.author import schema
 
 BEGIN = "<!-- sweep-keys: generated from loop/author/schema.py by tools/readme_schema.py; do not edit -->"
 END = "<!-- /sweep-keys -->"
 
-SECTIONS: tuple[tuple[str, type[schema.Strict]], ...] = (
+SECTIONS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("top level", schema.Sweep),
     ("each of `variants:`", schema.Variant),
     ("`calibration:` and `inputs:`", schema.Data),
     ("`compile:`", schema.Compile),  # with each registered backend's own keys: see sections()
     ("`measure:`", schema.Measure),
-    ("`hailo:` (backend hailo)", schema.Hailo),
     ("`perturb:` op `scale_weights`", schema.ScaleWeightsOp),
     ("`perturb:` op `add_weight_noise`", schema.AddWeightNoiseOp),
     ("`perturb:` ops `force_range_out`, `force_range_in`", schema.ForceRangeOp),
@@ -79,7 +80,7 @@ def _default(name: str, prop: dict[str, Any], required: list[str]) -> str:
     return f"`{json.dumps(prop['default'])}`"
 
 
-def table(model: type[schema.Strict]) -> str:
+def table(model: type[BaseModel]) -> str:
     """The markdown table of ``model``'s keys."""
     js = model.model_json_schema()
     required = js.get("required", [])
@@ -92,16 +93,17 @@ def table(model: type[schema.Strict]) -> str:
     return "\n".join(rows)
 
 
-def sections() -> list[tuple[str, type[schema.Strict]]]:
+def sections() -> list[tuple[str, type[BaseModel]]]:
     """:data:`SECTIONS`, ``compile:`` with the keys of the backends registered now (their
     compilers are loaded for it, so only here and not when this module is imported)."""
     owned = [name for name, keys in schema.backend_keys().items() if keys]
     marks = ", ".join(f"`{name}:` keys only with `backend: {name}`" for name in owned)
     compile_title = f"`compile:` ({marks})" if marks else "`compile:`"
-    swap: dict[type[schema.Strict], tuple[str, type[schema.Strict]]] = {
-        schema.Compile: (compile_title, schema.compile_model())
-    }
-    return [swap.get(model, (title, model)) for title, model in SECTIONS]
+    swap: dict[type[BaseModel], tuple[str, type[BaseModel]]] = {schema.Compile: (compile_title, schema.compile_model())}
+    out = [swap.get(model, (title, model)) for title, model in SECTIONS]
+    at = 1 + next(i for i, (_, model) in enumerate(out) if model is schema.Measure)
+    own = [(f"`{name}:` (backend {name})", schema.section_model(name)) for name in schema.backend_sections()]
+    return out[:at] + [(title, model) for title, model in own if model is not None] + out[at:]
 
 
 def reference() -> str:

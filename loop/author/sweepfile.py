@@ -1,4 +1,4 @@
-"""The sweep file: parsed and validated into dataclasses before anything is written.
+"""The sweep file: parsed and validated into frozen values before anything is written.
 
 Every error is a :class:`LoopError` naming the file, the line and the field.
 """
@@ -10,7 +10,7 @@ import json
 import math
 import os
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from loop.author.graphs import load
 from loop.author.perturb import Calibration, Expect, Op, op_from, parse_expect
 from loop.author.yamlio import LineDict, LineList, line_of, load_yaml, regular_file
 from loop.core.errors import LoopError
-from loop.core.vocab import CompileOptions
+from loop.core.vocab import CompileOptions, CompileSettings
 from loop.judge.structure import Structure
 
 MAX_FRAME_BYTES = 2 << 30  # generated frames held at once: past this, refuse before allocating
@@ -33,40 +33,27 @@ class SweepFileWarning(UserWarning):
     """A key the sweep file sets that does not do what it seems to; the sweep still runs."""
 
 
-@dataclass(frozen=True)
-class DataSpec:
-    """Controlled frames: ``count`` seeded ones, or the frames stored at ``path`` (all of
-    them unless ``count`` is given), and a fixed value for each integer or boolean input."""
+class DataSpec(schema.Data):
+    """A sweep's ``calibration:`` or ``inputs:`` resolved (its keys are :class:`schema.Data`'s,
+    declared there once): ``count`` seeded frames (default 64), or the frames stored at ``path``
+    (all of them when ``count`` is None), ``seed`` filled in from the sweep's, and a fixed value
+    for each integer or boolean input (``inputs.constants``, which feed calibration too)."""
 
-    count: int | None = 64  # None: every stored frame
-    seed: int = 0
-    path: str | None = None
-    scale: float | None = None  # stored frames are multiplied by it (needed for integer frames)
-    constants: tuple[tuple[str, float | int | bool], ...] = ()
+    def __init__(self, **data: Any) -> None:
+        # seeded frames default to 64, and to the sweep's seed; what a sweep file sets is checked
+        super().__init__(**{"count": 64, "seed": 0, **data})
+
+    def __hash__(self) -> int:  # the frames it stands for key a cache; constants are a mapping
+        return hash((self.count, self.seed, self.path, self.scale, tuple(sorted(self.pairs))))
+
+    @property
+    def pairs(self) -> dict[str, float | int | bool]:
+        """The constants, by input (none: empty)."""
+        return dict(self.constants or {})
 
 
-@dataclass(frozen=True)
-class MeasureSpec:
-    warmup: int = 10
-    frames: int = 200
-    repeats: int = 5
-    depth: tuple[int, ...] = (1,)
-    duration_s: float | None = None
-    ttfo_repeats: int = 3
-    latency_frames: int = 50
-    threads: int = 0
-    power_mode: str | None = None
-    dma_map: bool = False
-    batch_size: int = 0  # 0: the device's own default batch
-    hw_latency: bool = False  # read the device's own latency figure, on devices that report one
-    group_id: str | None = None  # on devices shared by group: processes with the same group share one
-    min_duration_s: float = 1.0  # each repeat lasts at least this long, and at least `frames` frames
-    target_ci_pct: float | None = None  # repeat until the median's 95% CI is within +-this %
-    max_duration_s: float = 60.0  # ...or until this much steady-state time has passed
-    host_busy_pct: float = 10.0  # other processes' CPU, in % of one core, past which a run is host-busy
-    target_ratio_pct: float = 3.0  # a study's rounds go on until every ratio is this close...
-    budget_s: float = 120.0  # ...or this long has passed
-    ruined_snr_db: float = 10.0  # a base below this SNR (or whose top-1 collapses) is quantization-ruined
+# The measure protocol's settings are the sweep file's ``measure:`` section, declared once there.
+MeasureSpec = schema.Measure
 
 
 @dataclass(frozen=True)
@@ -167,7 +154,7 @@ def _hailo(model: schema.Sweep, raw: LineDict, options: CompileOptions) -> Compi
     from loop.core.registry import COMPILERS, compiler_class
 
     own = compiler_class(model.backend).options_model if model.backend in COMPILERS else None
-    if own is None or not model.hailo.model_fields_set <= set(own.model_fields):
+    if own is None or not model.hailo.model_fields_set <= set(schema.section_keys(own)):
         raise LoopError(
             f"'hailo:' is read by the hailo backend only (this sweep's backend is {model.backend}); remove it",
             line=line_of(raw, "hailo"),
@@ -177,7 +164,7 @@ def _hailo(model: schema.Sweep, raw: LineDict, options: CompileOptions) -> Compi
     for key in model.hailo.model_fields_set:
         value = getattr(model.hailo, key)
         merged[key] = tuple(value) if isinstance(value, list) else value
-    return replace(options, backend_options=tuple(sorted(merged.items())))
+    return options.model_copy(update={"backend_options": tuple(sorted(merged.items()))})
 
 
 def _check_cut(spec: SweepSpec, raw: LineDict) -> None:
@@ -347,7 +334,7 @@ def _data(model: schema.Data | None, seed: int, default_count: int, constants: t
         seed=seed if model.seed is None else model.seed,
         path=model.path,
         scale=None if model.scale is None else float(model.scale),
-        constants=constants,
+        constants=dict(constants) or None,
     )
 
 
@@ -360,12 +347,7 @@ def _measure(model: schema.Measure | None, inherit: MeasureSpec) -> MeasureSpec:
     """The keys ``model`` sets, over ``inherit`` (a variant's over its sweep's)."""
     if model is None:
         return inherit
-    values: dict[str, Any] = {k: getattr(model, k) for k in model.model_fields_set}
-    if "depth" in values:
-        values["depth"] = tuple(values["depth"]) if isinstance(values["depth"], list) else (values["depth"],)
-    if values.get("duration_s") is not None:
-        values["duration_s"] = float(values["duration_s"])
-    return replace(inherit, **values)
+    return inherit.model_copy(update={k: getattr(model, k) for k in model.model_fields_set})
 
 
 def _compile(
@@ -380,13 +362,11 @@ def _compile(
     merged.update((k, tuple(v) if isinstance(v, list) else v) for k, v in (extra or {}).items())
     for key in model.model_fields_set:
         value = getattr(model, key)
-        if key not in schema.Compile.model_fields:  # a backend's own: it reads them itself
-            merged[key] = tuple(value) if isinstance(value, list) else value
-        elif key in ("timeout_s", "calibration_percentile") and value is not None:
-            values[key] = float(value)
-        else:
+        if key in CompileSettings.model_fields:
             values[key] = value
-    return replace(base, **values, backend_options=tuple(sorted(merged.items())))
+        else:  # a backend's own: it reads them itself
+            merged[key] = tuple(value) if isinstance(value, list) else value
+    return base.model_copy(update={**values, "backend_options": tuple(sorted(merged.items()))})
 
 
 def _variant(
@@ -458,7 +438,7 @@ def _check_base(
 def _check_inputs(spec: SweepSpec, raw: LineDict, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, str]) -> None:
     """Seeded frames are floats: an integer or boolean input needs its value given, and a
     given value must name such an input."""
-    constants = dict(spec.inputs.constants)
+    constants = spec.inputs.pairs
     node = raw.get("inputs")
     line = line_of(node, "constants") if isinstance(node, LineDict) and "constants" in node else None
     for name in constants:
@@ -604,9 +584,7 @@ def _check_frame_files(
         if data.path is not None:
             try:
                 regular_file(spec.path.parent / data.path, f"{key}.path")
-                frames = load_file(
-                    spec.path.parent / data.path, shapes, f"{key}.path", data.scale, dtypes, dict(data.constants)
-                )
+                frames = load_file(spec.path.parent / data.path, shapes, f"{key}.path", data.scale, dtypes, data.pairs)
             except LoopError as exc:
                 raise exc.where(line=line_of(raw[key], "path")) from None
             totals[key] = count(frames)

@@ -3,7 +3,7 @@
 Each quantized layer's bias is moved by minus the per-channel mean of (quantized output -
 float output) over the calibration frames. Layers are corrected in topological order, each
 measured on the quantized model with every earlier correction applied: correcting them all
-from one run of the uncorrected model compounds the corrections (shared/ONNXRUNTIME.md has
+from one run of the uncorrected model compounds the corrections (docs/onnxruntime.md has
 the figures: EfficientNet-Lite0 4.7 dB uncorrected, -4.9 dB one-shot, 19.8 dB in order).
 
 It stays near the cost of one run. Layers of equal depth (no corrected layer between them)

@@ -1,6 +1,6 @@
 """Calibration as ONNX Runtime's ``quantize_static`` runs it, with the knobs it does not pass on.
 
-``quantize_static`` hands a calibrator only some of its options (shared/ONNXRUNTIME.md): the
+``quantize_static`` hands a calibrator only some of its options (docs/onnxruntime.md): the
 bin counts never reach it, so Entropy with its default 128 bins over 128 quantized bins
 equals MinMax byte for byte. These context managers set what it leaves out, for the
 duration of one call, in this process only (compiles run one at a time in their own

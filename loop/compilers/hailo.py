@@ -2,7 +2,7 @@
 
 The DFC is closed source, Linux x86-64 only, and not on PyPI, so it is imported inside the
 methods that use it. Its parameter keys and HN layout are only partly documented (see
-HAILO.md): what is UNCONFIRMED is discovered at run time and, when absent, refused with a
+docs/hailo.md): what is UNCONFIRMED is discovered at run time and, when absent, refused with a
 message that lists what was found. None of this has run against the real DFC yet; it is
 tested against a test double of ``hailo_sdk_client`` that records calls, translates the ONNX,
 names and fuses layers and quantizes them as public sources show the DFC does (docs/hailo.md,
@@ -47,7 +47,7 @@ from loop.compilers.hailo_params import (
 from loop.compilers.hailo_weights import hef_residency, hn_model_layers, layer_bits, residency
 from loop.core.hashing import bytes_sha
 from loop.core.text import for_person
-from loop.core.vocab import Artifact, CompileOptions, Frames, LayerPrint, Quantized, TensorLayout
+from loop.core.vocab import Artifact, CompileOptions, CompileSettings, Frames, LayerPrint, Quantized, TensorLayout
 
 
 def target_arch(options: CompileOptions) -> str:
@@ -55,13 +55,6 @@ def target_arch(options: CompileOptions) -> str:
     return HailoOptions.of(options).hw_arch or "hailo10h"
 
 
-_IGNORED_DEFAULTS: tuple[tuple[str, Any], ...] = (
-    ("io", "uint8"),
-    ("calibration_method", "minmax"),
-    ("per_channel", True),  # the Dataflow Compiler's own weights are per channel
-    ("int32_bias_weight_adjust", True),
-    ("bias_correction_guard", True),
-)
 _LEVEL_MENTION = re.compile(r"optimization[ _]level", re.IGNORECASE)
 # The DFC's wording when it lowers the level is UNCONFIRMED: any "reduce/lower/set ... level ... to N".
 _LEVEL_LOWERED = re.compile(
@@ -131,8 +124,10 @@ def _num(x: float) -> str:
 
 
 def refuse_ignored_options(options: CompileOptions) -> None:
-    """Options the DFC has no verified model-script equivalent for are refused, not ignored."""
-    asked = [f"{k}={getattr(options, k)!r}" for k, default in _IGNORED_DEFAULTS if getattr(options, k) != default]
+    """Options the DFC has no verified model-script equivalent for are refused, not ignored,
+    unless left at their defaults (the Dataflow Compiler's own weights are per channel)."""
+    defaults = CompileSettings()
+    asked = [f"{k}={getattr(options, k)!r}" for k in REFUSED if getattr(options, k) != getattr(defaults, k)]
     if asked:
         raise HailoCompileError(
             f"the hailo backend would ignore {', '.join(asked)} (no verified Dataflow Compiler "

@@ -6,7 +6,7 @@ Compiler (nothing here imports it) and without the compile code around it.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
@@ -38,11 +38,11 @@ class HailoOptions(BackendOptions):
     )
     # Set through the sweep file's `hailo:` section: where the network on the device starts and ends.
     start_nodes: NodeNames | None = Field(None, description="ONNX nodes the compiled network starts at")
-    end_nodes: NodeNames | None = Field(None, description="ONNX nodes the compiled network ends at")
-
-
-# The keys the sweep file's `hailo:` section sets (they travel as these compile keys).
-SECTION_KEYS = ("start_nodes", "end_nodes", "equalization")
+    end_nodes: NodeNames | None = Field(
+        None, description="ONNX nodes the compiled network ends at (a post-processing tail stays on the host)"
+    )
+    # The keys the sweep file's `hailo:` section sets (they travel as these compile keys).
+    section_keys: ClassVar[tuple[str, ...]] = ("start_nodes", "end_nodes", "equalization")
 
 
 # Common keys the hailo backend would silently ignore: refused instead, with why (write model_script lines).

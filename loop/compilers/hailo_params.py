@@ -1,7 +1,7 @@
 """Reading what the Dataflow Compiler made: its translated parameters, as fingerprints, and
 the I/O layouts its HN implies (a fallback: the HEF's own layouts come first).
 
-The keys of quantized parameters are only partly documented (HAILO.md): they are discovered
+The keys of quantized parameters are only partly documented (docs/hailo.md): they are discovered
 at run time, and the raw key list is kept for the ledger.
 """
 

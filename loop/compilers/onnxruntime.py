@@ -121,7 +121,7 @@ def _quantize(model: bytes, calibration_frames: Frames, options: CompileOptions)
 def tensor_overrides(options: CompileOptions) -> dict[str, list[dict[str, Any]]]:
     """ONNX Runtime's ``TensorQuantOverrides``: a forced range and a 16-bit grid on one tensor
     merge into one entry (the quantizer reads one per tensor). A 16-bit type makes the quantizer
-    move the model to opset 21, whose Q/DQ take 16-bit integers (shared/ONNXRUNTIME.md)."""
+    move the model to opset 21, whose Q/DQ take 16-bit integers (docs/onnxruntime.md)."""
     found: dict[str, dict[str, Any]] = {}
     for o in options.overrides:
         found.setdefault(o.tensor, {}).update(rmin=np.float32(o.lo), rmax=np.float32(o.hi))

@@ -1,4 +1,4 @@
-"""Reading a QDQ model as ONNX Runtime's quantizer writes it (see shared/ONNXRUNTIME.md)."""
+"""Reading a QDQ model as ONNX Runtime's quantizer writes it (see docs/onnxruntime.md)."""
 
 from __future__ import annotations
 

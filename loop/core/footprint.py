@@ -1,4 +1,4 @@
-"""A footprint: what a perturbation is allowed to change (DESIGN.md, "Fingerprint and audit").
+"""A footprint: what a perturbation is allowed to change (docs/audit.md, "Footprints").
 
 Here, below both rooms, because ``spec`` writes footprints (each op declares its own, a
 variant's ``expect:`` widens or narrows it) and ``judge`` reads them (the audit), and neither

@@ -11,7 +11,7 @@ user scorer's keys): their parts type what the readers use and keep the JSON as 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from loop.core.kinds import Flag, Kind, Stage, Status, Verdict
@@ -54,6 +54,11 @@ class Rate:
             data,
         )
 
+    @property
+    def frames(self) -> int | None:
+        """How many frames were timed (the protocol's; older records lack it)."""
+        return _int(self.data.get("frames"))
+
     def to_json(self) -> dict[str, Any]:
         if self.data:
             return dict(self.data)
@@ -71,7 +76,7 @@ class DepthRate:
     depth: int
     rate: Rate
     spread_pct: float
-    chunks: tuple[float, ...] = field(default=(), repr=False)
+    chunks: tuple[float, ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DepthRate:
@@ -84,44 +89,118 @@ class DepthRate:
         return {"depth": self.depth, "rate_fps": self.rate.to_json(), "spread_pct": self.spread_pct}
 
 
-@dataclass(frozen=True)
-class Figures:
-    """What the measure protocol recorded: the rate, time to first output, bytes per frame,
-    flags and the host's load. Empty for a run that was never measured."""
+# Where a run records the vendor benchmark beside its own figures: named for the one vendor tool
+# there is (HailoRT's CLI), so recorded ledgers read the same.
+VENDOR_BENCHMARK = "hailortcli"
+# A measurement's JSON key for a field, where it is not the field's own name.
+MEASURE_KEYS = {"rate": "rate_fps", "vendor_benchmark": VENDOR_BENCHMARK}
 
-    rate: Rate | None = None
+
+@dataclass(frozen=True)
+class Measurement:
+    """What the measure protocol recorded on a device: the three quantities (time to first
+    output, the steady rate, bytes per frame) and beside them what spoils them (flags, health,
+    the host's load, drift). One type from the device child to the ledger and back, through
+    :meth:`to_dict`/:meth:`from_dict` on itself: a run's ``measure``. Empty for a run that was
+    never measured.
+
+    ``more`` keeps what the protocol does not write (a ledger of a newer loop's keys) as
+    recorded; ``given`` is the keys a read-back record held, so it is written back as read."""
+
     ttfo_ms: float | None = None
+    ttfo_parts: Mapping[str, float | None] = field(default_factory=dict)
+    first_infer_ms: float | None = None
+    rate: Rate | None = None
     spread_pct: float | None = None
     depth: int | None = None
     by_depth: tuple[DepthRate, ...] = ()
+    basis: str | None = None
+    duration_s: float | None = None
     bytes_in: int | None = None
     bytes_out: int | None = None
+    mb_s: Mapping[str, float] = field(default_factory=dict)
+    latency_ms: Mapping[str, float] = field(default_factory=dict)
+    hw_latency_ms: float | None = None
+    health_before: Mapping[str, Any] = field(default_factory=dict)
+    health_after: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
     flags: tuple[Flag, ...] = ()
-    others_core_pct: float | None = None  # share of a core other processes used meanwhile
-    data: Mapping[str, Any] = field(default_factory=dict, repr=False)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> Figures:
-        data = data or {}
-        return cls(
-            rate=Rate.from_json(data.get("rate_fps")),
-            ttfo_ms=_num(data.get("ttfo_ms")),
-            spread_pct=_num(data.get("spread_pct")),
-            depth=_int(data.get("depth")),
-            by_depth=tuple(DepthRate.from_json(d) for d in data.get("by_depth") or ()),
-            bytes_in=_int(data.get("bytes_in")),
-            bytes_out=_int(data.get("bytes_out")),
-            flags=tuple(Flag(f) for f in data.get("flags") or ()),
-            others_core_pct=_num((data.get("host") or {}).get("others_core_pct")),
-            data=data,
-        )
+    host: Mapping[str, Any] = field(default_factory=dict)
+    drift: Mapping[str, Any] | None = None
+    notes: tuple[str, ...] = ()  # what the device did other than asked, and why
+    split_ms: Mapping[str, float] | None = None  # copy in, compute, copy out apart (Session.split_ms)
+    compute_ms: float | None = None  # the split's compute: what a link model adds its transfer to
+    vendor_benchmark: Mapping[str, Any] | None = None  # the device's own benchmark beside it, where it has one
+    more: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    given: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     @property
     def median_fps(self) -> float | None:
         return self.rate.median if self.rate else None
 
+    @property
+    def others_core_pct(self) -> float | None:
+        """The share of a core other processes used while it ran."""
+        return _num(self.host.get("others_core_pct"))
+
+    def with_vendor(self, found: Mapping[str, Any] | None) -> Measurement:
+        """With the vendor's benchmark beside it (None: the device has none, recorded as such)."""
+        given = None if self.given is None else tuple(dict.fromkeys((*self.given, VENDOR_BENCHMARK)))
+        return replace(self, vendor_benchmark=found, given=given)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Measurement:
+        data = data or {}
+        keys = {f: MEASURE_KEYS.get(f, f) for f in _MEASURE_FIELDS}
+        read = {f: _READ.get(f, _same)(data[k]) for f, k in keys.items() if data.get(k) is not None}
+        more = {k: v for k, v in data.items() if k not in keys.values()}
+        return cls(**read, more=more, given=tuple(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON, as the protocol wrote it (a read-back record: the keys it held)."""
+        out = {MEASURE_KEYS.get(f, f): plain(getattr(self, f)) for f in _MEASURE_FIELDS}
+        out.update(self.more)
+        return out if self.given is None else {k: out.get(k) for k in self.given}
+
     def to_json(self) -> dict[str, Any]:
-        return dict(self.data)
+        return self.to_dict()
+
+
+_MEASURE_FIELDS = tuple(f.name for f in fields(Measurement) if f.name not in ("more", "given"))
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON holds it (lists, not tuples; a kind's word): what a measurement keeps,
+    so it equals itself read back."""
+    if isinstance(value, (Rate, DepthRate)):
+        return value.to_json()
+    if isinstance(value, (tuple, list)):
+        return [plain(v) for v in value]
+    if isinstance(value, Kind):
+        return value.value
+    return {k: plain(v) for k, v in value.items()} if isinstance(value, Mapping) else value
+
+
+_READ: dict[str, Any] = {
+    "ttfo_ms": _num,
+    "first_infer_ms": _num,
+    "rate": Rate.from_json,
+    "spread_pct": _num,
+    "depth": _int,
+    "by_depth": lambda v: tuple(DepthRate.from_json(d) for d in v),
+    "duration_s": _num,
+    "bytes_in": _int,
+    "bytes_out": _int,
+    "hw_latency_ms": _num,
+    "warnings": lambda v: tuple(str(w) for w in v),
+    "flags": lambda v: tuple(Flag(f) for f in v),
+    "notes": lambda v: tuple(str(n) for n in v),
+    "compute_ms": _num,
+}
 
 
 @dataclass(frozen=True)
@@ -245,7 +324,7 @@ class RunRecord:
     device: str | None = None
     stages: Mapping[str, float] = field(default_factory=dict)
     layers: tuple[LayerPrint, ...] = ()
-    measure: Figures = field(default_factory=Figures)
+    measure: Measurement = field(default_factory=lambda: Measurement(given=()))  # never measured
     scores: Scores = field(default_factory=Scores)
     verdict: Verdict | None = None
     flags: tuple[Flag, ...] = ()
@@ -324,7 +403,9 @@ class RunRecord:
 def _json(value: Any) -> Any:
     if isinstance(value, Kind):
         return value.value  # plain JSON, for writers stricter than json (YAML's)
-    if isinstance(value, (Figures, Scores, Rate, Change)):
+    if isinstance(value, Measurement):
+        return value.to_dict()
+    if isinstance(value, (Scores, Rate, Change)):
         return value.to_json()
     if isinstance(value, LayerPrint):
         return {k: getattr(value, k) for k in LAYER_KEYS}

@@ -5,13 +5,13 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loop.core.errors import LoopError
 
-if TYPE_CHECKING:  # the registry names backends by string, so importing it loads none of them
-    from loop.compilers.base import Compiler
-    from loop.devices.base import Device
+# The registry names backends by string, so importing it loads none of them; and it names no
+# role's types either (the vocabulary sits below the roles): a class it loads is a
+# ``loop.compilers.base.Compiler`` or a ``loop.devices.base.Device``, typed where it is used.
 
 COMPILERS: dict[str, str] = {
     "onnxruntime": "loop.compilers.onnxruntime:OnnxRuntimeCompiler",
@@ -56,7 +56,7 @@ def _load(ref: str) -> Any:
     return pkgutil.resolve_name(ref)
 
 
-def compiler_class(name: str) -> type[Compiler]:
+def compiler_class(name: str) -> Any:
     if name not in COMPILERS:
         raise LoopError(f"unknown backend '{name}' (known: {', '.join(COMPILERS)})")
     return _load(COMPILERS[name])
@@ -69,21 +69,21 @@ def split_device(name: str) -> tuple[str, str | None]:
     return kind, arg if sep else None
 
 
-def device_class(name: str) -> type[Device]:
+def device_class(name: str) -> Any:
     kind, _ = split_device(name)
     if kind not in DEVICES:
         raise LoopError(f"unknown device '{name}' (known: {', '.join(DEVICES)})")
     return _load(DEVICES[kind])
 
 
-def make_device(name: str) -> Device:
+def make_device(name: str) -> Any:
     """The device a name stands for, its argument (if any) checked now, before anything runs."""
     cls, (kind, arg) = device_class(name), split_device(name)
     if arg is None:
         return cls()
     if not cls.takes_arg:
         raise LoopError(f"device '{kind}' takes no ':' argument (got '{name}')")
-    return cls(arg)  # type: ignore[call-arg]
+    return cls(arg)
 
 
 def statuses() -> list[BackendStatus]:

@@ -11,9 +11,10 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 # Controlled frames: one input's as an array (N, *shape[1:]); several inputs', by input name.
 Frames = np.ndarray | dict[str, np.ndarray]
@@ -164,27 +165,84 @@ class Precision:
     tensor: str  # the tensor actually quantized for the layer's output (after removed activations)
 
 
-@dataclass(frozen=True)
-class CompileOptions:
-    """Everything that changes what a compile produces (and so its cache key)."""
+class DeviceSettings(BaseModel):
+    """The measure settings a device takes (no recompile when these change), each declared here
+    once with its bounds, default and the README's description: the sweep file's ``measure:``
+    (:class:`loop.author.schema.Measure`) holds them with the protocol's own, and a device opens a
+    session with them (:class:`loop.devices.base.RuntimeOptions`)."""
 
-    bias_correction: bool = True
-    io: str = "uint8"
-    calibration_method: str = "minmax"
-    calibration_bins: int = 2048  # histogram bins (entropy, percentile, distribution)
-    calibration_quantized_bins: int = 128  # entropy: bins of the quantized distribution (8 bits: 128)
-    calibration_percentile: float = 99.99  # percentile: the share of values the range keeps
-    per_channel: bool = True  # measured: at or above a plain per-tensor quantize_static on every real export
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
+
+    threads: int = Field(default=0, ge=0, le=1024, description="device threads (0: the runtime's choice)")
+    power_mode: str | None = Field(
+        default=None, max_length=64, description="the device's power mode, on devices that have one"
+    )
+    dma_map: bool = Field(default=False, description="map buffers for DMA once, on devices that copy by DMA")
+    # 0: the runtime's own default (HailoRT's HAILO_DEFAULT_BATCH_SIZE, as hailortcli)
+    batch_size: int = Field(
+        default=0, ge=0, le=4096, description="frames per transfer (0: the device's own default batch)"
+    )
+    # HailoRT refuses to measure its own latency for some models
+    hw_latency: bool = Field(
+        default=False, description="read the device's own latency figure, on devices that report one"
+    )
+    # a HailoRT VDevice group: processes with the same one share a Hailo-10H
+    group_id: str | None = Field(
+        default=None,
+        pattern=r"^[^;]{1,64}$",
+        description="on devices shared by group: processes with the same group share one accelerator",
+    )
+
+
+class CompileSettings(BaseModel):
+    """``compile:``: the compile options a user sets (a sweep file, the API), each declared here
+    once with its bounds, default and the README's description; everything that changes what a
+    compile produces, and so its cache key. A backend's own keys are its compiler's
+    ``options_model`` (:mod:`loop.core.options`)."""
+
+    # As the sweep file's schema validates: no coercion, no unknown keys, no NaN or infinity.
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
+    # Defaults given as ``default=``: mypy (no pydantic plugin) takes a positional one for none.
+
+    bias_correction: bool = Field(default=True, description="re-derive biases layer by layer from calibration")
+    io: Literal["uint8", "float32"] = Field(default="uint8", description="the artifact's input/output type")
+    calibration_method: Literal["minmax", "entropy", "percentile", "distribution"] = Field(
+        default="minmax", description="how activation ranges are taken from calibration"
+    )
+    # histogram bins of entropy, percentile and distribution
+    calibration_bins: int = Field(default=2048, ge=16, le=1 << 16, description="histogram bins")
+    calibration_quantized_bins: int = Field(default=128, ge=16, le=1 << 16, description="entropy: quantized bins")
+    calibration_percentile: float = Field(default=99.99, ge=50, le=100, description="percentile: share of values kept")
+    # measured: at or above a plain per-tensor quantize_static on every real export
+    per_channel: bool = Field(
+        default=True,
+        description="one weight scale per output channel (per-tensor: false; benchmarks/README.md says why)",
+    )
     # ONNX Runtime raises a channel's weight scale where its int32 bias would overflow at the
     # input's scale (QDQDisableWeightAdjustForInt32Bias off): its default, so kept on.
-    int32_bias_weight_adjust: bool = True
+    int32_bias_weight_adjust: bool = Field(
+        default=True,
+        description="raise a weight scale where its int32 bias would overflow (ONNX Runtime's default; rounding, "
+        "not a confound, when an input scale moves it)",
+    )
     # bias correction kept only where, end to end, it lowers the output error on held-out
     # frames; a near tie can go either way on a base and its variant (benchmarks/README.md)
-    bias_correction_guard: bool = True
+    bias_correction_guard: bool = Field(
+        default=True,
+        description="keep bias correction only where it lowers the output error on held-out frames (false: "
+        "always keep it, so a near tie cannot go one way on the base and the other on a variant)",
+    )
+    threads: int = Field(default=0, ge=0, le=1024, description="compile threads (0: the tool's choice)")
+    timeout_s: float | None = Field(default=None, gt=0, le=7 * 86_400, description="kill a compile running longer")
+
+
+class CompileOptions(CompileSettings):
+    """Everything that changes what a compile produces (and so its cache key): the settings, what
+    authoring derives from a variant's perturbations, and the backend's own keys (its compiler's
+    ``options_model``, sorted by key). Frozen, so hashable and compared by value."""
+
     overrides: tuple[RangeOverride, ...] = ()
     precisions: tuple[Precision, ...] = ()
-    threads: int = 0
-    timeout_s: float | None = None
     backend_options: tuple[tuple[str, Any], ...] = ()
 
     def backend_option(self, key: str, default: Any = None) -> Any:

@@ -37,25 +37,17 @@ from typing import Any, ClassVar
 import numpy as np
 
 from loop.core.errors import BufferSizeError
-from loop.core.vocab import Artifact, TensorLayout
+from loop.core.vocab import Artifact, DeviceSettings, TensorLayout
 
-# Where a run records the vendor benchmark beside its own figures, and its flag when the two
-# disagree. Named for the one vendor tool there is (HailoRT's CLI): recorded ledgers read the same.
-VENDOR_BENCHMARK = "hailortcli"
+# The flags of a run whose vendor benchmark (recorded in its measurement) disagrees, or failed.
 VENDOR_DISAGREES = "hailortcli-disagrees"
 VENDOR_CHECK_FAILED = "vendor-check-failed"  # the tool failed on a measured run: flagged, never a failure
 
 
-@dataclass(frozen=True)
-class RuntimeOptions:
-    """Measurement knobs that need no recompile (A/B-testable on one artifact)."""
+class RuntimeOptions(DeviceSettings):
+    """The measure settings a session opens with (A/B-testable on one artifact): the sweep
+    file's (:class:`~loop.core.vocab.DeviceSettings`), and how the harness drives them."""
 
-    threads: int = 0
-    power_mode: str | None = None
-    dma_map: bool = False
-    batch_size: int = 0  # 0: the runtime's own default (HailoRT's HAILO_DEFAULT_BATCH_SIZE, as hailortcli)
-    hw_latency: bool = False  # ask the device to measure its own latency (HailoRT refuses it for some models)
-    group_id: str | None = None  # HailoRT VDevice group: processes with the same one share a Hailo-10H
     # Idle threads spin-wait for work: quickest for one session, but several sessions timed in
     # turn in one process (an interleaved A/B, a race) then steal each other's cores.
     spin: bool = True

@@ -5,7 +5,7 @@ Parsers are pure functions over the tool's text: ``benchmark`` in HailoRT 5.x (a
 4.x (``FPS (hw_only) = N``, ``(streaming) = N``, ``Latency (hw) = N ms``,
 ``(overall) = N ms``), and ``run2`` (its live line, its chip temperature lines, and its
 ``-j stats.json``). :func:`agreement` compares loop's rate with the tool's and flags a
-disagreement beyond 2%. The formats follow hailortcli's source and HAILO.md; they have
+disagreement beyond 2%. The formats follow hailortcli's source and docs/hailo.md; they have
 not yet been checked against output captured from a device.
 """
 

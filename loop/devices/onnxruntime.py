@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
 from loop.core.sessions import session
 from loop.core.vocab import Artifact
 from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames, into
+from loop.devices.inflight import threaded
 
 
 class OnnxRuntimeSession(Session):
@@ -50,40 +49,6 @@ class OnnxRuntimeSession(Session):
                 run(names, feed)
             return time.perf_counter() - t0
         return threaded(lambda: run(names, feed), count, depth)
-
-
-def threaded(call: Any, count: int, depth: int) -> float:
-    """``count`` calls with ``depth`` in flight; returns the elapsed seconds."""
-    shares = [count // depth + (1 if i < count % depth else 0) for i in range(depth)]
-    start = threading.Barrier(depth + 1)
-
-    def worker(n: int) -> None:
-        start.wait()
-        for _ in range(n):
-            call()
-
-    threads = [threading.Thread(target=worker, args=(n,)) for n in shares]
-    for t in threads:
-        t.start()
-    start.wait()
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join()
-    return time.perf_counter() - t0
-
-
-def per_thread(calls: Sequence[Callable[[], Any]]) -> Callable[[], Any]:
-    """One of ``calls`` per calling thread, handed out on first use: for state a thread in
-    flight must not share (staging buffers, IOBindings)."""
-    slots, lock, local = iter(calls), threading.Lock(), threading.local()
-
-    def call() -> Any:
-        if not hasattr(local, "call"):
-            with lock:
-                local.call = next(slots)
-        return local.call()
-
-    return call
 
 
 class OnnxRuntimeDevice(Device):

@@ -19,7 +19,7 @@ from loop.core.errors import LoopError
 from loop.core.sessions import session
 from loop.core.vocab import Artifact
 from loop.devices.base import RuntimeOptions, Session, check_frames, into
-from loop.devices.onnxruntime import per_thread, threaded
+from loop.devices.inflight import per_thread, threaded
 
 # Where a provider keeps its tensors, as OrtValue names the device; the rest use host memory.
 MEMORY = {"CUDAExecutionProvider": "cuda", "TensorrtExecutionProvider": "cuda", "DmlExecutionProvider": "dml"}

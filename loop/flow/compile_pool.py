@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import os
 import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -20,13 +19,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from joblib.externals.loky import get_reusable_executor
-
 from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha
 from loop.core.registry import COMPILERS, compiler_class
 from loop.core.vocab import CompileOptions, CompileResult, Frames
-from loop.flow.compile_child import compile_with, resolve, run_isolated, watch_sweep
+from loop.flow import supervise
+from loop.flow.compile_child import compile_with, resolve, run_isolated
 from loop.store.cache import Cache, calibration_sha, key_of
 
 Item = tuple[bytes, Frames, CompileOptions]
@@ -147,9 +145,7 @@ def _executor(client: Any, jobs: int) -> tuple[Executor, int]:
     cannot be forked)."""
     if client is not None:
         return client.get_executor(pure=False), max(1, sum(client.nthreads().values()))
-    # Each worker watches this process: after a kill -9 of the sweep it kills its compile's
-    # group and exits, rather than wait on a hung compile (or idle) for ever.
-    return get_reusable_executor(max_workers=jobs, initializer=watch_sweep, initargs=(os.getpid(),)), jobs
+    return supervise.pool(jobs), jobs  # each worker kills its compile and exits once the sweep is gone
 
 
 def _task(key: str, ref: str, model: bytes, calibration: Frames, options: CompileOptions) -> tuple[str, CompileResult]:

@@ -5,24 +5,21 @@ then costs one run: the supervisor (:mod:`loop.flow.local_runner`) sees this pro
 stage outlive its timeout, kills its whole process group and starts another for the next task.
 A child that lives keeps its device made across variants (each task opens its own sessions).
 
-Run as ``python -m loop.flow.device_child FD PARENT`` in a session of its own: it reads jobs
-from the socket ``FD`` (never its stdout, where native libraries print), tells the supervisor
-each stage as it starts, answers with a :class:`~loop.flow.runner.RunResult`, and dies with its
-parent. Its stderr goes to a file whose tail a failure carries (faulthandler's stacks too).
+Run as ``python -m loop.flow.device_child FD PARENT`` by :func:`loop.flow.supervise.connected`:
+it reads jobs from the socket ``FD`` (never its stdout, where native libraries print), tells the
+supervisor each stage as it starts, answers with a :class:`~loop.flow.runner.RunResult`, and
+dies with its parent. Its stderr goes to a log whose tail a failure carries (faulthandler's
+stacks too).
 """
 
 from __future__ import annotations
 
-import faulthandler
-import os
-import signal
 import socket
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +32,10 @@ from loop.core.errors import BufferSizeError
 from loop.core.hashing import bytes_sha
 from loop.core.kinds import Stage
 from loop.core.leftovers import scratch
+from loop.core.record import Measurement
 from loop.core.vocab import Artifact, Frames, TensorLayout
 from loop.devices.base import Device, RuntimeOptions
-from loop.flow.compile_child import _die_with_parent
+from loop.flow import supervise
 from loop.flow.runner import DeviceRun, RaceSpec, RunResult
 from loop.measure.protocol import measure, measuring_stick
 from loop.measure.rounds import race
@@ -124,7 +122,7 @@ class _Stages:
         self._t = t
 
 
-def vendor_check(device: Device, job: DeviceJob, measured: dict[str, Any], folder: Path) -> dict[str, Any] | None:
+def vendor_check(device: Device, job: DeviceJob, measured: Measurement, folder: Path) -> dict[str, Any] | None:
     """The vendor's benchmark beside a run already measured: whatever goes wrong in it is recorded
     with the run (``error``, flagged ``vendor-check-failed``), never a failure of the run."""
     try:
@@ -152,7 +150,7 @@ def execute(
         if job.race is not None:
             stages("measure")
             spec = job.race
-            result.measure = asdict(
+            result.race = asdict(
                 race(device, (job.artifact, *spec.others), job.protocol, spec.target_pct, spec.budget_s)
             )
         else:
@@ -160,7 +158,7 @@ def execute(
         if job.measure and job.race is None:
             stages("measure")
             frame = device_frame(job.inputs, 0, result.devices[job.device].inputs)
-            result.measure = measure(device, job.artifact, frame, job.protocol).to_dict()
+            result.measure = measure(device, job.artifact, frame, job.protocol)
             if type(device).vendor_benchmark is not Device.vendor_benchmark:  # a tool that may hang
                 keep(replace(result, stages=dict(stages.seconds)))  # measured: kept should it hang
             stages("vendor-benchmark")
@@ -176,14 +174,8 @@ def execute(
 
 
 def main(fd: int, parent: int) -> None:
-    _die_with_parent(parent)
-    # A copy of fd 2 taken now: the protocol points fd 2 at its own capture while it measures,
-    # which is lost if the process dies, while this copy goes straight to the supervisor's file.
-    stacks = os.fdopen(os.dup(2), "w")
-    faulthandler.enable(file=stacks, all_threads=True)
-    if hasattr(signal, "SIGUSR1"):
-        faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
-    conn = Connection(fd)
+    supervise.as_child(parent)
+    conn = supervise.Connection(fd)
     devices: dict[str, Device] = {}
     with scratch("device") as folder:
         while True:

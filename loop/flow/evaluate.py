@@ -19,12 +19,12 @@ from loop.author.cut import cut_model, cut_of
 from loop.author.sweepfile import SweepSpec
 from loop.core.errors import LoopError
 from loop.core.kinds import Flag, Stage, Status, Verdict
-from loop.core.record import Change
+from loop.core.record import Change, Measurement
 from loop.core.registry import DEVICES, compiler_class, split_device
 from loop.core.sessions import session as onnx_session
 from loop.core.text import for_person
 from loop.core.vocab import CompileResult, LayerPrint, TensorLayout
-from loop.devices.base import VENDOR_BENCHMARK, VENDOR_CHECK_FAILED, VENDOR_DISAGREES
+from loop.devices.base import VENDOR_CHECK_FAILED, VENDOR_DISAGREES
 from loop.flow.runner import DeviceRun, RunResult, RunTask, StageTimeouts
 from loop.judge import audit as audit_mod
 from loop.judge import score as score_mod
@@ -42,7 +42,7 @@ class RunOutcome:
     error: str | None = None
     verdict: Verdict | None = None
     changes: list[Change] = field(default_factory=list)
-    measure: dict[str, Any] = field(default_factory=dict)
+    measure: Measurement = field(default_factory=lambda: Measurement(given=()))
     scores: dict[str, Any] = field(default_factory=dict)
     flags: list[Flag] = field(default_factory=list)
     artifact: str | None = None
@@ -318,8 +318,8 @@ def evaluate_variant(
     )
     flags = _calibration_flags(spec, authored, scores, against.reference)
     clock.lap("score_s")
-    m, stick = ran.measure or {}, ran.vendor
-    flags += [Flag(f) for f in m.get("flags", [])]  # the protocol's, as its dict holds them
+    m, stick = ran.measure or Measurement(given=()), ran.vendor
+    flags += m.flags
     flags += _vendor_flags(stick)
     info = {"no_reference": against.missing} if verdict.verdict == Verdict.NO_REFERENCE and against.missing else {}
     ruined = ruined_by_quantization(spec, authored, scores)
@@ -331,7 +331,7 @@ def evaluate_variant(
         Status.OK,
         verdict=verdict.verdict,
         changes=list(verdict.changes),
-        measure={**m, VENDOR_BENCHMARK: stick},
+        measure=m.with_vendor(stick),
         scores=scores,
         flags=flags,
         artifact=str(prepared.path),

@@ -67,9 +67,9 @@ def race(
     spec_race = RaceSpec(tuple(map(load, unique)), target, budget)
     task = RunTask(load(ref), {}, spec.measure, device, refs, measure=False, race=spec_race)
     ran = runner.run(task)
-    if not ran.ok or ran.measure is None:
+    if not ran.ok or ran.race is None:
         raise LoopError(f"measuring the generation together failed at {ran.stage}: {ran.error}")
-    m = ran.measure
+    m = ran.race
     side = {recorded_sha(r): i + 1 for i, r in enumerate(unique)}  # side 0: the reference
     rows = []
     for r in ok:

@@ -5,21 +5,13 @@ See :mod:`loop.flow.device_child` for what runs in the child and why it is a chi
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import replace
-from multiprocessing.connection import Connection
-from typing import IO
 
 from loop.core import registry
-from loop.core.capture import STDERR_TAIL
 from loop.core.kinds import Stage
-from loop.flow.compile_child import _child_env, _kill_group, how_it_died
+from loop.flow import supervise
 from loop.flow.device_child import DeviceJob
 from loop.flow.runner import Runner, RunResult, RunTask, StageTimeouts
 from loop.measure import hostlock
@@ -27,66 +19,27 @@ from loop.measure import hostlock
 POLL_S = 0.2
 
 
-# Lives beside the device child while its parent, the sweep, does; once the sweep is gone (a
-# kill -9 runs no cleanup) it kills the child's process group: whatever a driver or vendor tool
-# started there. The child itself dies at once by its parent-death signal, which leaves no
-# thread of its own to do this.
-KEEPER = """
-import os, signal, sys, time
-while os.getppid() == int(sys.argv[1]):
-    time.sleep(0.1)
-try:
-    os.killpg(int(sys.argv[2]), signal.SIGKILL)
-except OSError:
-    pass
-"""
-
-
 class DeviceProcess:
     """One device's child process: started on first use, replaced after it dies or hangs."""
 
     def __init__(self) -> None:
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._keeper: subprocess.Popen[bytes] | None = None
-        self._conn: Connection | None = None
-        self._log: IO[bytes] | None = None
+        self._child: supervise.Child | None = None
+        self._conn: supervise.Connection | None = None
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+        return self._child.pid if self._child is not None and self._child.poll() is None else None
 
     def start(self) -> None:
-        mine, theirs = socket.socketpair()
-        self._log = tempfile.TemporaryFile(prefix=f"loop-device-{os.getpid()}-")  # noqa: SIM115  # lives as the child does
-        try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "loop.flow.device_child", str(theirs.fileno()), str(os.getpid())],
-                stdin=subprocess.DEVNULL,
-                stdout=self._log,
-                stderr=self._log,
-                pass_fds=(theirs.fileno(),),
-                env=_child_env(),
-                start_new_session=True,  # its own group: a kill takes whatever it started too
-            )
-        finally:
-            theirs.close()
-        self._conn = Connection(mine.detach())
-        quiet = subprocess.DEVNULL
-        self._keeper = subprocess.Popen(
-            [sys.executable, "-S", "-c", KEEPER, str(os.getpid()), str(self._proc.pid)],
-            stdin=quiet,
-            stdout=quiet,
-            stderr=quiet,
-        )
+        self._child, self._conn = supervise.connected("loop.flow.device_child")
 
     def call(self, job: DeviceJob, timeouts: StageTimeouts) -> RunResult:
         """The job's result, or a failure naming the stage where the child died or hung."""
         if self.pid is None:
             self.stop()
             self.start()
-        assert self._conn is not None and self._proc is not None and self._log is not None
-        self._log.seek(0)
-        self._log.truncate()  # a failure's tail is this job's, not an earlier variant's
+        assert self._conn is not None and self._child is not None
+        self._child.clear()  # a failure's tail is this job's, not an earlier variant's
         self._conn.send(job)
         stage, started, kept = "open", time.monotonic(), None
         while True:
@@ -99,9 +52,9 @@ class DeviceProcess:
             except (EOFError, OSError):
                 message = None
             if message is None:
-                if self._proc.poll() is not None or ready:
-                    code = self._proc.wait()
-                    return self._ended(stage, f"device process died ({how_it_died(code)}) in stage {stage}", kept)
+                if self._child.poll() is not None or ready:
+                    died = supervise.how_it_died(self._child.kill())
+                    return self._ended(stage, f"device process died ({died}) in stage {stage}", kept)
                 continue
             kind, value = message
             if kind == "done":
@@ -114,44 +67,21 @@ class DeviceProcess:
     def _ended(self, stage: str, error: str, kept: RunResult | None) -> RunResult:
         """A child that died or hung: a failure of its stage, except in the vendor's benchmark
         after the run was measured, where the run stands and the check is recorded failed."""
-        if kept is None or stage != "vendor-benchmark":
-            return self._failed(stage, error)
-        kept.detail = self._tail()
+        tail = self._child.tail() if self._child is not None else ""
         self.stop()
+        if kept is None or stage != "vendor-benchmark":
+            return RunResult.failed(Stage(stage), error, host=socket.gethostname(), detail=tail)
+        kept.detail = tail
         kept.vendor = {"error": error, "agree": None, "comparable": False}
         return kept
 
-    def _failed(self, stage: str, error: str) -> RunResult:
-        tail = self._tail()
-        self.stop()
-        return RunResult.failed(Stage(stage), error, host=socket.gethostname(), detail=tail)
-
-    def _tail(self) -> str:
-        if self._proc is not None and self._proc.poll() is None and hasattr(signal, "SIGUSR1"):
-            try:  # a hung child: ask where it is stuck (faulthandler prints its stacks)
-                os.kill(self._proc.pid, signal.SIGUSR1)
-                time.sleep(0.5)
-            except ProcessLookupError:
-                pass
-        if self._log is None:
-            return ""
-        self._log.seek(0, os.SEEK_END)
-        self._log.seek(max(0, self._log.tell() - STDERR_TAIL))
-        return self._log.read().decode("utf-8", "replace")
-
     def stop(self) -> None:
-        """Kill the child and its group; a no-op when there is none."""
+        """Kill the child, its group and its keeper; a no-op when there is none."""
         if self._conn is not None:
             self._conn.close()
-        if self._proc is not None:
-            _kill_group(self._proc.pid)
-            self._proc.wait()
-        if self._keeper is not None:
-            self._keeper.kill()
-            self._keeper.wait()
-        if self._log is not None:
-            self._log.close()
-        self._proc = self._keeper = self._conn = self._log = None
+        if self._child is not None:
+            self._child.close()
+        self._child = self._conn = None
 
 
 class LocalRunner(Runner):

@@ -27,6 +27,7 @@ import numpy as np
 
 from loop.author.sweepfile import MeasureSpec
 from loop.core.kinds import Stage
+from loop.core.record import Measurement
 from loop.core.vocab import Artifact, Frames, TensorLayout
 
 STAGES = ("open", "inputs", "measure", "vendor-benchmark", "health")
@@ -111,7 +112,8 @@ class RunResult:
     stage: Stage | None = None
     error: str | None = None
     devices: dict[str, DeviceRun] = field(default_factory=dict)
-    measure: dict[str, Any] | None = None
+    measure: Measurement | None = None  # the protocol's, as the ledger will hold it
+    race: dict[str, Any] | None = None  # or a generation's interleaved rounds (loop.measure.rounds)
     vendor: dict[str, Any] | None = None
     health: dict[str, Any] | None = None
     stages: dict[str, float] = field(default_factory=dict)  # seconds per stage

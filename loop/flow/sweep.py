@@ -30,7 +30,7 @@ from loop.author.sweepfile import MeasureSpec, SweepSpec
 from loop.core.errors import LoopError
 from loop.core.kinds import Flag, Stage, Status
 from loop.core.leftovers import remove_stale_scratch, scratch
-from loop.core.record import Figures, RunRecord, Scores
+from loop.core.record import RunRecord, Scores
 from loop.core.registry import make_device
 from loop.core.vocab import Artifact, CompileResult, Frames
 from loop.flow.compile_pool import Job, check_cluster, compile_hosts, iter_compiled
@@ -388,7 +388,7 @@ def _finished_run(run_id: int, spec: SweepSpec, a: Authored, c: CompileResult, o
         device=spec.devices[0],
         stages={"author_s": a.author_s, **c.stages, **o.stages},
         layers=tuple(c.layers),
-        measure=Figures.from_json(o.measure),
+        measure=o.measure,
         scores=Scores.from_json(o.scores),
         verdict=o.verdict,
         flags=tuple(Flag(f) for f in o.flags),  # a device's own flags come as strings
@@ -397,7 +397,7 @@ def _finished_run(run_id: int, spec: SweepSpec, a: Authored, c: CompileResult, o
         cache_hit=c.cache_hit,
         perturb=tuple({"op": op.label, **asdict(op)} for op in a.variant.ops),
         calib_sha=a.calib_sha,
-        options=asdict(a.options),
+        options=a.options.model_dump(),
         versions=c.info.get("versions", {}),
         host=(o.info.get("runner") or {}).get("host") or socket.gethostname(),  # where it was measured
         stderr_tail="" if c.ok else c.stderr_tail,

@@ -13,12 +13,12 @@ immediate dominator). Pure: an ONNX graph and the figures in, values out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 
 import onnx
 
-from loop.judge.noise import INPUT, TensorNoise
+from loop.judge.noise import INPUT, Fall, TensorNoise
 
 FALL_DB = 6.0  # a layer that quadruples the noise power relative to the signal it is given
 AMPLIFIED_DB = 3.0  # its own grid explains under half the noise it holds: the rest came from upstream, amplified
@@ -26,29 +26,6 @@ REGION_MAX = 12  # more quantized tensors than this between a fall and its domin
 ROOT = ""  # the graph's float inputs (and anything made from constants or integers alone) hang off it
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
-
-
-@dataclass(frozen=True)
-class Fall:
-    """A layer at which the accumulated SNR dropped, from the worst of the tensors it reads."""
-
-    layer: str
-    tensor: str
-    before_db: float  # the lowest accumulated SNR of the quantized tensors it reads (through unquantized ones)
-    after_db: float  # its own accumulated SNR
-    region: tuple[str, ...]  # the layers whose grids to widen, in graph order: from the dominator to the fall
-
-    @property
-    def fall_db(self) -> float:
-        return self.before_db - self.after_db
-
-    def line(self) -> str:
-        own = self.region == (self.layer,)
-        widen = "its own grid" if own else f"{len(self.region)} layers from its inputs' common source"
-        return f"  {self.layer}: {self.before_db:.1f} -> {self.after_db:.1f} dB (widen {widen})"
-
-    def to_json(self) -> dict[str, object]:
-        return {**asdict(self), "fall_db": self.fall_db}
 
 
 def float_inputs(model: onnx.ModelProto) -> dict[str, list[str]]:
@@ -141,11 +118,6 @@ def falls(
         layers = tuple(dict.fromkeys(by_tensor[x].layer for x in ordered if by_tensor[x].op != INPUT))
         out.append(Fall(t.layer, t.tensor, t.accumulated_snr_db + (t.fall_db or 0), t.accumulated_snr_db, layers))
     return out
-
-
-def regions_in_order(chosen: Iterable[Fall]) -> list[str]:
-    """The layers of every fall's region, each once, in the order the falls were given."""
-    return list(dict.fromkeys(layer for f in chosen for layer in f.region))
 
 
 def _nearest_quantized(tensor: str, reads: dict[str, list[str]], quantized: dict[str, TensorNoise]) -> set[str]:

@@ -15,14 +15,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import onnx
 
 from loop.judge.structure import FOLDED_ACTIVATIONS
-
-if TYPE_CHECKING:  # falls.py reads TensorNoise from here
-    from loop.judge.falls import Fall
 
 EPS = float.fromhex("0x1.0p-52")  # numpy.finfo(float).eps, qdq_loss_debug's floor on both norms
 WORST = 3  # how many layers a flag names
@@ -62,6 +59,34 @@ class TensorNoise:
         )
 
 
+@dataclass(frozen=True)
+class Fall:
+    """A layer at which the accumulated SNR dropped, from the worst of the tensors it reads."""
+
+    layer: str
+    tensor: str
+    before_db: float  # the lowest accumulated SNR of the quantized tensors it reads (through unquantized ones)
+    after_db: float  # its own accumulated SNR
+    region: tuple[str, ...]  # the layers whose grids to widen, in graph order: from the dominator to the fall
+
+    @property
+    def fall_db(self) -> float:
+        return self.before_db - self.after_db
+
+    def line(self) -> str:
+        own = self.region == (self.layer,)
+        widen = "its own grid" if own else f"{len(self.region)} layers from its inputs' common source"
+        return f"  {self.layer}: {self.before_db:.1f} -> {self.after_db:.1f} dB (widen {widen})"
+
+    def to_json(self) -> dict[str, object]:
+        return {**asdict(self), "fall_db": self.fall_db}
+
+
+def regions_in_order(chosen: Iterable[Fall]) -> list[str]:
+    """The layers of every fall's region, each once, in the order the falls were given."""
+    return list(dict.fromkeys(layer for f in chosen for layer in f.region))
+
+
 @dataclass
 class NoiseReport:
     """``loop noise``: every quantized tensor of one variant, the layers that lose most first."""
@@ -80,8 +105,6 @@ class NoiseReport:
     def to_try(self) -> list[str]:
         """The sweep entries that would put the falls' regions at 16 bits (the worst layers when
         nothing falls)."""
-        from loop.judge.falls import regions_in_order
-
         layers = regions_in_order(self.falls) or [t.layer for t in self.layers if t.op != INPUT][:WORST]
         return [precision_line(layer) for layer in layers]
 

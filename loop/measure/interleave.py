@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -68,7 +68,7 @@ def device_frames(session: Session, seed: int = 1) -> list[np.ndarray]:
 def shared_options(spec: MeasureSpec) -> RuntimeOptions:
     """The sweep's device knobs for several sessions timed in turn in one process: none spins
     while another is timed, and none asks the device to time itself."""
-    return replace(runtime_options(spec), spin=False, hw_latency=False)
+    return runtime_options(spec).model_copy(update={"spin": False, "hw_latency": False})
 
 
 def chunk_rate(session: Session, frames: Sequence[np.ndarray], spec: MeasureSpec, depth: int) -> tuple[Rate, int]:

@@ -36,8 +36,8 @@ def rungs_of(runs: Sequence[RunRecord]) -> list[Rung]:
         rates = {d.depth: d.rate.median for d in m.by_depth} or {m.depth or 1: m.rate.median}
         best = max(rates, key=lambda d: rates[d])
         lone = 1 / rates[1] if 1 in rates and best != 1 else None
-        split = m.data.get("split_ms") or {}
-        compute = float(split.get("lone_compute_ms") or m.data.get("compute_ms") or 0.0) / 1e3
+        split = m.split_ms or {}
+        compute = float(split.get("lone_compute_ms") or m.compute_ms or 0.0) / 1e3
         out.append(Rung(r.variant, m.bytes_in + (m.bytes_out or 0), 1 / rates[best], best, lone, compute))
     return out
 
@@ -67,11 +67,11 @@ def compute_s(run: RunRecord, lone: bool = False) -> tuple[float, str]:
     time, as an accelerator runs a network; a host CPU that runs frames side by side is faster
     than that when queued, which this model does not credit."""
     m = run.measure
-    split = m.data.get("split_ms") or {}
+    split = m.split_ms or {}
     if lone and split.get("lone_compute_ms") is not None:
         return float(split["lone_compute_ms"]) / 1e3, "lone_compute_ms recorded by the device"
-    if m.data.get("compute_ms") is not None:
-        return float(m.data["compute_ms"]) / 1e3, "compute_ms recorded by the device"
+    if m.compute_ms is not None:
+        return m.compute_ms / 1e3, "compute_ms recorded by the device"
     if m.rate is None:
         raise LoopError(f"run {run.id} has no measured rate to predict from")
     alone = {d.depth: d.rate.median for d in m.by_depth}.get(1)
@@ -90,7 +90,7 @@ def predict(model: LinkModel, run: RunRecord, depth: int | None = None) -> Predi
     first = busy + trip + compute_s(run, lone=True)[0]  # a first output is a lone frame's
     in_flight = busy + trip + compute  # one frame's time in the queue: Little's law caps d of them
     rate = 1 / first if d <= 1 else min(1 / max(busy, compute), d / in_flight)
-    opened = (m.data.get("ttfo_parts") or {}).get("open_ms")
+    opened = m.ttfo_parts.get("open_ms")
     return Prediction(
         link=model.name,
         bytes=nbytes,

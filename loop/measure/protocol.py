@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,8 @@ import numpy as np
 from loop.author.sweepfile import MeasureSpec
 from loop.core.capture import captured_stderr
 from loop.core.kinds import Flag
-from loop.core.record import DepthRate, Rate
-from loop.core.vocab import Artifact
+from loop.core.record import DepthRate, Measurement, Rate, plain
+from loop.core.vocab import Artifact, DeviceSettings
 from loop.devices.base import Device, RuntimeOptions, Session
 from loop.measure.hostload import LoadProbe, busy_flags
 from loop.measure.stats import ci_pct, median_ci95
@@ -33,36 +33,6 @@ POWER_WARNING = "USB-C source electrical current advertised"
 LEAK_WARNING = "session leaked"  # a session the device could not free: its buffers kept for good
 SESSION_LEAKED = "session-leaked"
 DRIFT_MIN_S = 60.0
-
-
-@dataclass
-class Measurement:
-    ttfo_ms: float
-    ttfo_parts: dict[str, float | None]
-    first_infer_ms: float
-    rate_fps: dict[str, Any]
-    spread_pct: float
-    depth: int
-    by_depth: list[dict[str, Any]]
-    basis: str
-    duration_s: float
-    bytes_in: int
-    bytes_out: int
-    mb_s: dict[str, float]
-    latency_ms: dict[str, float]
-    hw_latency_ms: float | None
-    health_before: dict[str, Any]
-    health_after: dict[str, Any]
-    warnings: list[str]
-    flags: list[Flag]
-    host: dict[str, Any] = field(default_factory=dict)
-    drift: dict[str, float] | None = None
-    notes: list[str] = field(default_factory=list)  # what the device did other than asked, and why
-    split_ms: dict[str, float] | None = None  # copy in, compute, copy out apart (Session.split_ms)
-    compute_ms: float | None = None  # the split's compute: what a link model adds its transfer to
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def spread(values: Sequence[float]) -> float:
@@ -230,14 +200,7 @@ def _timed(
 
 def runtime_options(spec: MeasureSpec) -> RuntimeOptions:
     """The sweep file's measurement knobs that need no recompile, as the device takes them."""
-    return RuntimeOptions(
-        threads=spec.threads,
-        power_mode=spec.power_mode,
-        dma_map=spec.dma_map,
-        batch_size=spec.batch_size,
-        hw_latency=spec.hw_latency,
-        group_id=spec.group_id,
-    )
+    return RuntimeOptions(**spec.model_dump(include=set(DeviceSettings.model_fields)))
 
 
 def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], spec: MeasureSpec) -> Measurement:
@@ -264,10 +227,10 @@ def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], sp
         ttfo_ms=ttfo,
         ttfo_parts=parts,
         first_infer_ms=t.first_ms,
-        rate_fps=best.rate.to_json(),
+        rate=best.rate,
         spread_pct=best.spread_pct,
         depth=best.depth,
-        by_depth=[r.to_json() for r in t.by_depth],
+        by_depth=tuple(t.by_depth),
         basis="duration" if spec.duration_s else "frames",
         duration_s=t.elapsed_s,
         bytes_in=t.bytes_in,
@@ -275,25 +238,27 @@ def measure(device: Device, artifact: Artifact, frames: Sequence[np.ndarray], sp
         mb_s={"in": t.bytes_in * rate / 1e6, "out": t.bytes_out * rate / 1e6},
         latency_ms=t.latency_ms,
         hw_latency_ms=t.hw_latency_ms,
-        health_before=asdict(before),
-        health_after=asdict(after),
-        warnings=warnings,
-        flags=flags,
+        health_before=plain(asdict(before)),
+        health_after=plain(asdict(after)),
+        warnings=tuple(warnings),
+        flags=tuple(flags),
         host=host,
         drift=drifted,
-        notes=t.notes,
+        notes=tuple(t.notes),
         split_ms=t.split_ms,
         compute_ms=t.split_ms["compute_ms"] if t.split_ms else None,
     )
 
 
 def measuring_stick(
-    device: Device, artifact_path: Path, m: dict[str, Any], spec: MeasureSpec | None = None
+    device: Device, artifact_path: Path, m: Measurement, spec: MeasureSpec | None = None
 ) -> dict[str, Any] | None:
     """The device's own vendor benchmark of the same artifact file beside loop's rate, where the
     device has one and it is installed here (:meth:`Device.vendor_benchmark`); else None."""
+    if m.median_fps is None:
+        return None
     options = runtime_options(spec or MeasureSpec())
-    return device.vendor_benchmark(artifact_path, m["rate_fps"]["median"], options)
+    return device.vendor_benchmark(artifact_path, m.median_fps, options)
 
 
 def flags_for(warnings: Sequence[str]) -> list[Flag]:

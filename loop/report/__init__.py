@@ -292,7 +292,7 @@ def _cell(value: Any) -> str:
 
 
 def study_table(results: Sequence[Any]) -> str:
-    """A study's results (:class:`loop.api.Result`), a line each."""
+    """A study's results (:class:`loop.measure.results.Result`), a line each."""
     headers = ["run", "sweep", "candidate", "verdict", "SNR dB", "rate fps", "rate ratio (95% CI)", "reused"]
     headers.append("why not usable")
     rows = [

@@ -34,7 +34,7 @@ from loop.report import perturbed_layer
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from loop.api import Result
+    from loop.measure.results import Result
 
 INSTALL = "loop report needs matplotlib: pip install 'loop[report]'"
 STYLE = """
@@ -74,7 +74,7 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], classes: Seque
 
 
 def _glance_row(r: RunRecord, name: str) -> list[str]:
-    m, parts = r.measure, r.measure.data.get("ttfo_parts") or {}
+    m, parts = r.measure, r.measure.ttfo_parts
     ci = m.rate.ci95 if m.rate else None
     split = " / ".join(_num(parts.get(k), ".2f") for k in ("open_ms", "transfer_ms", "first_ms"))
     return [
@@ -82,7 +82,7 @@ def _glance_row(r: RunRecord, name: str) -> list[str]:
         _esc(r.verdict if r.status == Status.OK else f"{r.status} at {r.stage}"),
         f"{_num(m.ttfo_ms, '.2f')} <span class='note'>({split})</span>",
         _num(m.median_fps, ".1f") + (f" <span class='note'>[{ci[0]:.1f}, {ci[1]:.1f}]</span>" if ci else ""),
-        _num(m.data.get("rate_fps", {}).get("frames") if m.data else None, ","),
+        _num(m.rate.frames if m.rate else None, ","),
         f"{_num(m.bytes_in, ',')} / {_num(m.bytes_out, ',')}",
         _num(r.scores.snr_db, ".1f"),
         _esc(", ".join(r.flags) or "-"),

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from loop.api import Result
     from loop.measure.link import LinkModel
+    from loop.measure.results import Result
 
 # Each kind of change the audit records, its mark in the audit grid, and the mark's legend
 # (loop.report.page prints it): one table, so a kind never shows under another's letter.
@@ -188,7 +188,7 @@ def ttfo_bars(runs: Sequence[RunRecord]) -> Figure:
 
 
 def _ttfo_rows(runs: Sequence[RunRecord]) -> list[tuple[str, tuple[float, ...]]]:
-    parts = [tuple(float((r.measure.data.get("ttfo_parts") or {}).get(p) or 0.0) for p, _ in TTFO_PARTS) for r in runs]
+    parts = [tuple(float(r.measure.ttfo_parts.get(p) or 0.0) for p, _ in TTFO_PARTS) for r in runs]
     if len(runs) <= TTFO_BARS:
         return list(zip(labels(runs), parts, strict=True))
     by_sweep: dict[str, list[tuple[float, ...]]] = {}

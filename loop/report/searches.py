@@ -1,5 +1,5 @@
 """The report's view of searches: a study's candidates read back from the ledger as
-:class:`~loop.api.Result` values (each with its rate ratio to its generation's reference, from
+:class:`~loop.measure.results.Result` views (each with its rate ratio to its generation's reference, from
 the generation's race where one ran), and their front."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from loop.core.kinds import Verdict
 from loop.core.record import RunRecord
 
 if TYPE_CHECKING:
-    from loop.api import Result
+    from loop.measure.results import Result
     from loop.store.studies import RatioRow
 
 PARETO_KEYS = ("snr_db", "rate_ratio")
@@ -47,8 +47,7 @@ def raced(runs_dir: Path, sweep: str, run_ids: Sequence[int]) -> dict[int, Ratio
 def search_results(runs: Sequence[RunRecord], runs_dir: Path) -> tuple[dict[str, list[Result]], list[str]]:
     """Each study's candidates as results (rate ratio to their generation's reference, from its
     race where one ran), by study name, and a line for each race file that could not be used."""
-    from loop.api import result_of
-    from loop.study import with_race
+    from loop.measure.results import result_of, with_race
 
     by_sweep: dict[str, list[RunRecord]] = {}
     for r in runs:

@@ -55,7 +55,7 @@ def calibration_sha(frames: Frames) -> str:
 
 
 def options_json(options: CompileOptions) -> str:
-    data = {k: v for k, v in dataclasses.asdict(options).items() if k not in SPEED_ONLY}
+    data = options.model_dump(exclude=set(SPEED_ONLY))
     return json.dumps(data, sort_keys=True, default=repr, separators=(",", ":"))
 
 

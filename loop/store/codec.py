@@ -9,7 +9,6 @@ swapped files; they are not a signature (whoever can write the files can rewrite
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from typing import Any
@@ -151,7 +150,7 @@ def _result(data: dict[str, Any], parts: dict[str, bytes]) -> CompileResult:
 
 
 def options_to_json(options: CompileOptions) -> str:
-    return json.dumps(dataclasses.asdict(options), default=_plain)
+    return json.dumps(options.model_dump(), default=_plain)
 
 
 def options_from_json(text: str) -> CompileOptions:

@@ -32,7 +32,7 @@ from loop.core import jsondepth
 from loop.core.errors import LoopError
 from loop.core.kinds import Flag, Kind, Stage, Status, Verdict
 from loop.core.leftovers import process_alive
-from loop.core.record import Change, Figures, RunRecord, Scores
+from loop.core.record import Change, Measurement, RunRecord, Scores
 from loop.core.vocab import LayerPrint
 from loop.store.files import NETWORK_FILESYSTEMS, StoreFault, filesystem_type, nearly_full
 
@@ -407,7 +407,7 @@ def to_row(run: RunRecord) -> dict[str, Any]:
         "cache_hit": run.cache_hit,
         "stages": run.stages,
         "layers": [lp.to_json() for lp in run.layers],
-        "measure": run.measure.to_json(),
+        "measure": run.measure.to_dict(),
         "scores": run.scores.to_json(),
         "changes": [c.to_json() for c in run.changes],
         "perturb": list(run.perturb),
@@ -576,7 +576,7 @@ def _run(row: sqlite3.Row, record: dict[str, Any], flags: list[str]) -> RunRecor
         device=row["device"],
         stages=_part(record, "stages", dict, {}),
         layers=tuple(LayerPrint.from_json(lp) for lp in _maps(record, "layers")),
-        measure=Figures.from_json(_part(record, "measure", dict, {})),
+        measure=Measurement.from_dict(_part(record, "measure", dict, {})),
         scores=Scores.from_json(_part(record, "scores", dict, {})),
         verdict=_word(Verdict, row["verdict"]),
         flags=tuple(Flag(f) for f in flags),

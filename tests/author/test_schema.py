@@ -1,15 +1,16 @@
-"""The schema is the one declaration of the sweep file: the README and the dataclasses agree with it."""
+"""The schema is the one declaration of the sweep file: the README is rendered from it, the flow consumes its models."""
 
 from __future__ import annotations
 
-import dataclasses
+import ast
 import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from loop.author import schema
 from loop.author.schema_doc import reference, splice
@@ -20,8 +21,10 @@ from loop.compilers.onnxruntime import OnnxRuntimeCompiler
 from loop.core import registry
 from loop.core.errors import LoopError
 from loop.core.options import BackendOptions
-from loop.core.vocab import CompileOptions
+from loop.core.vocab import CompileOptions, CompileSettings, DeviceSettings
+from loop.devices.base import RuntimeOptions
 
+LOOP = Path(__file__).resolve().parents[2] / "loop"
 README = Path(__file__).resolve().parents[2] / "docs" / "sweep-file.md"  # where the tables are generated
 
 
@@ -38,18 +41,64 @@ def test_every_key_of_every_section_is_in_the_readme() -> None:
             assert f"| `{key}` |" in text or key == "op", key
 
 
-@pytest.mark.parametrize("model, plain", [(schema.Measure, MeasureSpec()), (schema.Compile, CompileOptions())])
-def test_schema_defaults_are_the_dataclass_defaults(model: type[schema.Strict], plain: object) -> None:
-    declared = model()
-    for f in dataclasses.fields(plain):  # type: ignore[arg-type]
-        if f.name in model.model_fields:
-            value = getattr(declared, f.name)
-            value = (value,) if f.name == "depth" else value
-            assert value == getattr(plain, f.name), f.name
+def _section(model: type[BaseModel], key: str) -> Any:
+    return schema._model_in(model.model_fields[key].annotation)
+
+
+def test_each_option_set_is_the_model_the_flow_consumes() -> None:
+    """``measure:`` and ``compile:`` are the very models the protocol and the compilers read, not
+    mirrors of them that could drift: a new option is declared once."""
+    built = schema.sweep_model()
+    for root in (schema.Sweep, schema.Variant, built, _section(built, "variants")):
+        assert _section(root, "measure") is MeasureSpec is schema.Measure
+        assert issubclass(_section(root, "compile"), CompileSettings)
+    assert schema.Compile is CompileSettings and issubclass(CompileOptions, CompileSettings)
+    # what compile_model() adds to the settings is the backends' own keys, nothing else
+    backends = {key for keys in schema.backend_keys().values() for key in keys}
+    assert set(schema.compile_model().model_fields) == set(CompileSettings.model_fields) | backends
+
+
+def test_compile_options_declare_no_setting_again() -> None:
+    """Every ``compile:`` key is a field of CompileOptions, inherited, never declared there too."""
+    assert set(CompileSettings.model_fields) <= set(CompileOptions.model_fields)
+    assert not set(CompileOptions.__annotations__) & set(CompileSettings.model_fields)
+    for key, info in CompileSettings.model_fields.items():
+        assert CompileOptions.model_fields[key].default == info.default, key
+
+
+def test_no_class_declares_an_option_set_again() -> None:
+    """No class of loop/ but the option set's own re-declares three or more of the fields it
+    declares (a mirror; two may share a name by chance, such as a measurement's ``depth``)."""
+    owners = {
+        "Measure": schema.Measure,
+        "CompileSettings": CompileSettings,
+        "DeviceSettings": DeviceSettings,
+        "Data": schema.Data,
+        "HailoOptions": HailoOptions,
+    }
+    own = {name: set(model.__annotations__) & set(model.model_fields) for name, model in owners.items()}
+    assert (
+        own["DeviceSettings"] <= set(RuntimeOptions.model_fields)
+        and not set(RuntimeOptions.__annotations__) & (own["DeviceSettings"])
+    )
+    for path in sorted(LOOP.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            names = {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+            for owner, fields in own.items():
+                shared = names & fields
+                assert node.name == owner or len(shared) < 3, (path, node.name, sorted(shared))
+
+
+def test_measure_depth_is_a_tuple_however_given() -> None:
+    assert MeasureSpec().depth == (1,) and MeasureSpec(depth=4).depth == (4,)
+    assert MeasureSpec(depth=[1, 4]).depth == MeasureSpec(depth=(1, 4)).depth == (1, 4)
+    assert hash(MeasureSpec(depth=[1, 4])) == hash(MeasureSpec(depth=(1, 4)))
 
 
 def test_data_defaults_follow_the_sweep() -> None:
-    assert schema.Data().count is None and DataSpec().count == 64
+    assert schema.Data().count is None and DataSpec().count == 64 and issubclass(DataSpec, schema.Data)
 
 
 def _error(text: str) -> LoopError:
@@ -135,3 +184,13 @@ def test_the_schema_loads_no_compiler_until_a_sweep_file_is_read() -> None:
     code = "import sys, loop.author.sweepfile; print(sorted(m for m in sys.modules if 'compilers' in m))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_hailo_section_is_the_backends_own_keys() -> None:
+    """``hailo:`` declares nothing of its own: its keys are HailoOptions', bounds and all, each
+    unset unless written (the backend's default stays its own)."""
+    section = schema.section_model("hailo")
+    assert section is not None and tuple(section.model_fields) == HailoOptions.section_keys
+    for key, info in section.model_fields.items():
+        assert info.metadata == HailoOptions.model_fields[key].metadata and info.default is None, key
+    assert schema.backend_sections() == ("hailo",)

@@ -1,4 +1,3 @@
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -212,7 +211,7 @@ def test_a_seed_over_a_frame_file_is_said_to_change_only_the_order(write_sweep, 
     ]
     # what the line says: the same frames in another order (the subset variant, count 2, is not warned of)
     seeded = make_frames(spec.calibration, (1, 3, 8, 8), tmp_path)
-    plain = make_frames(replace(spec.calibration, seed=0), (1, 3, 8, 8), tmp_path)
+    plain = make_frames(spec.calibration.model_copy(update={"seed": 0}), (1, 3, 8, 8), tmp_path)
     assert not np.array_equal(seeded, plain) and np.array_equal(np.sort(seeded, 0), np.sort(plain, 0))
 
 

@@ -1,4 +1,4 @@
-"""Parsing hailortcli output. The samples are written from HAILO.md and hailortcli's source
+"""Parsing hailortcli output. The samples are written from docs/hailo.md and hailortcli's source
 (the seed's figures), not captured from a device."""
 
 from __future__ import annotations
@@ -147,11 +147,12 @@ def test_measuring_stick_compares_only_like_with_like(tmp_path: Path, monkeypatc
     """Item 2: loop measured with hw latency and batch 1 while hailortcli did not, so the check
     flagged its own settings; settings the tool ignores are now recorded and not compared."""
     from loop.author.sweepfile import MeasureSpec
+    from loop.core.record import Measurement
     from loop.devices.hailort import HailoRTDevice
     from loop.measure.protocol import measuring_stick
 
     stand_in_hailortcli(tmp_path, monkeypatch, "5.2.0")
-    m = {"rate_fps": {"median": 1100.0}}
+    m = Measurement.from_dict({"rate_fps": {"median": 1100.0}})
     plain = measuring_stick(HailoRTDevice(), Path("m.hef"), m, MeasureSpec())
     assert plain is not None and plain["comparable"] and not plain["agree"] and plain["fps"] == 1168.0
     assert (tmp_path / "argv").read_text().split() == ["benchmark", "m.hef", "-t", "15"]
@@ -167,11 +168,12 @@ def test_measuring_stick_compares_only_like_with_like(tmp_path: Path, monkeypatc
 def test_only_a_device_with_a_vendor_tool_runs_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The ONNX Runtime device has no vendor benchmark (the default hook), so hailortcli on
     PATH is not run for it; HailoRT without hailortcli on PATH has none either."""
+    from loop.core.record import Measurement
     from loop.devices.hailort import HailoRTDevice
     from loop.devices.onnxruntime import OnnxRuntimeDevice
     from loop.measure.protocol import measuring_stick
 
-    m, path = {"rate_fps": {"median": 1100.0}}, os.environ["PATH"]
+    m, path = Measurement.from_dict({"rate_fps": {"median": 1100.0}}), os.environ["PATH"]
     monkeypatch.setenv("PATH", str(tmp_path))
     assert measuring_stick(HailoRTDevice(), Path("m.hef"), m) is None
     monkeypatch.setenv("PATH", path)

@@ -170,13 +170,8 @@ def test_compiles_on_a_dask_local_cluster(write_sweep, tmp_path):
 def test_measurement_knob_ab_shares_one_compile(tmp_path):
     graphs = Path(__file__).resolve().parents[2] / "graphs"
     spec = parse(graphs / "knob-ab.yaml")
-    fast = replace(
-        spec,
-        variants=tuple(
-            replace(v, measure=replace(v.measure, frames=20, warmup=2, repeats=2, min_duration_s=0.0))
-            for v in spec.variants
-        ),
-    )
+    quick = {"frames": 20, "warmup": 2, "repeats": 2, "min_duration_s": 0.0}
+    fast = replace(spec, variants=tuple(replace(v, measure=v.measure.model_copy(update=quick)) for v in spec.variants))
     result = run_sweep(fast, tmp_path / "runs", SweepOptions(jobs=1, progress=False))
     ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
     runs = [ledger.record(o.run_id).to_json() for o in result.outcomes]

@@ -4,7 +4,7 @@ import pytest
 from fake_timing import VirtualDevice, virtual
 
 from loop.author.sweepfile import MeasureSpec
-from loop.core.record import Figures, RunRecord
+from loop.core.record import Measurement, RunRecord
 from loop.measure.compare import (
     FASTER,
     INTERLEAVED,
@@ -25,7 +25,7 @@ SPEC = MeasureSpec(min_duration_s=0.5)  # virtual seconds: 5 chunks a side a rou
 
 
 def run(i: int, rates: list[float], **measure: object) -> RunRecord:
-    figures = Figures.from_json({"rate_fps": summary(rates), "spread_pct": spread(rates), **measure})
+    figures = Measurement.from_dict({"rate_fps": summary(rates), "spread_pct": spread(rates), **measure})
     return RunRecord(id=i, sweep="s", variant=f"v{i}", status="ok", measure=figures)
 
 
@@ -57,7 +57,7 @@ def test_ledger_needs_three_repeats_a_side():
     one, three = run(1, [100.0]), run(2, [50.0, 51.0, 52.0])
     out = compare(one, three)
     assert out["verdict"] == UNDECIDED and "run 1 has 1 repeats" in out["reason"]
-    legacy = Figures.from_json({"rate_fps": {"median": 50.0, "min": 49.0, "max": 51.0}, "spread_pct": 4.0})
+    legacy = Measurement.from_dict({"rate_fps": {"median": 50.0, "min": 49.0, "max": 51.0}, "spread_pct": 4.0})
     out = compare(replace(three, id=4, measure=legacy), three)
     assert out["verdict"] == UNDECIDED and "run 4 has no recorded repeats" in out["reason"]
 
@@ -82,7 +82,7 @@ def test_a_confounded_run_is_refused():
     with pytest.raises(LoopError, match="left out of comparisons"):
         compare(replace(BASELINE, verdict="confounded"), BASELINE)
     with pytest.raises(LoopError, match="no measured rate"):
-        compare(BASELINE, replace(BASELINE, measure=Figures()))
+        compare(BASELINE, replace(BASELINE, measure=Measurement()))
 
 
 def test_decide_needs_the_interval_past_the_floor():

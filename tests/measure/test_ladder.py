@@ -3,7 +3,7 @@ from pathlib import Path
 
 from loop.author.author import author
 from loop.author.sweepfile import parse
-from loop.core.record import DepthRate, Figures, Rate, RunRecord
+from loop.core.record import DepthRate, Measurement, Rate, RunRecord
 from loop.core.vocab import LayerPrint
 from loop.measure.ladder import depth_knee, frame_ladder, link_plateau, network_of
 
@@ -12,7 +12,7 @@ GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
 
 def rung(name: str, bytes_in: int, fps: float, spread: float = 1.0) -> RunRecord:
     figures = {"bytes_in": bytes_in, "bytes_out": bytes_in // 4, "rate_fps": {"median": fps}, "spread_pct": spread}
-    return RunRecord(id=1, sweep="s", variant=name, status="ok", measure=Figures.from_json(figures))
+    return RunRecord(id=1, sweep="s", variant=name, status="ok", measure=Measurement.from_dict(figures))
 
 
 def test_seed_link_table_plateaus():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loop.core.errors import LoopError
-from loop.core.record import Figures, RunRecord
+from loop.core.record import Measurement, RunRecord
 from loop.devices.links import seed_link
 from loop.measure.link import (
     COMPUTE,
@@ -78,7 +78,9 @@ def run(fps: float, bytes_in: int, bytes_out: int = 0, depth: int = 4, **extra: 
         "by_depth": by_depth,
         **extra,
     }
-    return RunRecord(id=7, sweep="s", variant="v", status="ok", device="onnxruntime", measure=Figures.from_json(data))
+    return RunRecord(
+        id=7, sweep="s", variant="v", status="ok", device="onnxruntime", measure=Measurement.from_dict(data)
+    )
 
 
 LINK_100 = LinkModel("l100", 100.0, 0.0, 1.0, "test", {})

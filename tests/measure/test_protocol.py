@@ -24,20 +24,21 @@ def test_three_quantities_kept_apart(artifact):
     assert m.ttfo_ms > 0 and m.ttfo_parts["open_ms"] > 0 and m.ttfo_parts["first_ms"] > 0
     assert m.ttfo_parts["transfer_ms"] is None  # ONNX Runtime cannot separate it: null, not invented
     assert m.first_infer_ms > 0
-    assert m.rate_fps["min"] <= m.rate_fps["median"] <= m.rate_fps["max"]
+    assert m.rate.min <= m.rate.median <= m.rate.max
     assert m.bytes_in == 3 * 8 * 8 and m.bytes_out == 4 * 8 * 8
-    assert np.isclose(m.mb_s["in"], m.bytes_in * m.rate_fps["median"] / 1e6)
+    assert np.isclose(m.mb_s["in"], m.bytes_in * m.rate.median / 1e6)
     assert m.latency_ms["p50"] <= m.latency_ms["p90"] <= m.latency_ms["p99"]
-    assert m.basis == "frames" and m.flags == []
+    assert m.basis == "frames" and m.flags == ()
     # a share of all cores; a little over 100 is clock skew between the CPU and wall clocks
     assert 0 < m.host["own_cpu_pct"] <= 110 and m.host["loadavg"] is not None
 
 
 def test_depth_list_and_duration(artifact):
-    m = measure(OnnxRuntimeDevice(), artifact, frames(artifact), replace(SPEC, depth=(1, 2), duration_s=0.3))
-    assert [d["depth"] for d in m.by_depth] == [1, 2]
-    best = max(m.by_depth, key=lambda d: d["rate_fps"]["median"])
-    assert m.depth == best["depth"] and m.rate_fps == best["rate_fps"]
+    spec = SPEC.model_copy(update={"depth": (1, 2), "duration_s": 0.3})
+    m = measure(OnnxRuntimeDevice(), artifact, frames(artifact), spec)
+    assert [d.depth for d in m.by_depth] == [1, 2]
+    best = max(m.by_depth, key=lambda d: d.rate.median)
+    assert m.depth == best.depth and m.rate == best.rate
     assert m.basis == "duration" and m.duration_s >= 0.6
 
 
@@ -97,7 +98,7 @@ def test_target_ci_repeats_until_reached():
     spec = MeasureSpec(warmup=0, frames=10, repeats=5, min_duration_s=0.0, target_ci_pct=2.0)
     r = steady_rate(session, [], spec, 1)
     assert r.rate.data["repeats"] > 5 and r.rate.data["ci95_pct"] <= 2.0
-    fixed = steady_rate(session, [], replace(spec, target_ci_pct=None), 1)
+    fixed = steady_rate(session, [], spec.model_copy(update={"target_ci_pct": None}), 1)
     assert fixed.rate.data["repeats"] == 5
 
 
@@ -115,7 +116,7 @@ def test_busy_neighbour_flags_host_busy(artifact):
             OnnxRuntimeDevice(),
             artifact,
             frames(artifact),
-            replace(SPEC, repeats=2, min_duration_s=0.3, host_busy_pct=10.0),
+            SPEC.model_copy(update={"repeats": 2, "min_duration_s": 0.3, "host_busy_pct": 10.0}),
         )
     finally:
         neighbour.kill()

@@ -1,7 +1,6 @@
 """A generation in interleaved rounds, on a device of virtual time (no absolute time here)."""
 
 import math
-from dataclasses import replace
 
 from fake_timing import VirtualDevice, virtual
 from measure.fake_hailo_scheduler import FakeHailoDevice, Net
@@ -59,7 +58,7 @@ def test_a_race_runs_at_the_protocols_depth_and_keeps_single_frames_apart():
     quicker on one frame but pipelining worse is slower at the protocol's depth, and ranked so;
     its single-frame advantage stays a figure of its own."""
     ref, cand = Net(4.0, 1000.0, 0.0), Net(3.0, 400.0, 0.0)
-    r = race(FakeHailoDevice(), [ref.artifact(), cand.artifact()], replace(SPEC, depth=(1, 4)), 3.0, 60)
+    r = race(FakeHailoDevice(), [ref.artifact(), cand.artifact()], SPEC.model_copy(update={"depth": (1, 4)}), 3.0, 60)
     assert r.depth == [4, 4, 4]
     assert 0.35 < r.ratios[1][0] < 0.45  # at depth 4: about 400 / 1000 (one queue fill per chunk)
     assert math.isclose(r.single_ratios[1][0], 4.0 / 3.0, rel_tol=1e-9)
@@ -69,7 +68,7 @@ def test_frames_after_a_network_switch_are_discarded_counted_and_costed():
     """Identical networks whose switches cost apart: the switch lands in no timed chunk, so the
     ratio holds 1.0; the frames it cost are counted, and what it cost is kept per side."""
     ref, cand = Net(4.0, 1000.0, 2.0), Net(4.0, 1000.0, 20.0)
-    r = race(FakeHailoDevice(), [ref.artifact(), cand.artifact()], replace(SPEC, depth=(4,)), 3.0, 60)
+    r = race(FakeHailoDevice(), [ref.artifact(), cand.artifact()], SPEC.model_copy(update={"depth": (4,)}), 3.0, 60)
     assert math.isclose(r.ratios[1][0], 1.0, rel_tol=1e-9) and r.floor_pct == 0.0
     assert all(n > 0 and n % 4 == 0 for n in r.discarded)  # a queue-full after each switch
     assert math.isclose(r.switch_ms[1] / r.switch_ms[0], 10.0, rel_tol=0.01)
@@ -90,7 +89,7 @@ def test_a_change_of_batch_after_the_single_frames_is_not_timed():
     untimed: the chunk's rate is the one before."""
     from loop.measure.sides import Side, Switches
 
-    device, spec = FakeHailoDevice(), replace(SPEC, depth=(4,))
+    device, spec = FakeHailoDevice(), SPEC.model_copy(update={"depth": (4,)})
     side = Side(device.open(Net(4.0, 1000.0, 20.0, dynamic_batch=True).artifact(), RuntimeOptions()), spec, Switches())
     first, again = side(), side()
     assert first.rate is not None and again.rate == first.rate

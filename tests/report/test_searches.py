@@ -13,11 +13,10 @@ import pytest
 pytest.importorskip("matplotlib", reason="loop report needs the report extra")
 
 from click.testing import CliRunner
-from report_records import generation, ledger
+from report_records import generation, ledger, raced
 
-from loop.api import Result
 from loop.cli import main
-from loop.core.record import Change, Figures
+from loop.core.record import Change, Measurement
 from loop.measure.stats import widened
 from loop.report.page import render
 from loop.report.plots import pareto, svg
@@ -31,8 +30,8 @@ def study(tmp_path: Path) -> list:
     g0 = generation("s-g0", 0, 3)
     g1 = generation("s-g1", 1, 4, start_id=10)
     g1[2] = replace(g1[2], verdict="confounded", changes=(Change("conv1", "kernel", "kernel a -> b", allowed=False),))
-    busy = {**g1[3].measure.data, "flags": ["host-busy"]}
-    g1[3] = replace(g1[3], measure=Figures.from_json(busy))
+    busy = {**g1[3].measure.to_dict(), "flags": ["host-busy"]}
+    g1[3] = replace(g1[3], measure=Measurement.from_dict(busy))
     race = {
         "reference_run": g1[0].id,
         "runs": {str(g1[1].id): "aaa", str(g1[4].id): "ddd"},
@@ -94,10 +93,8 @@ def test_the_front_is_the_studys_rule(tmp_path: Path):
     for i in range(60):
         ratio, half = rng.uniform(0.8, 1.2), rng.uniform(0.001, 0.05)
         scores = {"snr_db": round(rng.uniform(10, 30), 1)}
-        results.append(
-            Result(i, f"c{i}", i, "ok", "clean", scores, rate_ratio=ratio, rate_ratio_ci95=(ratio - half, ratio + half))
-        )
-    results.append(Result(60, "x", 60, "ok", "confounded", {"snr_db": 99.0}, rate_ratio=9.0, why="confounded"))
+        results.append(raced(i, scores["snr_db"], (ratio - half, ratio, ratio + half)))
+    results.append(raced(60, 99.0, (9.0, 9.0, 9.0), verdict="confounded"))
     keys = ("snr_db", "rate_ratio")
     pool = [r for r in results if r.usable]
     rule = [r for r in pool if not any(_dominates(o, r, keys) for o in pool if o is not r)]

@@ -2,15 +2,15 @@
 
 from dataclasses import replace
 
-from loop.core.record import Change, Figures, RunRecord, Scores
+from loop.core.record import Change, Measurement, RunRecord, Scores
 from loop.core.text import CUT
 from loop.core.vocab import LayerPrint
 from loop.report import audit_table, host_busy_line, ladders, runs_table, sweep_summary
 
 
-def figures(fps: float, bytes_in: int = 3072, spread: float = 1.0, **more: object) -> Figures:
+def figures(fps: float, bytes_in: int = 3072, spread: float = 1.0, **more: object) -> Measurement:
     rate = {"median": fps, "min": fps * 0.99, "max": fps * 1.01, "ci95": [fps * 0.98, fps * 1.02], "repeats": 3}
-    return Figures.from_json(
+    return Measurement.from_dict(
         {"ttfo_ms": 12.346, "rate_fps": rate, "spread_pct": spread, "bytes_in": bytes_in, "bytes_out": 8192, **more}
     )
 

@@ -168,7 +168,7 @@ def bench_model(name: str, artifact: Artifact, threads: int, chunk_s: float, pai
     spec = MeasureSpec(warmup=max(5, frames // 20), frames=frames, repeats=1, threads=threads, min_duration_s=0.0)
     session: Session = OnnxRuntimeDevice().open(artifact, RuntimeOptions(threads=threads))
     sides: list[Rate] = [
-        lambda: steady_rate(session, [frame], spec, depth=1).rate_fps["median"],
+        lambda: steady_rate(session, [frame], spec, depth=1).rate.median,
         lambda: bare_rate(bare, feed, spec),
     ]
     if control:
@@ -176,7 +176,7 @@ def bench_model(name: str, artifact: Artifact, threads: int, chunk_s: float, pai
         sides.append(lambda: bare_rate(other, feed, spec))
     result = Result(name, ms, frames, spec.warmup, pairs)
     for i in range(ROUNDS):
-        medians = one_round(sides, pairs, shift=i)
+        medians = one_round(sides, pairs, i, statistics.median)
         result.loop_fps.append(medians[0])
         result.bare_fps.append(medians[1])
         result.ratios.append(medians[0] / medians[1])

@@ -34,7 +34,7 @@ from loop.author.graphs import build_recipe
 from loop.author.sweepfile import MeasureSpec
 from loop.compilers.base import run_compile
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
-from loop.core.record import Measurement, RunRecord
+from loop.core.record import RunRecord
 from loop.core.vocab import Artifact, CompileOptions
 from loop.devices.base import RuntimeOptions
 from loop.devices.onnxruntime import OnnxRuntimeDevice
@@ -84,7 +84,6 @@ def run_row(i: int, path: Path, device: str = "onnxruntime") -> RunRecord:
     art = load_artifact(path)
     with OnnxRuntimeDevice().open(art, RuntimeOptions()) as s:
         frames = device_frames(s)
-    m = measure(OnnxRuntimeDevice(), art, frames, MeasureSpec()).to_dict()
     return RunRecord(
         id=i,
         sweep="noise-floor",
@@ -93,7 +92,7 @@ def run_row(i: int, path: Path, device: str = "onnxruntime") -> RunRecord:
         verdict="clean",
         artifact=str(path),
         device=device,
-        measure=Measurement.from_dict(m),
+        measure=measure(OnnxRuntimeDevice(), art, frames, MeasureSpec()),
     )
 
 

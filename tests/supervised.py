@@ -3,7 +3,8 @@
 ``python -m supervised FOLDER PARENT`` (or a fork running :func:`behave`) does what
 ``FOLDER/what.json`` says: exit 3, die of SIGSEGV, hang with a helper in its group, or add up
 the numbers given and leave the sum beside them. ``python -m supervised FD PARENT`` answers
-over the socket ``FD`` instead, and ``python -m supervised sweep`` plays a sweep that starts
+over the socket ``FD`` instead (anything else it is sent: it closes the socket, then exits 3
+late), and ``python -m supervised sweep`` plays a sweep that starts
 such a child, prints its pids and waits to be killed.
 """
 
@@ -41,6 +42,10 @@ def answer(fd: int) -> None:
             asked = conn.recv()
         except EOFError:
             return
+        if not isinstance(asked, list | str):  # a job it cannot do: it closes its socket, then exits late
+            conn.close()
+            time.sleep(0.5)
+            os._exit(3)
         conn.send(subprocess.Popen(SLEEPER).pid if asked == "helper" else sum(asked))
 
 

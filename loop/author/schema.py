@@ -24,6 +24,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     TypeAdapter,
     ValidationError,
     create_model,
@@ -89,7 +90,12 @@ def _listed(value: Any) -> Any:
 if TYPE_CHECKING:
     Depths = tuple[int, ...]
 else:  # a sweep file writes one depth or a list of them (its errors and README say so); all read a tuple
-    Depths = Annotated[Depth | DepthList, AfterValidator(_depths), BeforeValidator(_listed)]
+    Depths = Annotated[
+        Depth | DepthList,
+        AfterValidator(_depths),
+        BeforeValidator(_listed),
+        PlainSerializer(list, return_type=list[int]),
+    ]
 
 
 class Measure(Strict, DeviceSettings):

@@ -44,7 +44,7 @@ class DataSpec(schema.Data):
         super().__init__(**{"count": 64, "seed": 0, **data})
 
     def __hash__(self) -> int:  # the frames it stands for key a cache; constants are a mapping
-        return hash((self.count, self.seed, self.path, self.scale, tuple(sorted(self.pairs))))
+        return hash((self.count, self.seed, self.path, self.scale, tuple(sorted(self.pairs.items()))))
 
     @property
     def pairs(self) -> dict[str, float | int | bool]:
@@ -329,7 +329,9 @@ def _backend_keys(model: schema.Sweep, raw: LineDict) -> None:
 def _data(model: schema.Data | None, seed: int, default_count: int, constants: tuple[tuple[str, Any], ...]) -> DataSpec:
     model = model or schema.Data.model_validate({})
     stored = model.path is not None
-    return DataSpec(
+    # Built from values the schema checked, unvalidated: the inputs' seed is the sweep's + 1,
+    # which passes the file's bound when the sweep's is the largest (numpy takes any).
+    return DataSpec.model_construct(
         count=model.count if model.count is not None else (None if stored else default_count),
         seed=seed if model.seed is None else model.seed,
         path=model.path,

@@ -185,7 +185,29 @@ def plain(value: Any) -> Any:
     return {k: plain(v) for k, v in value.items()} if isinstance(value, Mapping) else value
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """A recorded mapping; another shape makes the row unreadable (the ledger reads it as corrupt)."""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"a mapping was recorded as {type(value).__name__}")
+    return value
+
+
+def _words(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"a list of words was recorded as {value!r:.60}")
+    return tuple(value)
+
+
 _READ: dict[str, Any] = {
+    "ttfo_parts": _mapping,
+    "mb_s": _mapping,
+    "latency_ms": _mapping,
+    "health_before": _mapping,
+    "health_after": _mapping,
+    "host": _mapping,
+    "drift": _mapping,
+    "split_ms": _mapping,
+    "vendor_benchmark": _mapping,
     "ttfo_ms": _num,
     "first_infer_ms": _num,
     "rate": Rate.from_json,
@@ -196,9 +218,9 @@ _READ: dict[str, Any] = {
     "bytes_in": _int,
     "bytes_out": _int,
     "hw_latency_ms": _num,
-    "warnings": lambda v: tuple(str(w) for w in v),
-    "flags": lambda v: tuple(Flag(f) for f in v),
-    "notes": lambda v: tuple(str(n) for n in v),
+    "warnings": _words,
+    "flags": lambda v: tuple(Flag(f) for f in _words(v)),
+    "notes": _words,
     "compute_ms": _num,
 }
 

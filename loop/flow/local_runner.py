@@ -17,12 +17,14 @@ from loop.flow.runner import Runner, RunResult, RunTask, StageTimeouts
 from loop.measure import hostlock
 
 POLL_S = 0.2
+EXIT_GRACE_S = 5.0  # how long a child whose socket closed gets to exit with its own code
 
 
 class DeviceProcess:
     """One device's child process: started on first use, replaced after it dies or hangs."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: str = "loop.flow.device_child") -> None:
+        self._module = module  # what the child runs (a test runs a misbehaving one)
         self._child: supervise.Child | None = None
         self._conn: supervise.Connection | None = None
 
@@ -31,7 +33,7 @@ class DeviceProcess:
         return self._child.pid if self._child is not None and self._child.poll() is None else None
 
     def start(self) -> None:
-        self._child, self._conn = supervise.connected("loop.flow.device_child")
+        self._child, self._conn = supervise.connected(self._module)
 
     def call(self, job: DeviceJob, timeouts: StageTimeouts) -> RunResult:
         """The job's result, or a failure naming the stage where the child died or hung."""
@@ -53,6 +55,8 @@ class DeviceProcess:
                 message = None
             if message is None:
                 if self._child.poll() is not None or ready:
+                    # its socket closes before it has exited: its own exit code, not our kill's
+                    self._child.wait(EXIT_GRACE_S)
                     died = supervise.how_it_died(self._child.kill())
                     return self._ended(stage, f"device process died ({died}) in stage {stage}", kept)
                 continue

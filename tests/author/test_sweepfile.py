@@ -218,3 +218,10 @@ def test_a_seed_over_a_frame_file_is_said_to_change_only_the_order(write_sweep, 
 def test_a_hailo_section_on_another_backend_is_refused_at_its_line(write_sweep):
     error = _error(write_sweep, GOOD.replace("variants:", "hailo: {start_nodes: [conv1]}\nvariants:"))
     assert error.line == 3 and error.field == "hailo" and "read by the hailo backend only" in str(error)
+
+
+def test_the_largest_seed_parses(write_sweep):
+    """The scoring frames are seeded with the sweep's seed + 1, past the file's own bound when
+    the sweep's is the largest it accepts: still a sweep, not a traceback."""
+    spec = parse(write_sweep(GOOD.replace("variants:", "seed: 4294967295\nvariants:")))
+    assert (spec.calibration.seed, spec.inputs.seed) == (2**32 - 1, 2**32)

@@ -44,3 +44,13 @@ def test_an_older_or_newer_record_is_written_back_as_read() -> None:
     assert Measurement.from_dict({VENDOR_BENCHMARK: None}).to_dict() == {VENDOR_BENCHMARK: None}
     assert Measurement(given=()).with_vendor(None).to_dict() == {VENDOR_BENCHMARK: None}
     assert RunRecord(1, "s", "v", "failed").to_json(["measure"]) == {"measure": {}}
+
+
+def test_a_measurement_of_another_shape_is_refused_not_read() -> None:
+    """A row whose figures have the wrong shape raises TypeError, which the ledger turns into a
+    corrupt row (its id and why), rather than a reader meeting a list where a mapping belongs."""
+    import pytest
+
+    for bad in ({"ttfo_parts": []}, {"host": [1]}, {"flags": "host-busy"}, {"warnings": [1]}):
+        with pytest.raises(TypeError):
+            Measurement.from_dict(bad)

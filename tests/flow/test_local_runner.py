@@ -160,3 +160,19 @@ def test_a_sweep_killed_9_takes_what_its_device_started_with_it(write_sweep, tmp
     while _helpers(str(state)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _helpers(str(state)) == []
+
+
+def test_a_child_that_closes_its_socket_before_it_exits_dies_of_its_own_exit_code():
+    """The socket can close before the process has gone (a driver calling exit(), Python's own
+    shutdown): the failure names the child's exit code, never the kill that reaps it."""
+    from types import SimpleNamespace
+
+    from loop.flow.local_runner import DeviceProcess
+
+    child = DeviceProcess(module="supervised")
+    try:
+        job = SimpleNamespace(protocol=FAST, race=None)
+        ran = child.call(job, StageTimeouts())  # type: ignore[arg-type]
+    finally:
+        child.stop()
+    assert not ran.ok and ran.error == "device process died (exit code 3) in stage open"

@@ -1,5 +1,7 @@
 """Perturbation ops. Each says what it does to the model or the compile, and its footprint:
-what it is allowed to change (docs/audit.md, "Footprints").
+what it is allowed to change (docs/audit.md, "Footprints"). An op is its sweep-file model
+(:mod:`loop.author.schema`: its parameters, bounds and descriptions, declared there once) with
+its behaviour added here.
 
 A footprint is a set of :class:`~loop.core.footprint.Allow` rules over observed changes
 (:mod:`loop.core.footprint` says what each kind of change is).
@@ -9,13 +11,14 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from loop.author import schema
 from loop.core.errors import LoopError
 from loop.core.footprint import WHATS, Allow, Expect, parse_expect  # noqa: F401 - re-exported beside the ops
 from loop.core.vocab import CompileOptions, Precision, RangeOverride
@@ -24,18 +27,25 @@ from loop.judge.structure import Structure, constants, follow_activations
 SCALES = ("in_scale", "out_scale")
 
 
-@dataclass(frozen=True)
 class Op:
-    """Base of all perturbation ops; subclasses are dataclasses of their fields."""
+    """Base of all perturbation ops: behaviour only; each op's fields are its schema model's."""
 
     name: ClassVar[str]
     rewrites_model: ClassVar[bool] = False  # True for ops that change the float model itself
-    layer: str | None = None
+    if TYPE_CHECKING:  # every op has one (None: the op names no layer); not a field here
+
+        @property
+        def layer(self) -> str | None: ...
 
     @property
     def label(self) -> str:
         """The op's name as a sweep file writes it."""
         return self.name
+
+    def record(self) -> dict[str, Any]:
+        """The op as the ledger records it (``op`` first)."""
+        found: dict[str, Any] = self.model_dump()  # type: ignore[attr-defined]
+        return {"op": self.label, **{k: v for k, v in found.items() if k != "op"}}
 
     def check(self, structure: Structure) -> None:
         if self.layer is not None and structure.layer(self.layer) is None:
@@ -93,7 +103,6 @@ def _downstream(structure: Structure, layer: str) -> list[Allow]:
     return rules
 
 
-@dataclass(frozen=True)
 class WeightOp(Op):
     """An op that rewrites one layer's float kernel; its footprint is the layer and all after it."""
 
@@ -121,48 +130,58 @@ class WeightOp(Op):
         return _downstream(structure, self.layer)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
-class ScaleWeights(WeightOp):
+class ScaleWeights(schema.ScaleWeightsOp, WeightOp):
     name: ClassVar[str] = "scale_weights"
-    factor: float = 1.0
 
     def kernel(self, w: np.ndarray) -> np.ndarray:
         return w * np.asarray(self.factor, w.dtype)
 
 
-@dataclass(frozen=True)
-class AddWeightNoise(WeightOp):
+class AddWeightNoise(schema.AddWeightNoiseOp, WeightOp):
     """Gaussian noise of standard deviation ``std`` (in the kernel's own units), seeded."""
 
     name: ClassVar[str] = "add_weight_noise"
-    std: float = 0.0
-    seed: int = 0
 
     def kernel(self, w: np.ndarray) -> np.ndarray:
         return w + np.random.default_rng(self.seed).normal(0.0, self.std, w.shape).astype(w.dtype)
 
 
-@dataclass(frozen=True)
-class ForceRange(Op):
+class ForceRange(schema.ForceRangeOp, Op):
     """Force the range of the tensor carrying the layer's quantized output (or input)."""
 
     name: ClassVar[str] = "force_range_out"
-    lo: float = 0.0
-    hi: float = 0.0
-    side: str = "out"
+
+    def __hash__(self) -> int:  # its range is a list, as the sweep file writes it
+        return hash((self.op, self.layer, tuple(self.range)))
+
+    @property
+    def lo(self) -> float:
+        return float(self.range[0])
+
+    @property
+    def hi(self) -> float:
+        return float(self.range[1])
+
+    @property
+    def side(self) -> str:
+        return "out" if self.op == "force_range_out" else "in"
 
     @property
     def label(self) -> str:
-        return f"force_range_{self.side}"
+        return self.op
+
+    def record(self) -> dict[str, Any]:
+        """As the ledger has recorded a forced range all along: its bounds and side by name."""
+        return {"op": self.op, "layer": self.layer, "lo": self.lo, "hi": self.hi, "side": self.side}
 
     def tensor(self, structure: Structure) -> str:
         """The tensor actually quantized: after removed activations, and at the head of any
         chain of ops that share one grid (a pool, a reshape, a slice)."""
-        layer = structure.layer(self.layer)  # type: ignore[arg-type]
+        layer = structure.layer(self.layer)
         return structure.grid(layer.out_tensor if self.side == "out" else layer.in_tensor)  # type: ignore[union-attr]
 
     def overrides(self, structure: Structure) -> tuple[RangeOverride, ...]:
-        return (RangeOverride(self.layer, self.side, self.tensor(structure), self.lo, self.hi),)  # type: ignore[arg-type]
+        return (RangeOverride(self.layer, self.side, self.tensor(structure), self.lo, self.hi),)
 
     def footprint(self, structure: Structure, options: CompileOptions) -> list[Allow]:
         tensor = self.tensor(structure)
@@ -172,13 +191,19 @@ class ForceRange(Op):
         return rules
 
 
-@dataclass(frozen=True)
-class Calibration(Op):
+class Calibration(schema.CalibrationOp, Op):
     """Change the calibration set: its size and its seed."""
 
     name: ClassVar[str] = "calibration"
-    count: int | None = None
-    seed: int | None = None
+
+    @property
+    def layer(self) -> None:
+        """It names no layer."""
+        return None
+
+    def record(self) -> dict[str, Any]:
+        """As the ledger has recorded it all along (with its layer, none)."""
+        return {"op": self.op, "layer": None, "count": self.count, "seed": self.seed}
 
     def footprint(self, structure: Structure, options: CompileOptions) -> list[Allow]:
         # Bias correction re-derives every bias from the calibration frames, so a new set
@@ -187,14 +212,12 @@ class Calibration(Op):
         return [Allow("*", "in_scale"), Allow("*", "out_scale"), Allow("*", bias)]
 
 
-@dataclass(frozen=True)
-class LayerPrecision(Op):
+class LayerPrecision(schema.PrecisionOp, Op):
     """Put the activations a node writes at 16 bits, or keep it in float (32 bits). ``layer`` is
     a quantized layer or any other node whose output is quantized (a LayerNorm's Mul, as
     ``loop noise`` names them), or a glob over their names, as in ``expect:``."""
 
     name: ClassVar[str] = "precision"
-    bits: int = 16
 
     def names(self, structure: Structure) -> list[str]:
         """The nodes it names: quantized layers first, then any other node, in graph order."""
@@ -266,26 +289,28 @@ def parse_op(raw: Any) -> Op:
     """Build an op from its sweep-file mapping; errors name the offending field."""
     from pydantic import ValidationError
 
-    from loop.author.schema import locate, op_adapter
-
     try:
-        return op_from(op_adapter().validate_python(raw, strict=True))
+        return op_from(schema.op_adapter().validate_python(raw, strict=True))
     except ValidationError as exc:
-        raise locate(exc, raw) from None
+        raise schema.locate(exc, raw) from None
+
+
+OPS: dict[str, type[Any]] = {
+    "scale_weights": ScaleWeights,
+    "add_weight_noise": AddWeightNoise,
+    "force_range_out": ForceRange,
+    "force_range_in": ForceRange,
+    "calibration": Calibration,
+    "precision": LayerPrecision,
+}
 
 
 def op_from(model: Any) -> Op:
-    """The op a validated :mod:`loop.author.schema` op model describes."""
-    if model.op == "scale_weights":
-        return ScaleWeights(layer=model.layer, factor=float(model.factor))
-    if model.op == "add_weight_noise":
-        return AddWeightNoise(layer=model.layer, std=float(model.std), seed=model.seed)
-    if model.op == "calibration":
-        return Calibration(count=model.count, seed=model.seed)
-    if model.op == "precision":
-        return LayerPrecision(layer=model.layer, bits=model.bits)
-    lo, hi = _range(model.range)
-    return ForceRange(layer=model.layer, lo=lo, hi=hi, side="out" if model.op.endswith("out") else "in")
+    """The op a validated :mod:`loop.author.schema` op model describes: the same fields."""
+    if isinstance(model, schema.ForceRangeOp):
+        _range(model.range)
+    op: Op = OPS[model.op](**model.model_dump())
+    return op
 
 
 def _range(value: list[float]) -> tuple[float, float]:

@@ -143,14 +143,16 @@ class Measure(Strict, DeviceSettings):
 Compile = CompileSettings
 
 
+# The ops' parameters, declared once: a perturbation op (loop.author.perturb) is its model with
+# its behaviour added, so the sweep file, the API and the record read one declaration.
 class ScaleWeightsOp(Strict):
-    op: Literal["scale_weights"]
+    op: Literal["scale_weights"] = "scale_weights"
     layer: Layer
     factor: float = Field(ge=-1e6, le=1e6, description="multiplies the layer's float kernel")
 
 
 class AddWeightNoiseOp(Strict):
-    op: Literal["add_weight_noise"]
+    op: Literal["add_weight_noise"] = "add_weight_noise"
     layer: Layer
     std: float = Field(ge=0, le=1e6, description="noise standard deviation, in kernel units")
     seed: Seed = 0
@@ -165,13 +167,13 @@ class ForceRangeOp(Strict):
 
 
 class CalibrationOp(Strict):
-    op: Literal["calibration"]
+    op: Literal["calibration"] = "calibration"
     count: Annotated[int, Field(ge=1, le=100_000)] | None = None
     seed: Seed | None = None
 
 
 class PrecisionOp(Strict):
-    op: Literal["precision"]
+    op: Literal["precision"] = "precision"
     layer: Annotated[
         str, Field(min_length=1, max_length=1024, description="an ONNX node name, or a glob as in `expect:`")
     ]

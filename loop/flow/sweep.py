@@ -18,7 +18,7 @@ import socket
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -395,7 +395,7 @@ def _finished_run(run_id: int, spec: SweepSpec, a: Authored, c: CompileResult, o
         changes=tuple(o.changes),
         compiled_on=c.compiled_on,
         cache_hit=c.cache_hit,
-        perturb=tuple({"op": op.label, **asdict(op)} for op in a.variant.ops),
+        perturb=tuple(op.record() for op in a.variant.ops),
         calib_sha=a.calib_sha,
         options=a.options.model_dump(),
         versions=c.info.get("versions", {}),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import subprocess
 import sys
 import types
@@ -75,7 +76,7 @@ def test_no_class_declares_an_option_set_again() -> None:
         "DeviceSettings": DeviceSettings,
         "Data": schema.Data,
         "HailoOptions": HailoOptions,
-    }
+    }  # the ops' models, too small for this count, have a test of their own below
     own = {name: set(model.__annotations__) & set(model.model_fields) for name, model in owners.items()}
     assert (
         own["DeviceSettings"] <= set(RuntimeOptions.model_fields)
@@ -194,3 +195,13 @@ def test_the_hailo_section_is_the_backends_own_keys() -> None:
     for key, info in section.model_fields.items():
         assert info.metadata == HailoOptions.model_fields[key].metadata and info.default is None, key
     assert schema.backend_sections() == ("hailo",)
+
+
+def test_each_op_is_its_schema_model_with_behaviour() -> None:
+    """A perturbation op declares no parameter of its own: its fields are its sweep-file model's."""
+    from loop.author import perturb
+
+    for name, op in perturb.OPS.items():
+        model = schema._OPS[name]
+        assert issubclass(op, model) and op.model_fields.keys() == model.model_fields.keys(), name
+        assert not {k for k in inspect.get_annotations(op) if k in model.model_fields}, name

@@ -27,7 +27,7 @@ def test_minimal_sweep_has_defaults(write_sweep):
     assert spec.compile.bias_correction is True and spec.compile.io == "uint8"
     assert spec.measure.depth == (1,)
     assert spec.variants[1].ops == (ScaleWeights(layer="conv1", factor=2.0),)
-    assert spec.variants[2].ops == (ForceRange(layer="conv1", lo=0.0, hi=4.0, side="out"),)
+    assert spec.variants[2].ops == (ForceRange(op="force_range_out", layer="conv1", range=[0.0, 4.0]),)
 
 
 def test_measure_and_compile_overrides(write_sweep):

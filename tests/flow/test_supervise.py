@@ -94,7 +94,7 @@ def test_data_goes_in_and_comes_back_as_files(start: Start, tmp_path: Path) -> N
 
 def test_a_connected_child_answers_on_its_socket_and_goes_with_its_keeper() -> None:
     child, conn = supervise.connected("supervised")
-    with child, conn:
+    with conn, child:  # the child goes first: closing its socket first would let it exit on its own
         conn.send([1, 2, 3])
         assert conn.poll(GENEROUS_S) and conn.recv() == 6
         conn.send("helper")

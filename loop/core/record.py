@@ -162,9 +162,6 @@ class Measurement:
         out.update(self.more)
         return out if self.given is None else {k: out.get(k) for k in self.given}
 
-    def to_json(self) -> dict[str, Any]:
-        return self.to_dict()
-
 
 _MEASURE_FIELDS = tuple(f.name for f in fields(Measurement) if f.name not in ("more", "given"))
 

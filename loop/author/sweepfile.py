@@ -326,7 +326,7 @@ def _backend_keys(model: schema.Sweep, raw: LineDict) -> None:
                 )
 
 
-def _data(model: schema.Data | None, seed: int, default_count: int, constants: tuple[tuple[str, Any], ...]) -> DataSpec:
+def _data(model: schema.Data | None, seed: int, default_count: int, constants: dict[str, Any] | None) -> DataSpec:
     model = model or schema.Data.model_validate({})
     stored = model.path is not None
     # Built from values the schema checked, unvalidated: the inputs' seed is the sweep's + 1,
@@ -336,13 +336,13 @@ def _data(model: schema.Data | None, seed: int, default_count: int, constants: t
         seed=seed if model.seed is None else model.seed,
         path=model.path,
         scale=None if model.scale is None else float(model.scale),
-        constants=dict(constants) or None,
+        constants=constants or None,
     )
 
 
-def _constants(model: schema.Data | None) -> tuple[tuple[str, Any], ...]:
+def _constants(model: schema.Data | None) -> dict[str, Any] | None:
     """``inputs.constants``: they feed calibration too, since both run the same model."""
-    return tuple(sorted((model.constants or {}).items())) if model is not None else ()
+    return model.constants if model is not None else None
 
 
 def _measure(model: schema.Measure | None, inherit: MeasureSpec) -> MeasureSpec:

@@ -143,6 +143,11 @@ class Measurement:
         """The share of a core other processes used while it ran."""
         return _num(self.host.get("others_core_pct"))
 
+    @classmethod
+    def none(cls) -> Measurement:
+        """A run that was never measured: it records nothing (``{}``)."""
+        return cls(given=())
+
     def with_vendor(self, found: Mapping[str, Any] | None) -> Measurement:
         """With the vendor's benchmark beside it (None: the device has none, recorded as such)."""
         given = None if self.given is None else tuple(dict.fromkeys((*self.given, VENDOR_BENCHMARK)))
@@ -343,7 +348,7 @@ class RunRecord:
     device: str | None = None
     stages: Mapping[str, float] = field(default_factory=dict)
     layers: tuple[LayerPrint, ...] = ()
-    measure: Measurement = field(default_factory=lambda: Measurement(given=()))  # never measured
+    measure: Measurement = field(default_factory=Measurement.none)
     scores: Scores = field(default_factory=Scores)
     verdict: Verdict | None = None
     flags: tuple[Flag, ...] = ()

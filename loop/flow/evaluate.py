@@ -42,7 +42,7 @@ class RunOutcome:
     error: str | None = None
     verdict: Verdict | None = None
     changes: list[Change] = field(default_factory=list)
-    measure: Measurement = field(default_factory=lambda: Measurement(given=()))
+    measure: Measurement = field(default_factory=Measurement.none)
     scores: dict[str, Any] = field(default_factory=dict)
     flags: list[Flag] = field(default_factory=list)
     artifact: str | None = None
@@ -318,7 +318,7 @@ def evaluate_variant(
     )
     flags = _calibration_flags(spec, authored, scores, against.reference)
     clock.lap("score_s")
-    m, stick = ran.measure or Measurement(given=()), ran.vendor
+    m, stick = ran.measure or Measurement.none(), ran.vendor
     flags += m.flags
     flags += _vendor_flags(stick)
     info = {"no_reference": against.missing} if verdict.verdict == Verdict.NO_REFERENCE and against.missing else {}

@@ -11,6 +11,7 @@ flat shape ``loop study --json``, ``study.records()`` and a data frame show.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from loop.core.kinds import Flag, Kind, Status, Verdict
@@ -54,7 +55,10 @@ class Result:
     ratio to ``ref`` with that ratio's interval (from the generation's rounds where ``race`` holds
     them, else from the two runs' recorded figures). ``reused``: it came back from the ledger,
     evaluated before with the same content; ``tied`` (set by ``Study.best``): the others within
-    noise of it."""
+    noise of it.
+
+    What is derived (scores, the ratio, why it is not usable) is worked out once per view: a
+    front compares every pair of candidates, and reads them for each pair."""
 
     index: int
     run: RunRecord
@@ -81,7 +85,7 @@ class Result:
     def verdict(self) -> Verdict | None:
         return self.run.verdict
 
-    @property
+    @cached_property
     def scores(self) -> dict[str, Any]:
         return self.run.scores.to_json()
 
@@ -126,7 +130,7 @@ class Result:
         rate = self.run.measure.rate
         return None if rate is None else rate.ci95
 
-    @property
+    @cached_property
     def _ratio(self) -> tuple[float, tuple[float, float] | None] | None:
         if self.race is not None:
             # the rounds' interval widened by the race's A/A floor: two sessions of one artifact
@@ -169,7 +173,7 @@ class Result:
 
     # -- fit to compare ------------------------------------------------------------------
 
-    @property
+    @cached_property
     def why(self) -> str | None:
         """Why it is not usable, in one line; None when it is. A ratio whose rounds met their
         target is usable on a busy host: load both sides shared cancels in it, and the race's
@@ -197,7 +201,7 @@ class Result:
     def interval(self, key: str) -> tuple[float, float]:
         """The value's 95% interval where it has one (a raced ratio's already holds its A/A
         floor), else the value itself at both ends."""
-        ci = {"rate_fps": self.rate_ci95, "rate_ratio": self.rate_ratio_ci95}.get(key)
+        ci = self.rate_ci95 if key == "rate_fps" else self.rate_ratio_ci95 if key == "rate_ratio" else None
         if ci is not None:
             return ci
         value = self.value(key)

@@ -15,14 +15,18 @@ layer to its quantized output is run twice (to measure it, then again downstream
 A correction is kept only where it helps: ``bias_rules`` weighs each on calibration frames it
 was not estimated from (or shrinks it by its standard error), and places a kept one on its
 bias's grid, widening an Add constant's grid rather than pinning a value at its end. Then
-``bias_guard`` keeps the pass only if, done on half the frames, it lowers the model's own
-output error on the other half (each layer's own error cannot see what a correction does
-downstream). The pass costs about twice a plain one with the guard.
+``bias_guard`` keeps the pass only if, done without each of four folds of the frames, it
+lowers the model's own output error on every fold, clear of the folds' spread (each layer's
+own error cannot see what a correction does downstream). With the guard the pass costs about
+four plain ones; a sweep pays it once, on its reference, and every variant judged against that
+reference follows the reference's decision (``given``), so a near tie cannot go one way on the
+reference and the other on a variant (issue 42).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import onnx
@@ -50,7 +54,8 @@ class Target:
 
 
 DEFAULT_RULE: Rule = "holdout"
-GUARD_WORSE = "the corrections together did not lower the model's output error on held-out frames"
+GUARD_WORSE = "the corrections together did not lower the model's output error on every held-out fold"
+GUARD_REFERENCE = "the reference's guard dropped the pass (decided once, on the reference)"
 
 
 @dataclass
@@ -69,6 +74,8 @@ class Correction:
     # the output guard: "kept" or "dropped" the pass, "off" (not asked), "too few frames"
     guard: str = "off"
     guard_gain: float | None = None  # held-out squared error the pass removed (negative: added)
+    guard_folds: tuple[float, ...] = ()  # each fold's share of its held-out error removed
+    guard_from: str = "here"  # "reference": the decision was the reference's, not estimated here
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -77,6 +84,8 @@ class Correction:
             "depths": self.depths,
             "guard": self.guard,
             "guard_gain": self.guard_gain,
+            "guard_folds": [round(f, 6) for f in self.guard_folds],
+            "guard_from": self.guard_from,
             "corrected": list(self.corrected),
             "clipped": dict(self.clipped),
             "regridded": dict(self.regridded),
@@ -185,24 +194,45 @@ def correct(
     threads: int = 0,
     rule: Rule = DEFAULT_RULE,
     guard: bool = True,
+    given: Literal["kept", "dropped"] | None = None,
 ) -> Correction:
     """Correct ``quantized``'s biases in place against ``float_model`` on ``frames``, each
     layer's correction kept or shrunk by ``rule`` (see ``bias_rules``). With ``guard``, only
-    if the pass lowers the model's output error on held-out frames (see ``bias_guard``)."""
+    if the pass lowers the model's output error on held-out frames (see ``bias_guard``);
+    ``given``: the guard's decision, already made on the reference, is followed, not estimated."""
+    if given is not None:
+        if given == "dropped":
+            dropped = Correction(rule, len(frames), guard="dropped", guard_from="reference")
+            return _dropped(quantized, dropped, GUARD_REFERENCE)
+        followed = Correction(rule, len(frames), guard="kept", guard_from="reference")
+        return _corrected(float_model, quantized, frames, threads, followed)
     if guard:
 
         def fit(model: onnx.ModelProto, part: list[dict[str, np.ndarray]]) -> object:
             return correct(float_model, model, part, threads, rule, guard=False)
 
-        gain = bias_guard.output_gain(float_model, quantized, frames, threads, fit)
-        if gain is not None and gain <= 0:
-            correction = Correction(rule, len(frames), guard="dropped", guard_gain=gain)
-            for t in targets(QdqGraph(quantized), correction):
-                correction.skipped[t.node] = GUARD_WORSE
-            return correction
-        kept = Correction(rule, len(frames), guard="too few frames" if gain is None else "kept", guard_gain=gain)
-        return _corrected(float_model, quantized, frames, threads, kept)
+        found = bias_guard.estimate(float_model, quantized, frames, threads, fit)
+        if found is None:
+            return _corrected(
+                float_model, quantized, frames, threads, Correction(rule, len(frames), guard="too few frames")
+            )
+        decided = Correction(
+            rule,
+            len(frames),
+            guard="kept" if found.keeps() else "dropped",
+            guard_gain=found.gain,
+            guard_folds=found.relative,
+        )
+        if decided.guard == "dropped":
+            return _dropped(quantized, decided, GUARD_WORSE)
+        return _corrected(float_model, quantized, frames, threads, decided)
     return _corrected(float_model, quantized, frames, threads, Correction(rule, len(frames)))
+
+
+def _dropped(quantized: onnx.ModelProto, correction: Correction, why: str) -> Correction:
+    for t in targets(QdqGraph(quantized), correction):
+        correction.skipped[t.node] = why
+    return correction
 
 
 def _corrected(

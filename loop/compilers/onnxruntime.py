@@ -29,8 +29,8 @@ from loop.judge.noise import TensorNoise
 from loop.store.artifacts import with_layout
 
 # 2: float kernels in fingerprints, held-out bias correction (issue 32); 3: the guard recorded;
-# 4: grids wider than 8 bits recorded (issue 36)
-REVISION = "4"
+# 4: grids wider than 8 bits recorded (issue 36); 5: the guard on four folds, clear of their spread (issue 42)
+REVISION = "5"
 
 
 class OnnxRuntimeCompiler(Compiler):
@@ -71,7 +71,12 @@ class OnnxRuntimeCompiler(Compiler):
         if options.bias_correction:
             feeds = calibration_feeds(float_model, calibration)
             correction = bias_correction.correct(
-                float_model, quantized, feeds, options.threads, guard=options.bias_correction_guard
+                float_model,
+                quantized,
+                feeds,
+                options.threads,
+                guard=options.bias_correction_guard,
+                given=options.bias_guard_given,
             )
             info["bias_correction"] = correction.to_dict()
         if warnings:

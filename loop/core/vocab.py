@@ -244,6 +244,9 @@ class CompileOptions(CompileSettings):
     overrides: tuple[RangeOverride, ...] = ()
     precisions: tuple[Precision, ...] = ()
     backend_options: tuple[tuple[str, Any], ...] = ()
+    # the bias-correction guard's decision, made once on the variant's reference and followed
+    # here (None: decided by this compile); a variant never differs from its reference by it
+    bias_guard_given: Literal["kept", "dropped"] | None = None
 
     def backend_option(self, key: str, default: Any = None) -> Any:
         return dict(self.backend_options).get(key, default)

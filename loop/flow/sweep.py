@@ -35,6 +35,7 @@ from loop.core.registry import make_device
 from loop.core.vocab import Artifact, CompileResult, Frames
 from loop.flow.compile_pool import Job, check_cluster, compile_hosts, iter_compiled
 from loop.flow.evaluate import Against, Reference, RunOutcome, bias_guard_of
+from loop.flow.follow import Decision, decision, following, leads
 from loop.flow.local_runner import LocalRunner
 from loop.flow.measuring import Compiled, ahead, evaluated
 from loop.flow.resume import Claim, Content, ContentChanged, Heartbeat, Named, claim, moved_since
@@ -82,26 +83,50 @@ def _job(a: Authored) -> Job:
 
 
 def _compile_stream(
-    spec: SweepSpec, todo: list[Authored], jobs: int, runs: Path, options: SweepOptions
-) -> Iterator[tuple[int, CompileResult, bool]]:
-    """(index, result, compiles still running) in submission order, each as soon as every
-    earlier one is in. Each artifact goes to disk as it arrives, so finished compiles do not
-    pile up in memory."""
+    spec: SweepSpec,
+    todo: list[Authored],
+    jobs: int,
+    runs: Path,
+    options: SweepOptions,
+    decided: dict[str, Decision | None],
+) -> Iterator[tuple[Authored, CompileResult, bool]]:
+    """(variant, result, compiles still running), references first, each as soon as every
+    earlier one is in. A reference whose guard decides its group's bias correction compiles
+    before its variants, which then follow its decision (``decided``, filled as it comes).
+    Each artifact goes to disk as it arrives, so finished compiles do not pile up in memory."""
+    first = [a for a in todo if leads(a) and a.group not in decided]
+    bar = tqdm(total=len(todo), desc="optimize+compile", unit="variant", disable=not options.progress)
+    held = list(_in_order(spec, first, jobs, runs, options, bar, len(first)))
+    decided.update((a.group, decision(result.info) if result.ok else None) for a, result, _ in held)
+    rest = [following(a, decided) for a in todo if not any(a is f for f in first)]
+    # the references wait for the first variant, so they are flagged by whether compiles still
+    # ran then (a variant compiled from the cache is not contention)
+    for item in _in_order(spec, rest, jobs, runs, options, bar, len(rest)):
+        yield from ((a, result, item[2]) for a, result, _ in held)
+        held = []
+        yield item
+    yield from ((a, result, False) for a, result, _ in held)
+    bar.close()
+
+
+def _in_order(
+    spec: SweepSpec, todo: list[Authored], jobs: int, runs: Path, options: SweepOptions, bar: tqdm, left: int
+) -> Iterator[tuple[Authored, CompileResult, bool]]:
+    """``todo`` compiled, in order; ``left``: how many compiles remain from the first of these."""
+    if not todo:
+        return
     pending: dict[int, CompileResult] = {}
-    following = 0
+    following_at, settled_count = 0, 0
     batches = iter_compiled(
         spec.backend, [_job(a) for a in todo], jobs=jobs, cache=Cache.for_runs(runs), cluster=options.cluster
     )
-    bar = tqdm(total=len(todo), desc="optimize+compile", unit="variant", disable=not options.progress)
-    settled_count = 0
     for settled in batches:
         bar.update(len(settled))
         settled_count += len(settled)
         pending.update((i, _stored(runs, r)) for i, r in settled)
-        while following in pending:
-            yield following, pending.pop(following), settled_count < len(todo)
-            following += 1
-    bar.close()
+        while following_at in pending:
+            yield todo[following_at], pending.pop(following_at), settled_count < left
+            following_at += 1
 
 
 def _stored(runs: Path, result: CompileResult) -> CompileResult:
@@ -208,7 +233,8 @@ def _run(
         against = {g: _resumed_reference(runs, a, state.finished, outputs_of) for g, a in refs.items()}
         if "" not in refs:
             against[""] = _resumed_reference(runs, None, state.finished, outputs_of)
-        compiled = _progress(_compiled(spec, todo, jobs, options, runs, runner), len(todo), options)
+        decided = _decided(refs, state.finished)
+        compiled = _progress(_compiled(spec, todo, jobs, options, runs, runner, decided), len(todo), options)
         here = {g: a for g, a in refs.items() if any(a is t for t in todo)}
         found = evaluated(
             spec, runs, compiled, runner, against, here, options.scorer, options.timeouts, options.measure
@@ -221,6 +247,12 @@ def _run(
     order = [a.variant.name for a in authored]
     result.outcomes.sort(key=lambda o: order.index(o.variant))
     return result
+
+
+def _decided(refs: dict[str, Authored], finished: dict[str, RunRecord]) -> dict[str, Decision | None]:
+    """The guard decisions of the references an earlier run of this sweep finished."""
+    done = {g: finished.get(a.variant.name) for g, a in refs.items() if leads(a)}
+    return {g: decision(run.info) for g, run in done.items() if run is not None and run.status == Status.OK}
 
 
 def _progress(items: Iterator[Any], total: int, options: SweepOptions) -> Iterator[Any]:
@@ -236,37 +268,41 @@ def _progress(items: Iterator[Any], total: int, options: SweepOptions) -> Iterat
 
 
 def _compiled(
-    spec: SweepSpec, todo: list[Authored], jobs: int, options: SweepOptions, runs: Path, runner: Runner
+    spec: SweepSpec,
+    todo: list[Authored],
+    jobs: int,
+    options: SweepOptions,
+    runs: Path,
+    runner: Runner,
+    decided: dict[str, Decision | None],
 ) -> Iterator[Compiled]:
     """Triples of (variant, compile result, measured while compiles ran), each as soon as it is
     compiled when no compile runs on a host that measures. Otherwise compiling holds this host's
     lock shared, so no sweep measures meanwhile, and the triples come once every compile is
     done; with ``overlap`` they come at once all the same, flagged when compiles still ran."""
-    stream = _compile_stream(spec, todo, jobs, runs, options)
+    stream = _compile_stream(spec, todo, jobs, runs, options, decided)
     compiling_on = compile_hosts(options.cluster)
     if not compiling_on & runner.hosts():
-        yield from ahead(_as_compiled(todo, stream, socket.gethostname() in compiling_on))
+        yield from ahead(_as_compiled(stream, socket.gethostname() in compiling_on))
         return
     with ExitStack() as lock:
         lock.enter_context(hostlock.compiling())
         if not options.overlap:
-            results = {i: c for i, c, _ in stream}
+            results = list(stream)
         else:
-            for i, compiled, compiling in stream:
+            for a, compiled, compiling in stream:
                 if not compiling:
                     lock.close()
-                yield todo[i], compiled, compiling
+                yield a, compiled, compiling
             return
-    yield from ((a, results[i], False) for i, a in enumerate(todo))
+    yield from ((a, c, False) for a, c, _ in results)
 
 
-def _as_compiled(
-    todo: list[Authored], stream: Iterator[tuple[int, CompileResult, bool]], here: bool
-) -> Iterator[Compiled]:
+def _as_compiled(stream: Iterator[tuple[Authored, CompileResult, bool]], here: bool) -> Iterator[Compiled]:
     with ExitStack() as lock:
         if here:
             lock.enter_context(hostlock.compiling())
-        yield from ((todo[i], compiled, False) for i, compiled, _ in stream)
+        yield from ((a, compiled, False) for a, compiled, _ in stream)
 
 
 def open_runner(spec: SweepSpec, options: SweepOptions) -> AbstractContextManager[Runner]:

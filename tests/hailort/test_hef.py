@@ -1,6 +1,6 @@
 """Reading a HEF with no device and no Hailo software (issue 33: ``loop inspect``).
 
-The figures of the one real HEF (../shared/hailo, beside the clone) were read by this reader and
+The figures of the one real HEF (tests/data/hailo, in the repository) were read by this reader and
 cross-checked through the shim's C-API call (tests/devices/test_hef_through_shim.py). The small HEFs
 written here are built with the reader's own message definitions, so they test the derivation
 (header checks, transposition, planes, per-feature scales, fit), not the field numbers: the real
@@ -18,20 +18,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from real_hef import REAL_HEF, REAL_HEF_SHA256, real_hef_sha256
 
 from loop.core.errors import LoopError
 from loop.hailort.hef import describe, inspect_hef
 from loop.hailort.hef_proto import hef_message_class
 from loop.hailort.xxh3 import xxh3_64
 
-SHARED_HEF = Path(__file__).parents[2] / ".." / "shared" / "hailo" / "arcface_mobilefacenet.hef"
 MAGIC = 0x01484546
-
-
-def needs_shared_hef() -> Path:
-    if not SHARED_HEF.is_file():
-        pytest.skip(f"the shared real HEF is not at {SHARED_HEF} (CI has ../shared beside the clone)")
-    return SHARED_HEF
 
 
 def hef_file(body: bytes, version: int = 1, ccws: bytes = b"\x00" * 16) -> bytes:
@@ -93,8 +87,14 @@ def write(tmp_path: Path, data: bytes, name: str = "m.hef") -> Path:
     return path
 
 
-def test_the_shared_hef_holds_one_group_and_its_two_streams() -> None:
-    info = inspect_hef(needs_shared_hef())
+def test_the_real_hef_is_in_the_repository_as_shipped() -> None:
+    """A fresh clone reads it: nothing beside the clone is needed, and no test of it skips."""
+    assert REAL_HEF.is_file() and real_hef_sha256() == REAL_HEF_SHA256
+    assert (REAL_HEF.parent / "LICENSE-hailo-rpi5-examples").read_text().startswith("MIT License")
+
+
+def test_the_real_hef_holds_one_group_and_its_two_streams() -> None:
+    info = inspect_hef(REAL_HEF)
     assert info.size == 3_503_356
     head = info.header
     assert (head.version, head.header_bytes, head.proto_bytes, head.extra_bytes) == (1, 28, 997_288, 2_506_040)
@@ -116,15 +116,15 @@ def test_the_shared_hef_holds_one_group_and_its_two_streams() -> None:
     assert (out.original_names, out.scales_per_feature) == (("MatMul_95", "BatchNormalization_96"), 0)
 
 
-def test_the_shared_hef_on_hailo10h_fits_by_size_but_not_by_architecture() -> None:
+def test_the_real_hef_on_hailo10h_fits_by_size_but_not_by_architecture() -> None:
     """HailoRT sends a Hailo-10H the whole HEF and the device allocates a buffer of its size: the
     HEF's size against 8 GiB (an upper bound). This one is a Hailo-8 family HEF, which it refuses."""
-    fit = inspect_hef(needs_shared_hef(), "hailo10h").fit
+    fit = inspect_hef(REAL_HEF, "hailo10h").fit
     assert fit is not None
     assert (fit.hef_bytes, fit.device_bytes, fit.fits, fit.architecture_ok) == (3_503_356, 8 * 2**30, True, False)
     assert "3,503,356 B <= 8,589,934,592 B" in fit.arithmetic and "upper bound" in fit.arithmetic
     assert "HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE" in fit.arithmetic
-    assert inspect_hef(SHARED_HEF, "hailo8").fit.architecture_ok  # type: ignore[union-attr]
+    assert inspect_hef(REAL_HEF, "hailo8").fit.architecture_ok  # type: ignore[union-attr]
 
 
 def test_streams_are_derived_as_hailort_derives_them(tmp_path: Path) -> None:
@@ -189,4 +189,4 @@ def test_a_body_that_is_no_protobuf_is_refused(tmp_path: Path) -> None:
 
 def test_an_unknown_device_is_refused() -> None:
     with pytest.raises(LoopError, match="unknown device 'hailo99'"):
-        inspect_hef(needs_shared_hef(), "hailo99")
+        inspect_hef(REAL_HEF, "hailo99")

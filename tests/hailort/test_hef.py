@@ -9,8 +9,11 @@ file does that.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import hashlib
 import io
+import random
 import struct
 import zlib
 from pathlib import Path
@@ -18,12 +21,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+import xxhash
 from real_hef import REAL_HEF, REAL_HEF_SHA256, real_hef_sha256
 
 from loop.core.errors import LoopError
 from loop.hailort.hef import describe, inspect_hef
+from loop.hailort.hef_header import CHUNK, HefFormatError, read_header
 from loop.hailort.hef_proto import hef_message_class
-from loop.hailort.xxh3 import xxh3_64
 
 MAGIC = 0x01484546
 
@@ -41,7 +45,7 @@ def hef_file(body: bytes, version: int = 1, ccws: bytes = b"\x00" * 16) -> bytes
 
 
 def xxh(data: bytes) -> int:
-    return xxh3_64(io.BytesIO(data).read, len(data))
+    return xxhash.xxh3_64_intdigest(data)
 
 
 def edge(context: Any, name: str, direction: int, hwc: tuple[int, int, int], fmt: int = 0) -> Any:
@@ -161,6 +165,66 @@ def test_versions_2_and_3_are_checked_by_xxh3(tmp_path: Path, version: int) -> N
     bad = good[:body_byte] + bytes([good[body_byte] ^ 1]) + good[body_byte + 1 :]
     with pytest.raises(LoopError, match="xxh3-64 does not match"):
         inspect_hef(write(tmp_path, bad, "bad.hef"))
+
+
+# XXH3_64bits (seed 0), as HailoRT calls it, from libxxhash 0.8.1 on Debian: lengths on each of xxHash's paths.
+KNOWN = {0: 0x2D06800538D394C2, 241: 0x07525DBC14902C7F, 1024: 0xE2898655DB7BC9EE, 5000: 0x82C9E6E5B7476DC8}
+
+
+def pattern(n: int) -> bytes:
+    return bytes((i * 31 + 7) % 251 for i in range(n))
+
+
+def version_2(residue: bytes, stored: int) -> io.BytesIO:
+    """A version 2 header over ``residue`` (all of it CCWs, no body): read_header checks only the hash."""
+    return io.BytesIO(struct.pack(">IIIQQQQ", MAGIC, 2, 0, stored, len(residue), 0, 0) + residue)
+
+
+@pytest.mark.parametrize("length", sorted(KNOWN))
+def test_xxh3_is_hailorts_on_known_answers(length: int) -> None:
+    data = version_2(pattern(length), KNOWN[length])
+    assert read_header(data, len(data.getvalue())).checksum_value == f"{KNOWN[length]:016x}"
+
+
+def test_xxh3_agrees_with_libxxhash_on_every_path() -> None:
+    """Short spans (up to 240 bytes) were left unchecked by loop's own XXH3; every span is checked now."""
+    name = ctypes.util.find_library("xxhash")
+    if name is None:
+        pytest.skip("libxxhash is not installed (the known answers above still ran)")
+    lib = ctypes.CDLL(name)
+    lib.XXH3_64bits.restype, lib.XXH3_64bits.argtypes = ctypes.c_uint64, [ctypes.c_char_p, ctypes.c_size_t]
+    rng = random.Random(33)
+    for length in (1, 3, 4, 8, 9, 16, 17, 128, 129, 240, 241, 1024, 1025, 2049, 3 * CHUNK + 17):
+        data = rng.randbytes(length)
+        file = version_2(data, lib.XXH3_64bits(data, length))
+        header = read_header(file, len(file.getvalue()))
+        assert header.checked, length
+
+
+def test_a_short_span_is_checked_too() -> None:
+    good = version_2(pattern(100), xxh(pattern(100)))
+    assert read_header(good, len(good.getvalue())).checked
+    bad = version_2(pattern(100), xxh(pattern(100)) ^ 1)
+    with pytest.raises(HefFormatError, match="xxh3-64 does not match"):
+        read_header(bad, len(bad.getvalue()))
+
+
+class Reads(io.BytesIO):
+    """A file that remembers the largest read asked of it."""
+
+    largest = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        self.largest = max(self.largest, size if size is not None and size >= 0 else len(self.getvalue()))
+        return super().read(size)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_a_large_file_is_hashed_in_chunks(version: int) -> None:
+    data = hef_file(b"", version=version, ccws=b"\x05" * (3 * CHUNK + 5))
+    file = Reads(data)
+    read_header(file, len(data))
+    assert file.largest <= CHUNK
 
 
 @pytest.mark.parametrize(

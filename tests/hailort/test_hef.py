@@ -25,7 +25,7 @@ import xxhash
 from real_hef import REAL_HEF, REAL_HEF_SHA256, real_hef_sha256
 
 from loop.core.errors import LoopError
-from loop.hailort.hef import describe, inspect_hef
+from loop.hailort.hef import FORMAT_ORDERS, describe, inspect_hef
 from loop.hailort.hef_header import CHUNK, HefFormatError, read_header
 from loop.hailort.hef_proto import hef_message_class
 
@@ -89,6 +89,13 @@ def write(tmp_path: Path, data: bytes, name: str = "m.hef") -> Path:
     path = tmp_path / name
     path.write_bytes(data)
     return path
+
+
+def test_format_orders_are_hailort_5_2s_by_value() -> None:
+    """hailort.h v5.2.0 hailo_format_order_t: the values the C API answers, through the last one."""
+    named = {1: "NHWC", 6: "NC", 9: "HAILO_NMS", 19: "HAILO_YYYYUV", 21: "HAILO_NMS_ON_CHIP"}
+    named |= {22: "HAILO_NMS_BY_CLASS", 23: "HAILO_NMS_BY_SCORE"}
+    assert {value: FORMAT_ORDERS[value] for value in named} == named and len(FORMAT_ORDERS) == 24
 
 
 def test_the_real_hef_is_in_the_repository_as_shipped() -> None:

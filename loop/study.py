@@ -48,7 +48,7 @@ from loop.core.text import for_person
 from loop.flow.generation import run_generation
 from loop.flow.resume import Content, ContentChanged, Named, moved
 from loop.flow.sweep import SweepOptions, reference_content
-from loop.measure.results import Result, result_of, with_race
+from loop.measure.results import PARETO_KEYS, Result, pareto, result_of, with_race
 from loop.store.ledger import Ledger
 from loop.store.studies import Asked, StudyStore, ratios
 from loop.store.study_files import import_files
@@ -321,10 +321,10 @@ class Study:
         low = found.interval(key)[0]
         return replace(found, tied=[r for r in pool if r is not found and r.interval(key)[1] >= low])
 
-    def pareto(self, keys: Sequence[str] = ("snr_db", "rate_ratio")) -> list[Result]:
-        """The usable results no other beats on every key beyond their intervals."""
-        pool = [r for r in self.results() if r.usable and all(r.value(k) is not None for k in keys)]
-        return [r for r in pool if not any(_dominates(o, r, keys) for o in pool if o is not r)]
+    def pareto(self, keys: Sequence[str] = PARETO_KEYS) -> list[Result]:
+        """The usable results no other beats on every key beyond their intervals
+        (:func:`loop.measure.results.pareto`, the report's front too)."""
+        return pareto(self.results(), keys)
 
     def records(self) -> list[dict[str, Any]]:
         return [r.to_dict() for r in self.results()]
@@ -343,14 +343,6 @@ def _tools_moved(before: Mapping[str, Any], now: Mapping[str, Any], since: str) 
         f"{k} {before.get(k, '-')} -> {now.get(k, '-')}" for k in sorted({*before, *now}) if before.get(k) != now.get(k)
     ]
     return f"the compiler changed since {since} ({', '.join(moved)}): measured afresh" if moved else None
-
-
-def _dominates(a: Result, b: Result, keys: Sequence[str]) -> bool:
-    """``a`` is better than ``b`` beyond both intervals on one key, and not worse beyond them
-    on any: within noise of each other, neither dominates."""
-    ia, ib = [a.interval(k) for k in keys], [b.interval(k) for k in keys]
-    not_worse = all(ahi >= blo for (_, ahi), (blo, _) in zip(ia, ib, strict=True))
-    return not_worse and any(alo > bhi for (alo, _), (_, bhi) in zip(ia, ib, strict=True))
 
 
 SHARED = ("devices", "seed", "calibration", "inputs", "compile", "measure", "params", "input_shapes")

@@ -10,7 +10,7 @@
 #              xxhash eigen json minja cli11 dotwriter (shim/README.md lists repositories and commits)
 # BUILD_DIR    default: HAILORT_SRC/build-loop
 #
-# JOBS (default 2) caps parallel compiles; everything runs under nice -n 19.
+# JOBS (default 2) caps parallel compiles, protoc's too where ninja is installed; all runs under nice -n 19.
 # Output: BUILD_DIR/hailort/libhailort/src/libhailort.so.<version> and BUILD_DIR/loop-shim/libhailort_shim.so;
 # then run the linked test with LOOP_HAILORT_LIB=BUILD_DIR/loop-shim/libhailort_shim.so.
 set -euo pipefail
@@ -37,12 +37,28 @@ fi
 mkdir -p "$SRC/hailort/external"
 ln -sfn "$DEPS/protobuf" "$SRC/hailort/external/protobuf-src"
 
+# HailoRT builds protoc while it configures (protobuf.cmake calls execute_cmake, cmake/execute_cmake.cmake)
+# under `env -i` with a fixed PATH, so neither MAKEFLAGS nor CMAKE_BUILD_PARALLEL_LEVEL reaches that
+# build, and under "Unix Makefiles" it appends `-j` of every processor in /proc/cpuinfo after all else.
+# Under Ninja it appends nothing and hands protobuf.cmake's CMAKE_EXTRA_BUILD_ARGS to `cmake --build`,
+# so JOBS gets through. Its own configure finds ninja on that fixed PATH only, and a build folder keeps
+# the generator it was first configured with.
+CLEAN_PATH=/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin
+generator=()
+if env -i PATH="$CLEAN_PATH" sh -c 'command -v ninja' >/dev/null 2>&1 \
+    && { [ ! -f "$BUILD/CMakeCache.txt" ] || grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$BUILD/CMakeCache.txt"; }; then
+    generator=(-G Ninja "-DCMAKE_EXTRA_BUILD_ARGS=--parallel;$JOBS")
+else
+    echo "note: no ninja in $CLEAN_PATH (or $BUILD was configured with make): HailoRT's configure-time" \
+        "protoc build will use all $(grep -c ^processor /proc/cpuinfo) processors, whatever JOBS says (niced)" >&2
+fi
+
 fetch_args=(-DFETCHCONTENT_FULLY_DISCONNECTED=ON)
 for name in "${DEP_NAMES[@]}"; do
     fetch_args+=("-DFETCHCONTENT_SOURCE_DIR_${name^^}=$DEPS/$name")
 done
 
-nice -n 19 cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
+nice -n 19 cmake -S "$SRC" -B "$BUILD" ${generator[@]+"${generator[@]}"} -DCMAKE_BUILD_TYPE=Release \
     -DHAILO_BUILD_TOOLS=OFF -DHAILO_BUILD_EXAMPLES=OFF -DHAILO_BUILD_UT=OFF -DHAILO_BUILD_GSTREAMER=OFF \
     -DHAILO_BUILD_HAILORT_SERVER=OFF -DHAILO_BUILD_GENAI_SERVER=OFF -DHAILO_BUILD_CLIENT_TOKENIZER=OFF \
     -DHAILO_BUILD_PYHAILORT_INTERNAL=OFF -DHAILO_BUILD_DOC=OFF -DENABLE_PERFETTO=OFF \

@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from real_hef import REAL_HEF
 
 from loop import api
-
-SHARED_HEF = Path(__file__).parents[1] / ".." / "shared" / "hailo" / "arcface_mobilefacenet.hef"
 
 
 def inspect(*args: str) -> subprocess.CompletedProcess[str]:
@@ -23,9 +22,7 @@ def inspect(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_json_reports_the_group_streams_and_size() -> None:
-    if not SHARED_HEF.is_file():
-        pytest.skip(f"the shared real HEF is not at {SHARED_HEF} (CI has ../shared beside the clone)")
-    done = inspect(str(SHARED_HEF), "--json", "--device", "hailo10h")
+    done = inspect(str(REAL_HEF), "--json", "--device", "hailo10h")
     assert done.returncode == 0, done.stderr
     info = json.loads(done.stdout)
     (group,) = info["groups"]
@@ -35,7 +32,7 @@ def test_json_reports_the_group_streams_and_size() -> None:
         ("arcface_mobilefacenet/fc1", [1, 1, 512], "NC", "uint8"),
     ]
     assert group["outputs"][0]["zero_point"] == 144.0 and info["fit"]["fits"] is True
-    assert api.inspect(SHARED_HEF, "hailo10h").to_json() == info  # the API is the same call
+    assert api.inspect(REAL_HEF, "hailo10h").to_json() == info  # the API is the same call
 
 
 @pytest.mark.parametrize(
@@ -52,19 +49,17 @@ def test_a_file_that_is_no_hef_is_one_line_and_exit_2(tmp_path: Path, content: b
 
 
 def test_the_device_defaults_to_the_chip_the_sweep_compiles_for(tmp_path: Path) -> None:
-    if not SHARED_HEF.is_file():
-        pytest.skip(f"the shared real HEF is not at {SHARED_HEF} (CI has ../shared beside the clone)")
     import onnx
     from authored import pooled_two_conv
 
     onnx.save(pooled_two_conv(), str(tmp_path / "net.onnx"))
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text("sweep: s\nbase: net.onnx\nbackend: hailo\ncompile: {hw_arch: hailo8}\nvariants: [{name: base}]\n")
-    done = inspect(str(SHARED_HEF), "--json", "--sweep", str(sweep))
+    done = inspect(str(REAL_HEF), "--json", "--sweep", str(sweep))
     assert done.returncode == 0, done.stderr
     fit = json.loads(done.stdout)["fit"]
     assert fit["device"] == "hailo8" and fit["architecture_ok"] is True  # the file is a hailo8p HEF
-    given = inspect(str(SHARED_HEF), "--json", "--sweep", str(sweep), "--device", "hailo10h")
+    given = inspect(str(REAL_HEF), "--json", "--sweep", str(sweep), "--device", "hailo10h")
     assert json.loads(given.stdout)["fit"]["device"] == "hailo10h"  # --device wins
     sweep.write_text("sweep: s\nbase: net.onnx\nvariants: [{name: base}]\n")  # the default backend
-    assert json.loads(inspect(str(SHARED_HEF), "--json", "--sweep", str(sweep)).stdout).get("fit") is None
+    assert json.loads(inspect(str(REAL_HEF), "--json", "--sweep", str(sweep)).stdout).get("fit") is None

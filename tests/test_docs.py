@@ -67,3 +67,28 @@ def test_a_page_outside_the_repository_is_caught(tmp_path: Path) -> None:
     (tmp_path / "docs" / "hailo.md").write_text("# here\n")
     (tmp_path / "loop" / "m.py").write_text('"""As docs/hailo.md says."""\n\nX = 1  # HAILO.md has more\n')
     assert uncited(tmp_path) == ["loop/m.py: HAILO.md"]
+
+
+OUTSIDE = re.compile(r"\.\./shared\b|[\"']shared[\"']\s*/")
+
+
+def reaches_outside(root: Path = ROOT) -> list[str]:
+    """Each file of the tests, code, benchmarks or pages that reads from the folder once kept beside
+    the clone ("shared"): a fresh clone has none, so what a test needs lives in tests/data."""
+    found = []
+    for folder in (*SOURCES, "docs"):
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix in (".py", ".md") and OUTSIDE.search(path.read_text()):
+                found.append(str(path.relative_to(root)))
+    return found
+
+
+def test_nothing_reads_files_from_beside_the_clone() -> None:
+    assert reaches_outside() == []
+
+
+def test_a_file_from_beside_the_clone_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "t.py").write_text(f'HEF = ROOT / ".." / {"shared"!r} / "hailo" / "x.hef"\n')
+    (tmp_path / "tests" / "u.py").write_text("# the shared grid of a reshape\n")
+    assert reaches_outside(tmp_path) == ["tests/t.py"]

@@ -17,7 +17,7 @@ from report_records import raced
 from loop.api import Result
 from loop.core.errors import LoopError
 from loop.flow.resume import ContentChanged
-from loop.study import Study, _dominates
+from loop.study import Study
 
 MEASURE = yaml.safe_load(FAST_MEASURE)["measure"]
 
@@ -128,11 +128,19 @@ def _r(snr: float, ratio: tuple[float, float, float]) -> Result:
     return raced(0, snr, ratio)
 
 
-def test_dominance_only_beyond_the_intervals():
-    keys = ("snr_db", "rate_ratio")
-    assert _dominates(_r(30, (1.10, 1.12, 1.14)), _r(30, (0.98, 1.00, 1.02)), keys)
-    assert not _dominates(_r(30, (0.99, 1.01, 1.03)), _r(30, (0.98, 1.00, 1.02)), keys)  # within noise
-    assert not _dominates(_r(31, (0.90, 0.92, 0.94)), _r(30, (0.98, 1.00, 1.02)), keys)  # a trade-off
+def test_pareto_beats_only_beyond_the_intervals(tmp_path, recipe, monkeypatch):
+    """Study.pareto is the one rule (loop.measure.results.pareto), the report's front too."""
+    s = study(tmp_path, recipe)
+    plain = _r(30, (0.98, 1.00, 1.02))
+    for other, kept in [
+        (_r(30, (1.10, 1.12, 1.14)), 1),  # faster beyond both intervals, as accurate: it alone
+        (_r(30, (0.99, 1.01, 1.03)), 2),  # within noise: both
+        (_r(31, (0.90, 0.92, 0.94)), 2),  # a trade-off: both
+    ]:
+        monkeypatch.setattr(s, "results", lambda other=other: [plain, other])
+        assert s.pareto() == [plain, other][2 - kept :]
+    monkeypatch.setattr(s, "results", lambda: [plain, _r(29, (1.10, 1.12, 1.14))])
+    assert s.pareto(("rate_ratio",)) == [s.results()[1]] and len(s.pareto(("snr_db", "rate_ratio"))) == 2
 
 
 def test_best_names_the_candidates_within_its_noise(tmp_path, recipe, monkeypatch):

@@ -89,11 +89,12 @@ class DepthRate:
         return {"depth": self.depth, "rate_fps": self.rate.to_json(), "spread_pct": self.spread_pct}
 
 
-# Where a run records the vendor benchmark beside its own figures: named for the one vendor tool
-# there is (HailoRT's CLI), so recorded ledgers read the same.
-VENDOR_BENCHMARK = "hailortcli"
 # A measurement's JSON key for a field, where it is not the field's own name.
-MEASURE_KEYS = {"rate": "rate_fps", "vendor_benchmark": VENDOR_BENCHMARK}
+MEASURE_KEYS = {"rate": "rate_fps"}
+# Rows written before issue 42 keyed the vendor's benchmark by the one tool there was (HailoRT's CLI);
+# such a row is read, and written back, under its own key. The tool's name is now the device's to
+# record, inside the benchmark (``tool``).
+LEGACY_KEYS = {"vendor_benchmark": "hailortcli"}
 
 
 @dataclass(frozen=True)
@@ -150,25 +151,37 @@ class Measurement:
 
     def with_vendor(self, found: Mapping[str, Any] | None) -> Measurement:
         """With the vendor's benchmark beside it (None: the device has none, recorded as such)."""
-        given = None if self.given is None else tuple(dict.fromkeys((*self.given, VENDOR_BENCHMARK)))
-        return replace(self, vendor_benchmark=found, given=given)
+        if self.given is None:
+            return replace(self, vendor_benchmark=found)
+        held = [k for k in self.given if k != LEGACY_KEYS["vendor_benchmark"]]  # now under its own key
+        return replace(self, vendor_benchmark=found, given=tuple(dict.fromkeys((*held, "vendor_benchmark"))))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Measurement:
         data = data or {}
-        keys = {f: MEASURE_KEYS.get(f, f) for f in _MEASURE_FIELDS}
+        keys = _keys(data)
         read = {f: _READ.get(f, _same)(data[k]) for f, k in keys.items() if data.get(k) is not None}
         more = {k: v for k, v in data.items() if k not in keys.values()}
         return cls(**read, more=more, given=tuple(data))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON, as the protocol wrote it (a read-back record: the keys it held)."""
-        out = {MEASURE_KEYS.get(f, f): plain(getattr(self, f)) for f in _MEASURE_FIELDS}
+        out = {k: plain(getattr(self, f)) for f, k in _keys(self.given or ()).items()}
         out.update(self.more)
         return out if self.given is None else {k: out.get(k) for k in self.given}
 
 
 _MEASURE_FIELDS = tuple(f.name for f in fields(Measurement) if f.name not in ("more", "given"))
+
+
+def _keys(held: Iterable[str]) -> dict[str, str]:
+    """Each field's JSON key: its own name, or MEASURE_KEYS', or the legacy key a row was written with."""
+    have = set(held)
+    keys = {f: MEASURE_KEYS.get(f, f) for f in _MEASURE_FIELDS}
+    for name, old in LEGACY_KEYS.items():
+        if old in have and keys[name] not in have:
+            keys[name] = old
+    return keys
 
 
 def _same(value: Any) -> Any:

@@ -20,9 +20,10 @@ Contract:
 * ``Device.select(options)`` names the runtime options calls that take none (``health``) use to
   pick the device: a device shared by group (HailoRT's ``group_id``) is read in that group.
 * ``Device.vendor_benchmark(path, fps, options)`` runs the vendor's own benchmark tool on the
-  same artifact file, where the device has one, and returns what it found beside loop's rate
-  (recorded with the run as it is; a tool that failed as ``{"error": ...}``); None where there is
-  no such tool here (the default).
+  same artifact file, where the device has one, and returns what it found beside loop's rate,
+  the tool's name as ``tool`` (recorded with the run as it is, under ``measure.vendor_benchmark``;
+  a tool that failed as ``{"tool": ..., "error": ...}``); None where there is no such tool here
+  (the default).
 """
 
 from __future__ import annotations

@@ -411,7 +411,8 @@ class HailoRTDevice(Device):
         """``hailortcli benchmark`` on the same HEF, where hailortcli is on PATH, run with this
         process's VDevice released: 5.x opens its own VDevice and is refused while another process
         holds the device. A failure is recorded beside the run (``error``), never raised: the
-        run was measured already."""
+        run was measured already. The record names the tool (``tool``), as the key it sits
+        under names only the vendor's benchmark."""
         if not hailortcli.available()[0]:
             return None
         released = self.release()
@@ -419,6 +420,6 @@ class HailoRTDevice(Device):
             found = hailortcli.measuring_stick(artifact_path, loop_fps, options)
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
             found = {"error": str(exc), "agree": None, "comparable": False}
-        if found is not None:
-            found["device_released"] = released
-        return found
+        if found is None:
+            return None
+        return {"tool": hailortcli.TOOL, **found, "device_released": released}

@@ -22,6 +22,7 @@ from typing import Any
 
 from loop.devices.base import RuntimeOptions
 
+TOOL = "hailortcli"  # the name a run's vendor benchmark records as its tool
 TOLERANCE = 0.02
 _NUMBER = r"([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
 
@@ -151,12 +152,12 @@ def agreement(loop_fps: float, cli_fps: float, tolerance: float = TOLERANCE) -> 
 
 
 def available() -> tuple[bool, str]:
-    path = shutil.which("hailortcli")
+    path = shutil.which(TOOL)
     return (True, path) if path else (False, "hailortcli is not on PATH")
 
 
 def _run(args: list[str], timeout_s: float) -> str:
-    done = subprocess.run(["hailortcli", *args], capture_output=True, text=True, timeout=timeout_s)
+    done = subprocess.run([TOOL, *args], capture_output=True, text=True, timeout=timeout_s)
     if done.returncode:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
         raise RuntimeError(f"hailortcli {args[0]} failed ({done.returncode}): {tail[0]}")

@@ -53,11 +53,12 @@ DEVICE_BYTES: dict[str, tuple[int, str]] = {
 DEVICE_ORDERS = {0: "NHWC", 1: "NHCW", 2: "NC", 3: "FCR", 4: "BAYER_RGB", 5: "NHW", 6: "HAILO_NMS_ON_CHIP"}
 DEVICE_ORDERS.update({7: "F8CR", 8: "RGB888", 11: "YUY2", 13: "NHWC", 14: "HAILO_YYUV", 15: "HAILO_YYVU"})
 DEVICE_ORDERS[16] = "HAILO_YYYYUV"
-# hailort.h hailo_format_order_t, by value (what the C API answers).
+# hailort.h hailo_format_order_t, by value (what the C API answers), as v5.2.0 declares it: 22 and 23
+# are host-side NMS layouts, so the C API may answer them for a stream a user asked to read that way.
 FORMAT_ORDERS = (
     *("AUTO", "NHWC", "NHCW", "FCR", "F8CR", "NHW", "NC", "BAYER_RGB", "12_BIT_BAYER_RGB", "HAILO_NMS", "RGB888"),
     *("NCHW", "YUY2", "NV12", "NV21", "HAILO_YYUV", "HAILO_YYVU", "RGB4", "I420", "HAILO_YYYYUV"),
-    *("HAILO_NMS_WITH_BYTE_MASK", "HAILO_NMS_ON_CHIP"),
+    *("HAILO_NMS_WITH_BYTE_MASK", "HAILO_NMS_ON_CHIP", "HAILO_NMS_BY_CLASS", "HAILO_NMS_BY_SCORE"),
 )
 TYPES = {1: "uint8", 2: "uint16"}  # HailoRTCommon::get_format_type(data bytes)
 NMS_FORMAT, NC_ORDER, BBOX_PARAMS = 6, "NC", 5  # BBOX_PARAMS: sizeof(hailo_bbox_t) / sizeof(uint16_t)
@@ -277,7 +278,7 @@ def _share(size: int, capacity: int) -> str:
 def describe(info: HefInfo) -> list[str]:
     """``loop inspect``'s text: one line per fact, then one per stream."""
     head = info.header
-    check = head.checksum + (" ok" if head.checked else " not checked (a span of 240 bytes or fewer)")
+    check = f"{head.checksum} ok"
     lines = [
         f"{info.path}: {info.size:,} bytes, HEF format version {head.version} (header {head.header_bytes} B, "
         f"body {head.proto_bytes:,} B, {head.extra_bytes:,} B after it; {check})",

@@ -11,8 +11,9 @@ protobuf body's size, each version has its own tail:
 - 3: XXH3-64, CCWs size with padding, padding size (u32), additional info size, XXH3-64 of the body
   alone (when not 0 only it is checked), reserved u64.
 
-XXH3 is computed by :mod:`loop.hailort.xxh3`; only a span of 240 bytes or fewer (never a real HEF's) is
-left unchecked, and the report says so.
+XXH3-64 is HailoRT's ``XXH3_64bits`` with seed 0 (``common/utils.hpp`` ``Xxhash::calc_xxh3_on_stream``),
+here the ``xxhash`` package's ``xxh3_64``. Every checksum is fed the file in chunks, as HailoRT does:
+a HEF may be gigabytes, and hashing it must not hold it in memory.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from loop.hailort.xxh3 import MIN_LENGTH, xxh3_64
+import xxhash
 
 MAGIC = 0x01484546  # HEADER_MAGIC: b"\x01HEF"
 COMMON = struct.Struct(">III")  # magic, version, hef_proto_size
@@ -44,7 +45,7 @@ class HefHeader:
     extra_bytes: int  # what follows the body: CCWs (v1, v2), padded CCWs and additional info (v3)
     checksum: str  # "crc32", "md5" or "xxh3-64", of what HailoRT checks
     checksum_value: str  # hex, as stored
-    checked: bool  # False only for an XXH3 span too short for loop.hailort.xxh3
+    checked: bool  # always True since every span is hashed; kept, as `loop inspect --json` shows it
 
 
 def read_header(file: BinaryIO, size: int) -> HefHeader:
@@ -70,9 +71,9 @@ def read_header(file: BinaryIO, size: int) -> HefHeader:
     body = file.tell()
     computed = _digest(kind, file, covered)
     file.seek(body)
-    if computed is not None and computed != stored:
+    if computed != stored:
         raise HefFormatError(f"{kind} does not match: stored {stored}, computed {computed} (the file is damaged)")
-    return HefHeader(version, header, proto, extra, kind, stored, computed is not None)
+    return HefHeader(version, header, proto, extra, kind, stored, True)
 
 
 def _unpack(layout: struct.Struct, file: BinaryIO, what: str) -> tuple[int, ...]:
@@ -96,8 +97,7 @@ def _layout(version: int, tail: tuple[Any, ...], proto: int, residue: int) -> tu
     return padded + additional, f"{xxh:016x}", "xxh3-64", residue
 
 
-def _digest(kind: str, file: BinaryIO, count: int) -> str | None:
-    update: Callable[[bytes], None]
+def _digest(kind: str, file: BinaryIO, count: int) -> str:
     if kind == "crc32":
         crc = [0]
 
@@ -106,14 +106,7 @@ def _digest(kind: str, file: BinaryIO, count: int) -> str | None:
 
         _feed(file, count, update)
         return f"{crc[0]:08x}"
-    if kind == "xxh3-64":
-        if count < MIN_LENGTH:
-            return None
-        try:
-            return f"{xxh3_64(file.read, count):016x}"
-        except EOFError as exc:
-            raise HefFormatError(f"truncated: {exc}") from None
-    state = hashlib.md5(usedforsecurity=False)
+    state = xxhash.xxh3_64() if kind == "xxh3-64" else hashlib.md5(usedforsecurity=False)
     _feed(file, count, state.update)
     return state.hexdigest()
 

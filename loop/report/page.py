@@ -243,8 +243,9 @@ class Page:
         yield from self.plots(figures())
 
     def searches(self) -> Iterator[str]:
-        from loop.report.plots import pareto
-        from loop.report.searches import front, search_results
+        from loop.measure.results import pareto
+        from loop.report.plots import pareto as pareto_plot
+        from loop.report.searches import search_results
 
         studies, notes = search_results(self.runs, self.runs_dir)
         studies = {k: v for k, v in studies.items() if any(r.value("rate_ratio") is not None for r in v)}
@@ -259,8 +260,8 @@ class Page:
         yield "".join(f"<p class='note'>{_esc(n)}</p>" for n in notes)
         for name, found in studies.items():
             drawn = [r for r in found if r.value("rate_ratio") is not None and r.value("snr_db") is not None]
-            best = front(drawn)
-            yield from self.plots(pareto(drawn, best, f"Search: {for_person(name[: LIMIT + 1])}") for _ in (1,))
+            best = pareto(drawn)
+            yield from self.plots(pareto_plot(drawn, best, f"Search: {for_person(name[: LIMIT + 1])}") for _ in (1,))
             yield from _front_table(best)
 
     def ladders(self) -> Iterator[str]:

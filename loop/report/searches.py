@@ -1,6 +1,7 @@
 """The report's view of searches: a study's candidates read back from the ledger as
 :class:`~loop.measure.results.Result` views (each with its rate ratio to its generation's reference, from
-the generation's race where one ran), and their front."""
+the generation's race where one ran). Their front is :func:`loop.measure.results.pareto`, the rule
+``Study.pareto`` answers with."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ if TYPE_CHECKING:
     from loop.measure.results import Result
     from loop.store.studies import RatioRow
 
-PARETO_KEYS = ("snr_db", "rate_ratio")
 STUDY = re.compile(r"^(?P<study>.+)-g(?P<generation>\d+)(?:-o[0-9a-f]+)?$")
 
 
@@ -69,19 +69,4 @@ def search_results(runs: Sequence[RunRecord], runs_dir: Path) -> tuple[dict[str,
     return studies, notes
 
 
-def front(results: Sequence[Result]) -> list[Result]:
-    """The usable results no other usable one beats on SNR and rate ratio beyond their intervals
-    (the rule of ``Study.pareto``: within noise, neither dominates), as arrays: pair by pair in
-    Python it took seconds at 2,000 candidates."""
-    import numpy as np
-
-    pool = [r for r in results if r.usable and all(r.value(k) is not None for k in PARETO_KEYS)]
-    if not pool:
-        return []
-    spans = np.array([[r.interval(k) for k in PARETO_KEYS] for r in pool])  # (n, keys, lo/hi)
-    lo, hi = spans[:, :, 0], spans[:, :, 1]
-    beaten = [bool(((hi >= lo[i]).all(axis=1) & (lo > hi[i]).any(axis=1)).any()) for i in range(len(pool))]
-    return [r for r, b in zip(pool, beaten, strict=True) if not b]
-
-
-__all__ = ["front", "raced", "search_results", "study_of"]
+__all__ = ["raced", "search_results", "study_of"]

@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from loop.author.sweepfile import MeasureSpec
-from loop.core.record import VENDOR_BENCHMARK, Measurement, RunRecord
+from loop.core.record import Measurement, RunRecord
 from loop.devices.onnxruntime import OnnxRuntimeDevice
 from loop.measure.protocol import measure
 from loop.store.ledger import Ledger
@@ -26,7 +26,7 @@ def test_a_measurement_round_trips_through_json_and_the_ledger(tmp_path, artifac
     assert back == m and json.dumps(back.to_dict()) == text
     assert back.rate is not None and [d.depth for d in back.by_depth] == [1, 2]
     assert list(m.to_dict())[:4] == ["ttfo_ms", "ttfo_parts", "first_infer_ms", "rate_fps"]
-    assert m.to_dict()[VENDOR_BENCHMARK] is None
+    assert m.to_dict()["vendor_benchmark"] is None
     with Ledger(tmp_path / "ledger.sqlite") as ledger:
         run_id = ledger.begin("s", "key", "base", "sha", "onnxruntime")
         ledger.finish(run_id, RunRecord(run_id, "s", "base", "ok", measure=m))
@@ -41,9 +41,29 @@ def test_an_older_or_newer_record_is_written_back_as_read() -> None:
     newer = {**old, "watts": {"median": 2.5}}
     read = Measurement.from_dict(newer)
     assert read.to_dict() == newer and read.more == {"watts": {"median": 2.5}} and read.flags == ("host-busy",)
-    assert Measurement.from_dict({VENDOR_BENCHMARK: None}).to_dict() == {VENDOR_BENCHMARK: None}
-    assert Measurement(given=()).with_vendor(None).to_dict() == {VENDOR_BENCHMARK: None}
+    assert Measurement.from_dict({"vendor_benchmark": None}).to_dict() == {"vendor_benchmark": None}
+    assert Measurement(given=()).with_vendor(None).to_dict() == {"vendor_benchmark": None}
     assert RunRecord(1, "s", "v", "failed").to_json(["measure"]) == {"measure": {}}
+
+
+def test_the_vendor_benchmark_is_recorded_as_such_and_names_its_tool() -> None:
+    """Issue 42: the record says "the vendor's benchmark"; which tool ran it is the device's to say."""
+    stick = {"tool": "hailortcli", "fps": 1168.0, "agree": True, "comparable": True}
+    m = Measurement(spread_pct=1.0).with_vendor(stick)
+    assert m.to_dict()["vendor_benchmark"] == stick and "hailortcli" not in m.to_dict()
+    assert Measurement.from_dict(m.to_dict()) == m
+
+
+def test_an_old_row_with_the_hailortcli_key_reads_as_it_is() -> None:
+    """Rows written before issue 42 keyed the benchmark "hailortcli", with no tool inside: read as
+    the vendor's benchmark, and written back with the key and figures they had."""
+    stick = {"fps": 1168.0, "version": "5.2.0", "ratio": 1.01, "agree": True, "device_released": True}
+    old = {"rate_fps": {"median": 1180.0, "min": 1170.0, "max": 1190.0}, "hailortcli": stick}
+    read = Measurement.from_dict(old)
+    assert read.vendor_benchmark == stick and read.more == {} and read.to_dict() == old
+    assert Measurement.from_dict({"hailortcli": None}).to_dict() == {"hailortcli": None}
+    again = read.with_vendor({"tool": "hailortcli", "fps": 1170.0})  # measured anew: under today's key
+    assert list(again.to_dict()) == ["rate_fps", "vendor_benchmark"]
 
 
 def test_a_measurement_of_another_shape_is_refused_not_read() -> None:

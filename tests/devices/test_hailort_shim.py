@@ -163,3 +163,48 @@ def test_build_script_downloads_nothing_and_names_what_is_missing(tmp_path: Path
     done = subprocess.run(["bash", str(script), str(source), str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 2 and "missing under" in done.stderr and "protobuf" in done.stderr
     assert not (source / "build-loop").exists()
+
+
+CLEAN_PATH = "/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin"  # hailort's execute_cmake.cmake
+
+
+def stand_in_tools(folder: Path) -> Path:
+    """``cmake`` and ``g++`` stand-ins (not the tools) that log their arguments, one call a line, and
+    leave the files the script reads next; the log they write."""
+    log = folder / "calls"
+    folder.mkdir()
+    (folder / "cmake").write_text(
+        "#!/bin/sh\n"
+        f'printf "%s|" cmake "$@" >> {log}; echo >> {log}\n'
+        'lib="$2/hailort/libhailort/src"\n'
+        'if [ "$1" = --build ]; then mkdir -p "$lib"; touch "$lib/libhailort.so.5"; fi\n'
+    )
+    (folder / "g++").write_text(f'#!/bin/sh\nprintf "%s|" g++ "$@" >> {log}; echo >> {log}\n')
+    for tool in ("cmake", "g++"):
+        (folder / tool).chmod(0o755)
+    return log
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash on PATH")
+def test_build_script_hands_jobs_to_hailorts_configure_time_protoc_build(tmp_path: Path) -> None:
+    """HailoRT builds protoc while configuring, in a wiped environment (MAKEFLAGS and
+    CMAKE_BUILD_PARALLEL_LEVEL never reach it); under make it adds -j of every processor. Under Ninja
+    its build takes CMAKE_EXTRA_BUILD_ARGS, so JOBS gets through where ninja is on HailoRT's PATH;
+    elsewhere the script says the protoc build uses every processor."""
+    source, deps = tmp_path / "hailort", tmp_path / "deps"
+    (source / "hailort").mkdir(parents=True)
+    (source / "hailort" / "CMakeLists.txt").write_text("")
+    for name in ("protobuf", "spdlog", "readerwriterqueue", "xxhash", "eigen", "json", "minja", "cli11", "dotwriter"):
+        (deps / name).mkdir(parents=True)
+    log = stand_in_tools(tmp_path / "bin")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}", "JOBS": "3"}
+    script = str(SHIM / "build_libhailort.sh")
+    done = subprocess.run(["bash", script, str(source), str(deps)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    configure, build, _link = (line.split("|")[:-1] for line in log.read_text().splitlines())
+    assert build[-2:] == ["-j", "3"]
+    ninja = subprocess.run(["sh", "-c", "command -v ninja"], env={"PATH": CLEAN_PATH}, capture_output=True)
+    if ninja.returncode == 0:
+        assert configure[configure.index("-G") + 1] == "Ninja" and "-DCMAKE_EXTRA_BUILD_ARGS=--parallel;3" in configure
+    else:
+        assert "-G" not in configure and "protoc build will use all" in done.stderr

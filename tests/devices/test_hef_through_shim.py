@@ -16,17 +16,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from real_hef import REAL_HEF
 
 from loop.hailort.hef import FORMAT_ORDERS, TYPES, HefInfo, inspect_hef
 from loop.hailort.shim import HailoRTError, hef_info
-
-SHARED_HEF = Path(__file__).parents[2] / ".." / "shared" / "hailo" / "arcface_mobilefacenet.hef"
-
-
-def shared_hef() -> Path:
-    if not SHARED_HEF.is_file():
-        pytest.skip(f"the shared real HEF is not at {SHARED_HEF} (CI has ../shared beside the clone)")
-    return SHARED_HEF
 
 
 def ours(info: HefInfo) -> list[tuple[Any, ...]]:
@@ -56,13 +49,12 @@ def theirs(answer: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 
 def agree(library: Path) -> None:
-    hef = shared_hef()
-    mine, answer = inspect_hef(hef), hef_info(hef, str(library))
+    mine, answer = inspect_hef(REAL_HEF), hef_info(REAL_HEF, str(library))
     assert len(answer["groups"]) == len(mine.groups)
     assert theirs(answer) == [(*row[:8], tuple(np.float32(v).item() for v in row[8])) for row in ours(mine)]
 
 
-def test_the_fake_hailort_reads_the_shared_hef_as_loop_does(shim_over_fake_hailort: Path) -> None:
+def test_the_fake_hailort_reads_the_real_hef_as_loop_does(shim_over_fake_hailort: Path) -> None:
     agree(shim_over_fake_hailort)
 
 
@@ -79,5 +71,5 @@ def test_a_file_that_is_no_hef_is_hailort_status_92(shim_over_fake_hailort: Path
     not os.environ.get("LOOP_HAILORT_LIB"),
     reason="LOOP_HAILORT_LIB is not set (a shim linked against a real libhailort: shim/build_libhailort.sh)",
 )
-def test_libhailort_reads_the_shared_hef_as_loop_does() -> None:
+def test_libhailort_reads_the_real_hef_as_loop_does() -> None:
     agree(Path(os.environ["LOOP_HAILORT_LIB"]))

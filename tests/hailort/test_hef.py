@@ -1,6 +1,6 @@
 """Reading a HEF with no device and no Hailo software (issue 33: ``loop inspect``).
 
-The figures of the one real HEF (../shared/hailo, beside the clone) were read by this reader and
+The figures of the one real HEF (tests/data/hailo, in the repository) were read by this reader and
 cross-checked through the shim's C-API call (tests/devices/test_hef_through_shim.py). The small HEFs
 written here are built with the reader's own message definitions, so they test the derivation
 (header checks, transposition, planes, per-feature scales, fit), not the field numbers: the real
@@ -9,8 +9,11 @@ file does that.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import hashlib
 import io
+import random
 import struct
 import zlib
 from pathlib import Path
@@ -18,20 +21,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+import xxhash
+from real_hef import REAL_HEF, REAL_HEF_SHA256, real_hef_sha256
 
 from loop.core.errors import LoopError
-from loop.hailort.hef import describe, inspect_hef
+from loop.hailort.hef import FORMAT_ORDERS, describe, inspect_hef
+from loop.hailort.hef_header import CHUNK, HefFormatError, read_header
 from loop.hailort.hef_proto import hef_message_class
-from loop.hailort.xxh3 import xxh3_64
 
-SHARED_HEF = Path(__file__).parents[2] / ".." / "shared" / "hailo" / "arcface_mobilefacenet.hef"
 MAGIC = 0x01484546
-
-
-def needs_shared_hef() -> Path:
-    if not SHARED_HEF.is_file():
-        pytest.skip(f"the shared real HEF is not at {SHARED_HEF} (CI has ../shared beside the clone)")
-    return SHARED_HEF
 
 
 def hef_file(body: bytes, version: int = 1, ccws: bytes = b"\x00" * 16) -> bytes:
@@ -47,7 +45,7 @@ def hef_file(body: bytes, version: int = 1, ccws: bytes = b"\x00" * 16) -> bytes
 
 
 def xxh(data: bytes) -> int:
-    return xxh3_64(io.BytesIO(data).read, len(data))
+    return xxhash.xxh3_64_intdigest(data)
 
 
 def edge(context: Any, name: str, direction: int, hwc: tuple[int, int, int], fmt: int = 0) -> Any:
@@ -93,8 +91,21 @@ def write(tmp_path: Path, data: bytes, name: str = "m.hef") -> Path:
     return path
 
 
-def test_the_shared_hef_holds_one_group_and_its_two_streams() -> None:
-    info = inspect_hef(needs_shared_hef())
+def test_format_orders_are_hailort_5_2s_by_value() -> None:
+    """hailort.h v5.2.0 hailo_format_order_t: the values the C API answers, through the last one."""
+    named = {1: "NHWC", 6: "NC", 9: "HAILO_NMS", 19: "HAILO_YYYYUV", 21: "HAILO_NMS_ON_CHIP"}
+    named |= {22: "HAILO_NMS_BY_CLASS", 23: "HAILO_NMS_BY_SCORE"}
+    assert {value: FORMAT_ORDERS[value] for value in named} == named and len(FORMAT_ORDERS) == 24
+
+
+def test_the_real_hef_is_in_the_repository_as_shipped() -> None:
+    """A fresh clone reads it: nothing beside the clone is needed, and no test of it skips."""
+    assert REAL_HEF.is_file() and real_hef_sha256() == REAL_HEF_SHA256
+    assert (REAL_HEF.parent / "LICENSE-hailo-rpi5-examples").read_text().startswith("MIT License")
+
+
+def test_the_real_hef_holds_one_group_and_its_two_streams() -> None:
+    info = inspect_hef(REAL_HEF)
     assert info.size == 3_503_356
     head = info.header
     assert (head.version, head.header_bytes, head.proto_bytes, head.extra_bytes) == (1, 28, 997_288, 2_506_040)
@@ -116,15 +127,15 @@ def test_the_shared_hef_holds_one_group_and_its_two_streams() -> None:
     assert (out.original_names, out.scales_per_feature) == (("MatMul_95", "BatchNormalization_96"), 0)
 
 
-def test_the_shared_hef_on_hailo10h_fits_by_size_but_not_by_architecture() -> None:
+def test_the_real_hef_on_hailo10h_fits_by_size_but_not_by_architecture() -> None:
     """HailoRT sends a Hailo-10H the whole HEF and the device allocates a buffer of its size: the
     HEF's size against 8 GiB (an upper bound). This one is a Hailo-8 family HEF, which it refuses."""
-    fit = inspect_hef(needs_shared_hef(), "hailo10h").fit
+    fit = inspect_hef(REAL_HEF, "hailo10h").fit
     assert fit is not None
     assert (fit.hef_bytes, fit.device_bytes, fit.fits, fit.architecture_ok) == (3_503_356, 8 * 2**30, True, False)
     assert "3,503,356 B <= 8,589,934,592 B" in fit.arithmetic and "upper bound" in fit.arithmetic
     assert "HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE" in fit.arithmetic
-    assert inspect_hef(SHARED_HEF, "hailo8").fit.architecture_ok  # type: ignore[union-attr]
+    assert inspect_hef(REAL_HEF, "hailo8").fit.architecture_ok  # type: ignore[union-attr]
 
 
 def test_streams_are_derived_as_hailort_derives_them(tmp_path: Path) -> None:
@@ -163,6 +174,66 @@ def test_versions_2_and_3_are_checked_by_xxh3(tmp_path: Path, version: int) -> N
         inspect_hef(write(tmp_path, bad, "bad.hef"))
 
 
+# XXH3_64bits (seed 0), as HailoRT calls it, from libxxhash 0.8.1 on Debian: lengths on each of xxHash's paths.
+KNOWN = {0: 0x2D06800538D394C2, 241: 0x07525DBC14902C7F, 1024: 0xE2898655DB7BC9EE, 5000: 0x82C9E6E5B7476DC8}
+
+
+def pattern(n: int) -> bytes:
+    return bytes((i * 31 + 7) % 251 for i in range(n))
+
+
+def version_2(residue: bytes, stored: int) -> io.BytesIO:
+    """A version 2 header over ``residue`` (all of it CCWs, no body): read_header checks only the hash."""
+    return io.BytesIO(struct.pack(">IIIQQQQ", MAGIC, 2, 0, stored, len(residue), 0, 0) + residue)
+
+
+@pytest.mark.parametrize("length", sorted(KNOWN))
+def test_xxh3_is_hailorts_on_known_answers(length: int) -> None:
+    data = version_2(pattern(length), KNOWN[length])
+    assert read_header(data, len(data.getvalue())).checksum_value == f"{KNOWN[length]:016x}"
+
+
+def test_xxh3_agrees_with_libxxhash_on_every_path() -> None:
+    """Short spans (up to 240 bytes) were left unchecked by loop's own XXH3; every span is checked now."""
+    name = ctypes.util.find_library("xxhash")
+    if name is None:
+        pytest.skip("libxxhash is not installed (the known answers above still ran)")
+    lib = ctypes.CDLL(name)
+    lib.XXH3_64bits.restype, lib.XXH3_64bits.argtypes = ctypes.c_uint64, [ctypes.c_char_p, ctypes.c_size_t]
+    rng = random.Random(33)
+    for length in (1, 3, 4, 8, 9, 16, 17, 128, 129, 240, 241, 1024, 1025, 2049, 3 * CHUNK + 17):
+        data = rng.randbytes(length)
+        file = version_2(data, lib.XXH3_64bits(data, length))
+        header = read_header(file, len(file.getvalue()))
+        assert header.checked, length
+
+
+def test_a_short_span_is_checked_too() -> None:
+    good = version_2(pattern(100), xxh(pattern(100)))
+    assert read_header(good, len(good.getvalue())).checked
+    bad = version_2(pattern(100), xxh(pattern(100)) ^ 1)
+    with pytest.raises(HefFormatError, match="xxh3-64 does not match"):
+        read_header(bad, len(bad.getvalue()))
+
+
+class Reads(io.BytesIO):
+    """A file that remembers the largest read asked of it."""
+
+    largest = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        self.largest = max(self.largest, size if size is not None and size >= 0 else len(self.getvalue()))
+        return super().read(size)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_a_large_file_is_hashed_in_chunks(version: int) -> None:
+    data = hef_file(b"", version=version, ccws=b"\x05" * (3 * CHUNK + 5))
+    file = Reads(data)
+    read_header(file, len(data))
+    assert file.largest <= CHUNK
+
+
 @pytest.mark.parametrize(
     ("damage", "said"),
     [
@@ -189,4 +260,4 @@ def test_a_body_that_is_no_protobuf_is_refused(tmp_path: Path) -> None:
 
 def test_an_unknown_device_is_refused() -> None:
     with pytest.raises(LoopError, match="unknown device 'hailo99'"):
-        inspect_hef(needs_shared_hef(), "hailo99")
+        inspect_hef(REAL_HEF, "hailo99")

@@ -4,7 +4,6 @@ score, and a race file read as a study reads it, or set aside in one line when i
 from __future__ import annotations
 
 import json
-import random
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,15 +12,15 @@ import pytest
 pytest.importorskip("matplotlib", reason="loop report needs the report extra")
 
 from click.testing import CliRunner
-from report_records import generation, ledger, raced
+from report_records import generation, ledger
 
 from loop.cli import main
 from loop.core.record import Change, Measurement
+from loop.measure.results import pareto as front
 from loop.measure.stats import widened
 from loop.report.page import render
 from loop.report.plots import pareto, svg
-from loop.report.searches import front, search_results
-from loop.study import _dominates
+from loop.report.searches import search_results
 
 
 def study(tmp_path: Path) -> list:
@@ -85,20 +84,6 @@ def test_the_pareto_view_draws_intervals_keeps_the_apart_off_the_front(tmp_path:
     assert sorted(lines["front"]) == sorted([r.rate_ratio, r.value("snr_db")] for r in on_front)
     text = svg(fig)
     assert all(f'id="{gid}"' in text for gid in ("usable", "apart", "front", "usable-ratio-ci"))
-
-
-def test_the_front_is_the_studys_rule(tmp_path: Path):
-    rng = random.Random(7)
-    results = []
-    for i in range(60):
-        ratio, half = rng.uniform(0.8, 1.2), rng.uniform(0.001, 0.05)
-        scores = {"snr_db": round(rng.uniform(10, 30), 1)}
-        results.append(raced(i, scores["snr_db"], (ratio - half, ratio, ratio + half)))
-    results.append(raced(60, 99.0, (9.0, 9.0, 9.0), verdict="confounded"))
-    keys = ("snr_db", "rate_ratio")
-    pool = [r for r in results if r.usable]
-    rule = [r for r in pool if not any(_dominates(o, r, keys) for o in pool if o is not r)]
-    assert [r.index for r in front(results)] == [r.index for r in rule] and 1 < len(rule) < 60
 
 
 def test_generations_are_plotted_by_each_score_asked_and_the_rest_named(tmp_path: Path):

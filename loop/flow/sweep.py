@@ -77,7 +77,8 @@ class SweepResult:
         return [o for o in self.outcomes if o.status != Status.OK]
 
 
-def _job(a: Authored) -> Job:
+def job_of(a: Authored) -> Job:
+    """The compile of one authored variant, its bytes loaded only when it is dispatched."""
     return Job(a.onnx_sha, a.calib_sha, a.options, lambda: (a.model(), a.calibration()))
 
 
@@ -90,7 +91,7 @@ def _compile_stream(
     pending: dict[int, CompileResult] = {}
     following = 0
     batches = iter_compiled(
-        spec.backend, [_job(a) for a in todo], jobs=jobs, cache=Cache.for_runs(runs), cluster=options.cluster
+        spec.backend, [job_of(a) for a in todo], jobs=jobs, cache=Cache.for_runs(runs), cluster=options.cluster
     )
     bar = tqdm(total=len(todo), desc="optimize+compile", unit="variant", disable=not options.progress)
     settled_count = 0

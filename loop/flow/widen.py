@@ -50,9 +50,15 @@ def measured(path: Path, variant: str, runs: Path | None = None, target_db: floa
     spec = parse(Path(path))
     chosen = variant_named(spec, variant)
     report = of_variant(spec, chosen, runs)
-    given = chosen.measure.ruined_snr_db if "ruined_snr_db" in chosen.measure.model_fields_set else None
-    report.widening = widen_until(spec, chosen, report, target_of(target_db, given), runs)
+    report.widening = widen_until(spec, chosen, report, target_for(chosen, target_db), runs)
     return report
+
+
+def target_for(chosen: VariantSpec, target_db: float | None) -> Target:
+    """``target_db``, else what the sweep file's ``measure.ruined_snr_db`` makes of it where the file
+    sets one (the sweep's own or the variant's), else the default (:func:`loop.judge.widen.target_of`)."""
+    measure = chosen.measure
+    return target_of(target_db, measure.ruined_snr_db if "ruined_snr_db" in measure.model_fields_set else None)
 
 
 def widen_until(
@@ -70,7 +76,7 @@ def widen_until(
         rung = 0
         while _short(steps[-1], target) and reference.artifact is not None:
             if steps[-1].artifact is None:  # a step that failed cannot be analysed: every activation next
-                rung, why, layers = widened(layers, report, reads, len(RUNGS))
+                rung, why, layers = len(RUNGS), RUNGS[-1], (EVERY,)
             elif steps[-1].step.layers:  # it fell short: analysed again, widened from there
                 again, _ = of_authored(spec, bench.authored(_with_layers(chosen, layers)))
                 rung, why, layers = widened(layers, again, reads, rung)

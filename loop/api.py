@@ -139,12 +139,16 @@ def sweep_device(path: Path) -> str | None:
     return compiler_class(spec.backend).target_chip(spec.compile)
 
 
-def noise(sweep_file: str | Path, variant: str, runs: str | Path | None = None) -> NoiseReport:
+def noise(
+    sweep_file: str | Path, variant: str, runs: str | Path | None = None, target_db: float | None = None
+) -> NoiseReport:
     """Where quantization loses, layer by layer (``loop noise``): ``variant`` of ``sweep_file``
     quantized again as the sweep quantizes it, and every quantized tensor's accumulated and local
     SNR against the float model on the sweep's ``inputs:``, the layers that lose most first
-    (:mod:`loop.judge.noise`). With ``runs``, a note when that variant's run there was quantized
+    (:mod:`loop.judge.noise`); then the 16-bit variants tried from the falls on, each compiled and
+    scored, until one reaches ``target_db`` (``.widening``: :mod:`loop.judge.widen`). With ``runs``,
+    its compile cache is used and a note says when that variant's run there was quantized
     otherwise. ``.to_json()`` is ``loop noise --json``. Bad input raises LoopError."""
-    from loop.flow.noise import analyse
+    from loop.flow.widen import measured
 
-    return analyse(Path(sweep_file), variant, None if runs is None else Path(runs))
+    return measured(Path(sweep_file), variant, None if runs is None else Path(runs), target_db)

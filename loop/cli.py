@@ -546,12 +546,22 @@ def inspect_command(hef: Path, device: str | None, sweep: Path | None, as_json: 
     default=None,
     help="Also write SNR per layer in graph order (SVG).",
 )
-def noise_cmd(sweep_file: Path, variant: str, runs: Path, as_json: bool, plot: Path | None) -> None:
+@click.option(
+    "--target-db",
+    "target_db",
+    type=float,
+    default=None,
+    help="The SNR the printed variant must reach [default: measure.ruined_snr_db + 15 where set, else 25].",
+)
+def noise_cmd(
+    sweep_file: Path, variant: str, runs: Path, as_json: bool, plot: Path | None, target_db: float | None
+) -> None:
     """Where quantization loses: every quantized tensor's local and accumulated SNR against the
-    float model on the sweep's scoring frames, one line per layer, the layers that lose most first."""
+    float model on the sweep's scoring frames, one line per layer, the layers that lose most first;
+    and the 16-bit variants tried from there, each compiled and scored, until one meets the target."""
     from loop.api import noise
 
-    report = noise(sweep_file, variant, runs)
+    report = noise(sweep_file, variant, runs, target_db)
     if plot is not None:
         from loop.report.noise_plot import noise_svg
 

@@ -5,6 +5,7 @@ chip) scores the same inputs, and how far it disagrees with the first is recorde
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,12 +21,12 @@ from loop.author.sweepfile import SweepSpec
 from loop.core.errors import LoopError
 from loop.core.kinds import Flag, Stage, Status, Verdict
 from loop.core.record import Change, Measurement
-from loop.core.registry import DEVICES, compiler_class, split_device
+from loop.core.registry import compiler_class
 from loop.core.sessions import session as onnx_session
 from loop.core.text import for_person
 from loop.core.vocab import CompileResult, LayerPrint, TensorLayout
 from loop.devices.base import VENDOR_CHECK_FAILED, VENDOR_DISAGREES
-from loop.flow.runner import DeviceRun, RunResult, RunTask, StageTimeouts
+from loop.flow.runner import DeviceRun, RunResult, RunTask, StageTimeouts, device_refs
 from loop.judge import audit as audit_mod
 from loop.judge import score as score_mod
 from loop.store.artifacts import materialize
@@ -274,9 +275,14 @@ def prepare(
     except LoopError as exc:
         return RunOutcome(name, Status.FAILED, stage=Stage.STORE, error=str(exc))
     path = Path(artifact.path) if artifact.path else store_artifact(runs, artifact.sha, artifact.suffix, artifact.data)
-    refs = tuple((k, DEVICES[k]) for k in {split_device(d)[0] for d in devices} if k in DEVICES)
     task = RunTask(
-        artifact, authored.inputs(), authored.variant.measure, devices, refs, measure=measure, timeouts=timeouts
+        artifact,
+        authored.inputs(),
+        authored.variant.measure,
+        devices,
+        device_refs(devices),
+        measure=measure,
+        timeouts=timeouts,
     )
     return Prepared(task, path)
 
@@ -299,23 +305,8 @@ def evaluate_variant(
     clock = _Clock()
     verdict = verdict_for(spec, authored, compiled, against)
     clock.lap("audit_s")
-    # the float model cut as the compiled network is (hailo.start_nodes/end_nodes), or the whole model
-    reference = float_outputs(cut_model(authored.model(), cut_of(authored.options)), prepared.task.inputs)
-    renamed = compiled.info.get("output_names") or {}  # compiled output -> the model output it carries
-    runs = [outputs_of(r, reference, renamed) for r in ran.devices.values()]
-    others = dict(zip(list(ran.devices)[1:], runs[1:], strict=True))
-    scores = _score(authored, runs[0], others, reference, against.reference, scorer)  # made once
-    made = (
-        Reference(
-            tuple(compiled.layers),
-            _tuples(runs[0].raw),
-            scores.get("snr_db"),
-            bias_guard_of(compiled.info),
-            compiled.info.get("wide_grids") or {},
-        )
-        if authored.reference
-        else None
-    )
+    scores, first = scored(authored, compiled, ran, prepared.task.inputs, against.reference, scorer)  # made once
+    made = reference_of(compiled, first, scores) if authored.reference else None
     flags = _calibration_flags(spec, authored, scores, against.reference)
     clock.lap("score_s")
     m, stick = ran.measure or Measurement.none(), ran.vendor
@@ -341,6 +332,35 @@ def evaluate_variant(
     return outcome, made
 
 
+def scored(
+    authored: Authored,
+    compiled: CompileResult,
+    ran: RunResult,
+    inputs: frames_mod.Frames,
+    against: Reference | None,
+    scorer: Callable[..., dict[str, Any]] | None = None,
+) -> tuple[dict[str, Any], DeviceOutputs]:
+    """The scores a sweep records of what the runner returned on ``inputs`` (SNR, cosine, top-1
+    against the float model), and the first device's outputs they were made from."""
+    # the float model cut as the compiled network is (hailo.start_nodes/end_nodes), or the whole model
+    reference = float_outputs(cut_model(authored.model(), cut_of(authored.options)), inputs)
+    renamed = compiled.info.get("output_names") or {}  # compiled output -> the model output it carries
+    runs = [outputs_of(r, reference, renamed) for r in ran.devices.values()]
+    others = dict(zip(list(ran.devices)[1:], runs[1:], strict=True))
+    return _score(authored, runs[0], others, reference, against, scorer), runs[0]
+
+
+def reference_of(compiled: CompileResult, first: DeviceOutputs, scores: dict[str, Any]) -> Reference:
+    """The Reference a compiled and scored reference sets for the variants judged against it."""
+    return Reference(
+        tuple(compiled.layers),
+        _tuples(first.raw),
+        scores.get("snr_db"),
+        bias_guard_of(compiled.info),
+        compiled.info.get("wide_grids") or {},
+    )
+
+
 TOP1_COLLAPSED = 0.5  # a classifier agreeing with its float model on under half the frames
 
 
@@ -361,7 +381,10 @@ def ruined_by_quantization(spec: SweepSpec, authored: Authored, scores: dict[str
 def where_lost(spec: SweepSpec, authored: Authored) -> dict[str, Any]:
     """For a ruined base: the layers where its signal is lost and the sweep entries that would put
     them at 16 bits (:mod:`loop.judge.falls`), by its compiler's noise analysis; nothing when the
-    backend has none, and why when the analysis failed (the flag stands either way)."""
+    backend has none, and why when the analysis failed (the flag stands either way). The entries
+    are a first guess, unmeasured: measuring them, and widening where they fall short, is
+    ``loop noise``'s (the command is recorded), which costs several compiles and a rate race that
+    a sweep's parent would pay while its devices measure (docs/noise.md)."""
     if not compiler_class(spec.backend).analyses_noise():
         return {}
     from loop.flow.noise import of_authored  # a second optimize: paid only by a ruined base
@@ -370,7 +393,13 @@ def where_lost(spec: SweepSpec, authored: Authored) -> dict[str, Any]:
         report, _ = of_authored(spec, authored)
     except Exception as exc:  # the run is recorded whatever the analysis does
         return {"worst_layers_error": f"{type(exc).__name__}: {exc}"}
-    return {"worst_layers": [f.to_json() for f in report.falls], "try": report.to_try(), "series": report.series()}
+    return {
+        "worst_layers": [f.to_json() for f in report.falls],
+        "try": report.to_try(),
+        "try_measured": False,
+        "measure_with": f"loop noise {shlex.quote(str(spec.path))} --variant {shlex.quote(authored.variant.name)}",
+        "series": report.series(),
+    }
 
 
 def _vendor_flags(stick: dict[str, Any] | None) -> list[Flag]:

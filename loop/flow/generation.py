@@ -16,8 +16,7 @@ from loop.author.sweepfile import SweepSpec
 from loop.core.errors import LoopError
 from loop.core.kinds import Status
 from loop.core.record import RunRecord
-from loop.core.registry import DEVICES, split_device
-from loop.flow.runner import RaceSpec, Runner, RunTask
+from loop.flow.runner import RaceSpec, Runner, RunTask, device_refs
 from loop.flow.sweep import SweepOptions, SweepResult, open_runner, run_sweep
 from loop.measure.stats import median_ci95
 from loop.store.artifacts import load_artifact, recorded_sha
@@ -63,9 +62,8 @@ def race(
     unique = list({recorded_sha(r): r for r in ok}.values())  # one side per artifact
     target, budget = spec.measure.target_ratio_pct, spec.measure.budget_s
     device = spec.devices[:1]
-    refs = tuple((k, DEVICES[k]) for k in {split_device(d)[0] for d in device} if k in DEVICES)  # as the sweep's
     spec_race = RaceSpec(tuple(map(load, unique)), target, budget)
-    task = RunTask(load(ref), {}, spec.measure, device, refs, measure=False, race=spec_race)
+    task = RunTask(load(ref), {}, spec.measure, device, device_refs(device), measure=False, race=spec_race)
     ran = runner.run(task)
     if not ran.ok or ran.race is None:
         raise LoopError(f"measuring the generation together failed at {ran.stage}: {ran.error}")

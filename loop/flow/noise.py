@@ -27,16 +27,21 @@ def analyse(path: Path, variant: str, runs: Path | None = None) -> NoiseReport:
     calibration frames, and measure every quantized tensor on the sweep's ``inputs:``. With ``runs``,
     a note when the run of that variant recorded there was quantized otherwise."""
     spec = parse(Path(path))
-    chosen = _variant(spec, variant)
-    kind = compiler_class(spec.backend)
-    if not kind.analyses_noise():
-        raise LoopError(f"the {spec.backend} compiler has no per-layer noise analysis", file=str(path), field="backend")
+    return of_variant(spec, variant_named(spec, variant), runs)
+
+
+def of_variant(spec: SweepSpec, chosen: VariantSpec, runs: Path | None = None) -> NoiseReport:
+    """:func:`analyse` of a sweep already parsed."""
+    if not compiler_class(spec.backend).analyses_noise():
+        raise LoopError(
+            f"the {spec.backend} compiler has no per-layer noise analysis", file=str(spec.path), field="backend"
+        )
     with scratch("noise") as staging:
         refs = references(spec, with_reference(spec)).values()
         authored = author(spec, chosen, any(chosen is r for r in refs), Path(staging))
         report, quantized = of_authored(spec, authored)
     if runs is not None:  # fingerprinted only to compare with a recorded run
-        report.notes = _run_note(runs, spec, variant, compiler_class(spec.backend)().fingerprint(quantized))
+        report.notes = _run_note(runs, spec, chosen.name, compiler_class(spec.backend)().fingerprint(quantized))
     return report
 
 
@@ -59,7 +64,7 @@ def of_authored(spec: SweepSpec, authored: Authored) -> tuple[NoiseReport, Quant
     return report, quantized
 
 
-def _variant(spec: SweepSpec, name: str) -> VariantSpec:
+def variant_named(spec: SweepSpec, name: str) -> VariantSpec:
     found = {v.name: v for v in with_reference(spec)}
     if name not in found:
         raise LoopError(

@@ -28,6 +28,7 @@ import numpy as np
 from loop.author.sweepfile import MeasureSpec
 from loop.core.kinds import Stage
 from loop.core.record import Measurement
+from loop.core.registry import DEVICES, split_device
 from loop.core.vocab import Artifact, Frames, TensorLayout
 
 STAGES = ("open", "inputs", "measure", "vendor-benchmark", "health")
@@ -92,6 +93,12 @@ class RunTask:
     measure: bool = True
     timeouts: StageTimeouts = field(default_factory=StageTimeouts)
     race: RaceSpec | None = None
+
+
+def device_refs(devices: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Each device kind of ``devices`` with the class this process registered for it, for a
+    child that must make the same devices (a test's or a plugin's registered at run time)."""
+    return tuple((k, DEVICES[k]) for k in {split_device(d)[0] for d in devices} if k in DEVICES)
 
 
 @dataclass

@@ -78,7 +78,8 @@ class SweepResult:
         return [o for o in self.outcomes if o.status != Status.OK]
 
 
-def _job(a: Authored) -> Job:
+def job_of(a: Authored) -> Job:
+    """The compile of one authored variant, its bytes loaded only when it is dispatched."""
     return Job(a.onnx_sha, a.calib_sha, a.options, lambda: (a.model(), a.calibration()))
 
 
@@ -118,7 +119,7 @@ def _in_order(
     pending: dict[int, CompileResult] = {}
     following_at, settled_count = 0, 0
     batches = iter_compiled(
-        spec.backend, [_job(a) for a in todo], jobs=jobs, cache=Cache.for_runs(runs), cluster=options.cluster
+        spec.backend, [job_of(a) for a in todo], jobs=jobs, cache=Cache.for_runs(runs), cluster=options.cluster
     )
     for settled in batches:
         bar.update(len(settled))

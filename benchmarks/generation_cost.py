@@ -10,8 +10,9 @@ Each side has a runs folder of its own whose compile cache an untimed first gene
 timed pass is the same 8 again with ``remeasure=True`` (compiles from the cache, scoring, the
 rounds, the ledger). Each pass runs both sides one after the other, the first side alternating,
 each in a fresh interpreter of its checkout (``OTHER/.venv/bin/python`` for the other), so both
-see the same host; the load average is read before each. Prints a line per timed generation and
-each side's median and slowest wall.
+see the same host; the load average is read before each, and the time each spent waiting for the
+host's lock (another process's compile or measurement on this host) is kept. Prints a line per
+timed generation and each side's median and slowest wall, with and without those waits.
 
 ``--one RUNS MODEL`` is what each interpreter runs: one generation, one JSON line.
 """
@@ -53,6 +54,7 @@ def one(runs: Path, model: Path) -> dict[str, Any]:
     stopped (where this loop says), its ratio's half-width and whether it holds 1.0."""
     from loop.study import Study
 
+    waited = _time_lock_waits()
     warm = not (runs / "ledger.sqlite").exists()  # the first generation in this folder fills its cache
     study = Study(
         "cost",
@@ -76,7 +78,26 @@ def one(runs: Path, model: Path) -> dict[str, Any]:
         "half_pct": [100 * (hi - lo) / 2 for lo, hi in spans],
         "hold": sum(lo <= 1.0 <= hi for lo, hi in spans),
         "floor_pct": results[0].ratio_floor_pct,
+        "lock_s": waited[0],
     }
+
+
+def _time_lock_waits() -> list[float]:
+    """The seconds this process spends waiting for the host's compile/measure lock (another
+    process's sweep on this host holds it), summed into the list's one item as they pass."""
+    from loop.measure import hostlock
+
+    waited, take = [0.0], hostlock._lock
+
+    def timed(*args: Any, **kwargs: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            take(*args, **kwargs)
+        finally:
+            waited[0] += time.perf_counter() - t0
+
+    hostlock._lock = timed  # module-global: both checkouts call it by name
+    return waited
 
 
 def run_side(python: str, runs: Path, model: Path) -> dict[str, Any]:
@@ -93,18 +114,16 @@ def run_side(python: str, runs: Path, model: Path) -> dict[str, Any]:
     )
     if done.returncode != 0:
         raise SystemExit(f"{python}: {done.stderr.strip().splitlines()[-1:]}")
-    waited = "waiting for host.lock" in done.stderr  # another process's compile or measurement went first
-    return {**json.loads(done.stdout.strip().splitlines()[-1]), "load": load, "waited": waited}
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "load": load}
 
 
 def line(side: str, n: int, r: dict[str, Any]) -> str:
     rounds = [x for x in r["rounds"] if x is not None]
     stops = {s: r["stopped"].count(s) for s in dict.fromkeys(r["stopped"]) if s}
     return (
-        f"{side:5} pass {n}: {r['wall_s']:5.1f} s  load {r['load']:.2f}  rounds {min(rounds, default=0)}-"
-        f"{max(rounds, default=0)}  widest +-{max(r['half_pct']):.2f}%  hold 1.0: {r['hold']}/{CANDIDATES}"
-        + (f"  stopped {stops}" if stops else "")
-        + ("  (waited for host.lock)" if r["waited"] else "")
+        f"{side:5} pass {n}: {r['wall_s']:5.1f} s (lock waits {r['lock_s']:4.1f} s)  load {r['load']:.2f}  rounds "
+        f"{min(rounds, default=0)}-{max(rounds, default=0)}  widest +-{max(r['half_pct']):.2f}%  hold 1.0: "
+        f"{r['hold']}/{CANDIDATES}" + (f"  stopped {stops}" if stops else "")
     )
 
 
@@ -125,18 +144,21 @@ def main() -> None:
         for name, python in sides.items():
             run_side(python, folders[name], model)  # fills its compile cache
         walls: dict[str, list[float]] = {name: [] for name in sides}
+        own: dict[str, list[float]] = {name: [] for name in sides}  # without the waits for the lock
         for n in range(args.passes):
             order = list(sides) if n % 2 == 0 else list(reversed(sides))
             for name in order:
                 found = run_side(sides[name], folders[name], model)
                 walls[name].append(found["wall_s"])
+                own[name].append(found["wall_s"] - found["lock_s"])
                 print(line(name, n, found), flush=True)
-    old = statistics.median(walls["old"])
-    for name, w in walls.items():
-        print(
-            f"{name}: median {statistics.median(w):.1f} s ({statistics.median(w) / old:.2f}x old median), "
-            f"slowest {max(w):.1f} s ({max(w) / old:.2f}x)"
-        )
+    for label, table in (("wall", walls), ("wall less lock waits", own)):
+        old = statistics.median(table["old"])
+        for name, w in table.items():
+            print(
+                f"{label}: {name}: median {statistics.median(w):.1f} s ({statistics.median(w) / old:.2f}x old median),"
+                f" slowest {max(w):.1f} s ({max(w) / old:.2f}x)"
+            )
 
 
 if __name__ == "__main__":

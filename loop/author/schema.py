@@ -137,6 +137,11 @@ class Measure(Strict, DeviceSettings):
     )
 
 
+# The name the measure protocol and the device side read it by: from here, not from the sweep file's
+# module, so a device process never imports the authoring (and onnx with it: 0.6 s of its start).
+MeasureSpec = Measure
+
+
 # ``compile:``: the options every backend reads, declared once in the core beside what they
 # become (CompileOptions); each backend's own keys are its compiler's ``options_model``, added
 # by :func:`compile_model`.

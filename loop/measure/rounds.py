@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loop.author.sweepfile import MeasureSpec
+from loop.author.schema import MeasureSpec
 from loop.core.vocab import Artifact
 from loop.devices.base import Device
 from loop.measure.hostload import LoadProbe, busy_flags

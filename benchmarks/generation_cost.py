@@ -1,7 +1,7 @@
 """What one generation costs, pass after pass (issue 42): the same generation timed alternately
 with another checkout of loop, each side through its own ``loop.Study``.
 
-    python benchmarks/generation_cost.py squeezenet1_1.onnx --other /work/wt-old [--passes 6]
+    python benchmarks/generation_cost.py squeezenet1_1.onnx --other /work/wt-old [--passes 6] [--busy 1]
 
 The generation: 8 candidates over squeezenet1_1 at 64 px (``benchmarks/zoo_export.py``) with
 ``bias_correction: false``, ``scale_weights`` on the first convolution at 8 factors (identical
@@ -13,6 +13,7 @@ each in a fresh interpreter of its checkout (``OTHER/.venv/bin/python`` for the 
 see the same host; the load average is read before each, and the time each spent waiting for the
 host's lock (another process's compile or measurement on this host) is kept. Prints a line per
 timed generation and each side's median and slowest wall, with and without those waits.
+``--busy N`` keeps N processes spinning on the host through the timed passes (both sides alike).
 
 ``--one RUNS MODEL`` is what each interpreter runs: one generation, one JSON line.
 """
@@ -132,6 +133,7 @@ def main() -> None:
     parser.add_argument("model", type=Path)
     parser.add_argument("--other", type=Path, help="the other checkout (its .venv/bin/python runs it)")
     parser.add_argument("--passes", type=int, default=6)
+    parser.add_argument("--busy", type=int, default=0, help="processes spinning through the timed passes")
     parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -145,13 +147,19 @@ def main() -> None:
             run_side(python, folders[name], model)  # fills its compile cache
         walls: dict[str, list[float]] = {name: [] for name in sides}
         own: dict[str, list[float]] = {name: [] for name in sides}  # without the waits for the lock
-        for n in range(args.passes):
-            order = list(sides) if n % 2 == 0 else list(reversed(sides))
-            for name in order:
-                found = run_side(sides[name], folders[name], model)
-                walls[name].append(found["wall_s"])
-                own[name].append(found["wall_s"] - found["lock_s"])
-                print(line(name, n, found), flush=True)
+        spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+        try:
+            for n in range(args.passes):
+                order = list(sides) if n % 2 == 0 else list(reversed(sides))
+                for name in order:
+                    found = run_side(sides[name], folders[name], model)
+                    walls[name].append(found["wall_s"])
+                    own[name].append(found["wall_s"] - found["lock_s"])
+                    print(line(name, n, found), flush=True)
+        finally:
+            for spinner in spinners:
+                spinner.kill()
+                spinner.wait()
     for label, table in (("wall", walls), ("wall less lock waits", own)):
         old = statistics.median(table["old"])
         for name, w in table.items():

@@ -1,7 +1,7 @@
 """A 3-generation study killed with SIGKILL at random moments (issues 34, 42), then finished;
 checked against the same study run without a kill.
 
-    python benchmarks/study_kills.py [--kills 20] [--seed 0] [--min-wait 0.2] [--max-wait 8]
+    python benchmarks/study_kills.py [--kills 20] [--seed 0] [--per-generation 4] [--min-wait 0.2] [--max-wait 8]
 
 A driver process evaluates three generations of ``graphs/two_conv.yaml`` candidates from the
 start every time, as a seeded search rerun after a crash would: the generations it finished come
@@ -29,8 +29,8 @@ BASE = Path(__file__).resolve().parents[1] / "graphs" / "two_conv.yaml"
 DRIVER = """
 import sys
 from loop import Study
-runs, base = sys.argv[1], sys.argv[2]
-gens = [[[{"op": "scale_weights", "layer": "conv1", "factor": 1 + 0.01 * (g * 4 + i + 1)}] for i in range(4)]
+runs, base, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+gens = [[[{"op": "scale_weights", "layer": "conv1", "factor": 1 + 0.01 * (g * count + i + 1)}] for i in range(count)]
         for g in range(3)]
 measure = {"warmup": 2, "frames": 20, "repeats": 1, "ttfo_repeats": 1, "latency_frames": 2,
            "min_duration_s": 0, "budget_s": 3}
@@ -40,9 +40,9 @@ for candidates in gens:
 """
 
 
-def drive(runs: Path) -> subprocess.Popen[bytes]:
+def drive(runs: Path, per_generation: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-c", DRIVER, str(runs), str(BASE)],
+        [sys.executable, "-c", DRIVER, str(runs), str(BASE), str(per_generation)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # its device and compile children die with it
@@ -59,6 +59,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--per-generation", type=int, default=4, help="candidates in each of the 3 generations")
     parser.add_argument("--min-wait", type=float, default=0.2)
     parser.add_argument("--max-wait", type=float, default=8.0)
     args = parser.parse_args()
@@ -68,23 +69,28 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         control, killed = Path(tmp) / "control", Path(tmp) / "killed"
         t0 = time.perf_counter()
-        drive(control).wait()
+        drive(control, args.per_generation).wait()
         print(f"unkilled study: {time.perf_counter() - t0:.1f} s, generations {Study('k', runs=control).generations()}")
         states: list[dict[int, str]] = []
+        landed, left = 0, []  # kills that found the driver running; dead running rows after each
         for _ in range(args.kills):
-            proc = drive(killed)
+            proc = drive(killed, args.per_generation)
             time.sleep(rng.uniform(args.min_wait, args.max_wait))
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
+                landed += 1
             proc.wait()
             found = Study("k", runs=killed).generations() if (killed / "ledger.sqlite").exists() else {}
             assert set(found.values()) <= {"done", "claimed", "abandoned"}, found
             states.append(found)
-        drive(killed).wait()
+            left.append(ledger_rows(killed)[1] if found else 0)
+        drive(killed, args.per_generation).wait()
         final = Study("k", runs=killed).generations()
         done = [n for n, s in final.items() if s == "done"]
-        print(f"after {args.kills} kills: states seen {sorted({s for st in states for s in st.values()})}")
+        seen = sorted({s for st in states for s in st.values()})
+        print(f"after {args.kills} kills ({landed} while it ran): states seen {seen}")
         print(f"numbers claimed after each kill: {[len(st) for st in states]}")
+        print(f"rows left running by the dead driver after each kill (its rerun marks them): {left}")
         print(f"final generations {final}")
         rows, dead = ledger_rows(killed)
         print(f"runs by status {rows}; running with their process gone: {dead}")

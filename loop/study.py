@@ -176,10 +176,15 @@ class Study:
     ) -> list[Result]:
         """Run the generation (the next one unless given) and return a result per candidate;
         ``names`` names the candidates' runs (default ``c0``, ``c1``...). A generation this
-        process or a dead one left unfinished, of the same candidates, is resumed."""
+        process or a dead one left unfinished, of the same candidates, is resumed. Candidates
+        all evaluated already claim no generation: they come back ``reused``, each with the
+        generation it ran in (a rerun of a search replays its generations without new numbers).
+        The study's runs left ``running`` by a process that is gone are marked ``interrupted``."""
         split = [_split(c, self._compile) for c in candidates]
         keys = [content_key(p, o) for p, o in split]
         variants = [names[i] if names else f"c{i}" for i in range(len(keys))]
+        with self._store() as store:
+            store.interrupt_dead()
         done = {} if remeasure else self._reusable(set(keys))
         todo: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
         named: dict[str, str] = {}
@@ -188,6 +193,8 @@ class Study:
                 todo.setdefault(key, (perturb, options))
                 named.setdefault(key, variant)
         groups = self._groups(todo, named)
+        if not groups and self._replays(generation, keys):
+            return self._answered(keys, done)
         self._check(groups)  # bad input: one line, and nothing claimed
         with self._store() as store:
             number, _ = store.claim(
@@ -207,6 +214,21 @@ class Study:
             store.finish(number)
             raced = ratios(store.ledger, [run.id or 0 for _, _, run, _, _ in answers])
         return [with_race(result_of(i, run, ref, reused=gen is not None), raced) for i, _, run, ref, gen in answers]
+
+    def _replays(self, generation: int | None, keys: Sequence[str]) -> bool:
+        """Whether candidates all evaluated already need no number: asked without one, or asked
+        as ``generation`` that is done with these very candidates (a rerun naming its numbers)."""
+        if generation is None:
+            return True
+        with self._store() as store:
+            answered = [a.key for a in store.answered() if a.generation == generation]
+        return answered == list(keys)
+
+    def _answered(self, keys: Sequence[str], done: Mapping[str, Evaluated]) -> list[Result]:
+        """Each candidate's result from the run that answered it earlier, ``reused``."""
+        with self._store() as store:
+            raced = ratios(store.ledger, [done[k].run.id or 0 for k in keys])
+        return [with_race(result_of(i, done[k].run, done[k].ref, reused=True), raced) for i, k in enumerate(keys)]
 
     def _groups(
         self, todo: Mapping[str, tuple[list[dict[str, Any]], dict[str, Any]]], named: Mapping[str, str]

@@ -40,18 +40,24 @@ class VirtualDevice(Device):
 
     name: ClassVar[str] = "virtual"
 
-    def __init__(self, noise: float = 0.02, seed: int = 0, slower: Sequence[float] = ()) -> None:
+    def __init__(
+        self, noise: float = 0.02, seed: int = 0, slower: Sequence[float] = (), noisier: Sequence[float] = ()
+    ) -> None:
         """``slower``: per session in the order opened, a fixed factor on its time (two sessions
-        of one artifact differ so on a real host: memory placement, caches)."""
+        of one artifact differ so on a real host: memory placement, caches); ``noisier``: per
+        session, a factor on its noise (a candidate whose frames spread more than the others')."""
         self.noise, self.rng, self.opened, self.slower = noise, np.random.default_rng(seed), [], list(slower)
+        self.noisier = list(noisier)
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
         return True, ""
 
     def open(self, artifact: Artifact, options: RuntimeOptions) -> VirtualSession:
-        factor = self.slower[len(self.opened)] if len(self.opened) < len(self.slower) else 1.0
-        session = VirtualSession(float(artifact.data) * factor, self.noise, self.rng)
+        n = len(self.opened)
+        factor = self.slower[n] if n < len(self.slower) else 1.0
+        noise = self.noise * (self.noisier[n] if n < len(self.noisier) else 1.0)
+        session = VirtualSession(float(artifact.data) * factor, noise, self.rng)
         session.options = options
         self.opened.append(session)
         return session

@@ -128,13 +128,18 @@ class Measure(Strict, DeviceSettings):
         default=3.0,
         ge=0.1,
         le=100,
-        description="a study: rounds until every rate ratio's 95% interval is within +-this %",
+        description="a study: a candidate's rounds end once its rate ratio's 95% interval is within +-this %",
     )
     budget_s: float = Field(default=120.0, gt=0, le=86_400, description="a study: the most a generation's rounds take")
     # a base whose top-1 collapses is quantization-ruined too, whatever its SNR
     ruined_snr_db: float = Field(
         default=10.0, ge=-100, le=200, description="a base scoring below this SNR is flagged quantization-ruined"
     )
+
+
+# The name the measure protocol and the device side read it by: from here, not from the sweep file's
+# module, so a device process never imports the authoring (and onnx with it: 0.6 s of its start).
+MeasureSpec = Measure
 
 
 # ``compile:``: the options every backend reads, declared once in the core beside what they

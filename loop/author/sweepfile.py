@@ -53,7 +53,7 @@ class DataSpec(schema.Data):
 
 
 # The measure protocol's settings are the sweep file's ``measure:`` section, declared once there.
-MeasureSpec = schema.Measure
+MeasureSpec = schema.MeasureSpec
 
 
 @dataclass(frozen=True)

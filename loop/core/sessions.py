@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import onnx
+if TYPE_CHECKING:  # not at run time: a device process opens serialized bytes, and onnx is 0.6 s of its start
+    import onnx
 
 Optimization = Literal["none", "basic", "extended", "all"]
 CPU = ("CPUExecutionProvider",)
@@ -50,6 +51,6 @@ def session(
         so.log_severity_level = 3
     if save_to is not None:
         so.optimized_model_filepath = os.fspath(save_to)
-    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+    data = model.SerializeToString() if hasattr(model, "SerializeToString") else model  # a proto
     data = data if isinstance(data, bytes) else os.fspath(data)
     return ort.InferenceSession(data, so, providers=list(providers))

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from loop.author import frames as frames_mod
-from loop.author.sweepfile import MeasureSpec
+from loop.author.schema import MeasureSpec
 from loop.core import registry
 from loop.core.errors import BufferSizeError
 from loop.core.hashing import bytes_sha

@@ -1,7 +1,8 @@
 """A study's generation as one flow on the sweep's own runner (issue 34): compile, audit and score
 the candidates and their reference, the devices answering the controlled inputs only; then measure
-them once, together, in interleaved rounds at the protocol's depth, each candidate stopped when its
-ratio's interval meets ``measure.target_ratio_pct`` or when it is beaten (:mod:`loop.measure.rounds`).
+them once, together, in interleaved rounds at the protocol's depth, each candidate leaving the rounds
+on its own when its ratio's interval meets ``measure.target_ratio_pct``, stops narrowing, or is beaten,
+or when ``measure.budget_s`` is spent (:mod:`loop.measure.rounds`); why is kept in its ratio row.
 Each candidate's ratio and its own rate come from the same rounds; nothing is measured twice.
 """
 
@@ -80,12 +81,13 @@ def race(
                 r.id or 0,
                 ref.id or 0,
                 Ratio(*ratio),
-                m.get("rounds"),
+                len(m["fps"][i]),  # its own rounds: it leaves them when it stops
                 m.get("floor_pct"),
                 m["dropped"][i],
                 tuple(m.get("flags") or ()),
                 _rate(m["fps"][i]),
                 target,
+                m["stopped"][i],
             )
         )
     return rows

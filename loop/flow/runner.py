@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from loop.author.sweepfile import MeasureSpec
+from loop.author.schema import MeasureSpec
 from loop.core.kinds import Stage
 from loop.core.record import Measurement
 from loop.core.registry import DEVICES, split_device

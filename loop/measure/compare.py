@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from loop.author.sweepfile import MeasureSpec
+from loop.author.schema import MeasureSpec
 from loop.core.kinds import NOT_COMPARABLE, Flag
 from loop.core.record import Rate, RunRecord
 from loop.core.text import for_person

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from loop.author.frames import quantize, seeded
-from loop.author.sweepfile import MeasureSpec
+from loop.author.schema import MeasureSpec
 from loop.core.kinds import Flag
 from loop.core.vocab import Artifact
 from loop.devices.base import Device, RuntimeOptions, Session

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from loop.author.sweepfile import MeasureSpec
+from loop.author.schema import MeasureSpec
 from loop.core.capture import captured_stderr
 from loop.core.kinds import Flag
 from loop.core.record import DepthRate, Measurement, Rate, plain

@@ -49,6 +49,7 @@ VIEW_KEYS = (
     "stages",
     "ratio_basis",
     "ratio_floor_pct",
+    "stopped",
 )
 
 
@@ -159,11 +160,19 @@ class Result:
 
     @property
     def ratio_basis(self) -> str:
-        """``ledger`` (the two runs' recorded figures) or ``interleaved, N rounds``."""
+        """``ledger`` (the two runs' recorded figures) or ``interleaved, N rounds`` (its own
+        rounds), with why they stopped where that was not the target."""
         if self.race is None:
             return "ledger"
-        dropped = " (dropped: beaten)" if self.race.dropped is not None else ""
-        return f"interleaved, {self.race.rounds} rounds{dropped}"
+        why = self.stopped or ("beaten" if self.race.dropped is not None else None)
+        return f"interleaved, {self.race.rounds} rounds" + (f" (stopped: {why})" if why and why != "target" else "")
+
+    @property
+    def stopped(self) -> str | None:
+        """Why its rounds ended: ``target`` (its interval met ``measure.target_ratio_pct``),
+        ``not narrowing`` or ``budget`` (short of the target: its interval is wider), ``beaten``;
+        None where it was not raced (or raced before this was recorded)."""
+        return None if self.race is None else self.race.stopped
 
     @property
     def ratio_floor_pct(self) -> float | None:

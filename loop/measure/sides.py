@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from loop.author.sweepfile import MeasureSpec
+from loop.author.schema import MeasureSpec
 from loop.devices.base import Session
 from loop.measure.interleave import device_frames
 

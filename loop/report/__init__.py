@@ -298,8 +298,8 @@ def _cell(value: Any) -> str:
 
 def study_table(results: Sequence[Any]) -> str:
     """A study's results (:class:`loop.measure.results.Result`), a line each."""
-    headers = ["run", "sweep", "candidate", "verdict", "SNR dB", "rate fps", "rate ratio (95% CI)", "reused"]
-    headers.append("why not usable")
+    headers = ["run", "sweep", "candidate", "verdict", "SNR dB", "rate fps", "rate ratio (95% CI)", "stopped"]
+    headers += ["reused", "why not usable"]
     rows = [
         [
             str(r.run_id),
@@ -309,12 +309,13 @@ def study_table(results: Sequence[Any]) -> str:
             _fmt(r.scores.get("snr_db"), ".1f"),
             _fmt(r.rate_fps, ".1f"),
             _ratio(r.rate_ratio, r.rate_ratio_ci95),
+            r.stopped or "-",
             "yes" if r.reused else "",
             _clip(r.why or "-", WHY_WIDTH),
         ]
         for r in results
     ]
-    return table(headers, rows, names=(1, 2), prose=(8,)) if rows else "no candidates"
+    return table(headers, rows, names=(1, 2), prose=(9,)) if rows else "no candidates"
 
 
 def _ratio(ratio: float | None, ci: tuple[float, float] | None) -> str:

@@ -36,7 +36,7 @@ from loop.core.record import Change, Measurement, RunRecord, Scores
 from loop.core.vocab import LayerPrint
 from loop.store.files import NETWORK_FILESYSTEMS, StoreFault, filesystem_type, nearly_full
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 60_000
 SQLITE_FULL = getattr(sqlite3, "SQLITE_FULL", 13)
 ERROR_CHARS = 1 << 16  # of a run's error, read back
@@ -70,13 +70,15 @@ STUDY_SCHEMA = [
         high REAL NOT NULL, rounds INTEGER, floor_pct REAL, dropped INTEGER, flags TEXT NOT NULL DEFAULT '[]',
         fps REAL, fps_low REAL, fps_high REAL, target_pct REAL)""",
 ]
-SCHEMA += STUDY_SCHEMA
+RATIO_STOPPED = ["ALTER TABLE ratios ADD COLUMN stopped TEXT"]  # why a candidate's rounds ended (issue 42)
+SCHEMA += STUDY_SCHEMA + RATIO_STOPPED
 MIGRATIONS: dict[int, list[str]] = {
     1: [
         "ALTER TABLE runs ADD COLUMN compiled_on TEXT",
         "ALTER TABLE runs ADD COLUMN cache_hit INTEGER NOT NULL DEFAULT 0",
     ],
     2: STUDY_SCHEMA,
+    3: RATIO_STOPPED,
 }
 
 
@@ -84,9 +86,17 @@ class LedgerWarning(UserWarning):
     """Something about the ledger a user should know, that does not stop the work."""
 
 
+_PLAIN = (int, str, bool, type(None))
+
+
 def _finite(value: Any) -> Any:
     """Plain JSON values: numpy scalars and arrays (a user scorer's, say) become Python ones,
     and inf/nan, which JSON lacks, strings a reader can still tell apart."""
+    kind = type(value)  # a record's values are mostly floats: those first, without the ABC checks
+    if kind is float:
+        return value if math.isfinite(value) else str(value)
+    if kind in _PLAIN:
+        return value
     if isinstance(value, np.generic):
         value = value.item()
     elif isinstance(value, np.ndarray):
@@ -380,6 +390,10 @@ class Ledger:
     def records(self, sweep: str | None = None) -> list[RunRecord]:
         """Every run (of ``sweep``), in id order."""
         return [from_row(r) for r in (self._rows("sweep=?", (sweep,)) if sweep else self._rows())]
+
+    def running(self, sweep_like: str = "%") -> list[LedgerEntry]:
+        """Every run still ``running`` whose sweep name is LIKE ``sweep_like`` (``\\`` escapes), with whose it is."""
+        return [_entry(r) for r in self._rows("status=? AND sweep LIKE ? ESCAPE '\\'", (Status.RUNNING, sweep_like))]
 
     def entries(self, sweep_key: str | None = None) -> list[LedgerEntry]:
         """Every run (of the sweep keyed ``sweep_key``), in id order, with whose it is."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from loop.core.errors import LoopError
-from loop.store.ledger import Ledger
+from loop.store.ledger import Ledger, is_live
 
 CLAIMED, DONE, ABANDONED = "claimed", "done", "abandoned"
+SHORT = ("not narrowing", "budget")  # how a race's rounds stop short of their target (loop.measure.rounds)
 
 
 class Ratio(NamedTuple):
@@ -68,12 +70,14 @@ class RatioRow:
     flags: tuple[str, ...]
     fps: Ratio | None  # its median frames per second in those rounds, with its interval
     target_pct: float | None = None  # the half-width its interval was raced to (measure.target_ratio_pct)
+    stopped: str | None = None  # why its rounds ended: target, not narrowing, budget, beaten (None: not recorded)
 
     @property
     def met(self) -> bool:
         """Whether the rounds' interval is within the target the race ran to: a ratio to trust,
-        whatever else the host ran, since load both sides share cancels in it."""
-        if self.target_pct is None:
+        whatever else the host ran, since load both sides share cancels in it. One whose rounds
+        stopped short of the target (not narrowing, or the budget spent) never met it."""
+        if self.target_pct is None or self.stopped in SHORT:
             return False
         return (self.ratio.high - self.ratio.low) / 2 / self.ratio.value * 100 <= self.target_pct
 
@@ -181,6 +185,26 @@ class StudyStore:
         rows = self.ledger.query("SELECT number FROM generations WHERE study=? ORDER BY number", (self.name,))
         return [int(r["number"]) for r in rows]
 
+    def interrupt_dead(self) -> list[int]:
+        """Mark ``interrupted`` this study's runs left ``running`` by a process that is gone, as a
+        sweep's resume does for its own (pid on this host, heartbeat elsewhere): a generation
+        abandoned, or one a rerun never asks again, is never resumed by a sweep that would. The
+        ids marked."""
+        own = re.compile(re.escape(self.name) + r"-g(\d+)(-o[0-9a-f]{8})?")
+        with self.ledger.write() as db:
+            numbers = {int(r[0]) for r in db.execute("SELECT number FROM generations WHERE study=?", (self.name,))}
+            found = self.ledger.running(_like(self.name) + "-g%")
+            dead = [
+                e.run.id
+                for e in found
+                if e.run.id is not None
+                and (m := own.fullmatch(e.run.sweep)) is not None
+                and int(m[1]) in numbers
+                and not is_live(e)
+            ]
+            self.ledger.mark_interrupted(dead)
+        return dead
+
     def answered(self) -> list[Answered]:
         """Every candidate of every done generation, in generation and candidate order."""
         rows = self.ledger.query(
@@ -208,7 +232,7 @@ class StudyStore:
         with self.ledger.write() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO ratios (run_id, ref_run_id, ratio, low, high, rounds, floor_pct, dropped,"
-                " flags, fps, fps_low, fps_high, target_pct) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " flags, fps, fps_low, fps_high, target_pct, stopped) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 [_row(r) for r in rows],
             )
 
@@ -223,7 +247,7 @@ def ratios(ledger: Ledger, run_ids: Iterable[int] | None = None) -> dict[int, Ra
 def _row(r: RatioRow) -> tuple[Any, ...]:
     fps = r.fps or Ratio(None, None, None)  # type: ignore[arg-type]
     flags = json.dumps(list(r.flags))
-    return (r.run_id, r.ref_run_id, *r.ratio, r.rounds, r.floor_pct, r.dropped, flags, *fps, r.target_pct)
+    return (r.run_id, r.ref_run_id, *r.ratio, r.rounds, r.floor_pct, r.dropped, flags, *fps, r.target_pct, r.stopped)
 
 
 def _ratio(r: Any) -> RatioRow:
@@ -238,7 +262,14 @@ def _ratio(r: Any) -> RatioRow:
         tuple(str(f) for f in json.loads(r["flags"] or "[]")),
         fps,
         r["target_pct"],
+        # a ledger of schema 3 read as it is has no such column (``in`` on a Row looks at values)
+        r["stopped"] if "stopped" in r.keys() else None,  # noqa: SIM118
     )
+
+
+def _like(text: str) -> str:
+    """``text`` as a LIKE pattern that matches it alone (``\\`` escapes)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _gone(pid: int | None, host: str | None) -> bool:

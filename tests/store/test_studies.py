@@ -76,3 +76,34 @@ def test_ratios_are_rows_and_a_met_target_is_the_rounds_interval(tmp_path: Path)
         assert ratios(ledger) == {7: row} and ratios(ledger, [8]) == {}
     assert row.met  # +-2% within 3%, whatever the host-busy flag says
     assert not RatioRow(7, 3, Ratio(1.0, 0.9, 1.1), 9, None, None, (), None, 3.0).met
+
+
+def _dead_pid() -> int:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(done.stdout)
+
+
+def test_a_study_marks_its_own_dead_running_rows_interrupted(tmp_path: Path) -> None:
+    """Rows ``running`` under the study's sweeps (its generations' numbers, with or without an
+    options suffix) whose process is gone become ``interrupted``; a live process's row, another
+    study's and a number the study never claimed are left alone."""
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with Ledger(tmp_path / "ledger.sqlite") as ledger:
+            store = StudyStore(ledger, "s_1")
+            store.claim(KEYS)
+            rows = {
+                sweep: ledger.begin(sweep, "key", "c0", "sha", "onnxruntime", 0)
+                for sweep in ("s_1-g0", "s_1-g0-o0123abcd", "s_1-g7", "sx1-g0", "s_1-g0-live")
+            }
+            with ledger.write() as db:
+                for sweep, run_id in rows.items():
+                    pid = live.pid if sweep.endswith("live") else _dead_pid()
+                    db.execute("UPDATE runs SET pid=?, sweep=? WHERE id=?", (pid, sweep.removesuffix("-live"), run_id))
+            marked = store.interrupt_dead()
+            status = {r.id: str(r.status) for r in ledger.records()}
+    finally:
+        live.kill()
+        live.wait()
+    assert sorted(marked) == [rows["s_1-g0"], rows["s_1-g0-o0123abcd"]]
+    assert [status[rows[k]] for k in ("s_1-g7", "sx1-g0", "s_1-g0-live")] == ["running"] * 3

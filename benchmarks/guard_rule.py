@@ -111,6 +111,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         "| loop's guard | **default** | holds |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    failed = [r["model"] for r in rows if r["off"] is None or r["always"] is None]
+    rows = [r for r in rows if r["model"] not in failed]
     for r in rows:
         folds = ", ".join(f"{f:+.3f}" for f in r["folds"])
         got, ok = holds(r, r["guard"] == "kept")
@@ -119,6 +121,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {r['off']:.1f} | {r['always']:.1f} "
             f"| {folds} | {r['guard']} | **{got:.1f}** | {'yes' if ok else 'NO'} |"
         )
+    if failed:
+        lines += ["", "Failed to quantize at every setting (left out): " + ", ".join(failed)]
     lines += ["", "| rule | holds on | models it fails | mean dB over off |", "|---|---|---|---|"]
     for name, rule in RULES.items():
         outcome = [(r, *holds(r, bool(r["folds"]) and rule(r["folds"]))) for r in rows]

@@ -145,6 +145,7 @@ def sweep(
     from loop.author import sweepfile as spec
     from loop.flow.runner import StageTimeouts
     from loop.flow.sweep import SweepOptions, run_sweep
+    from loop.flow.widen import measure_flagged
     from loop.judge.score import load_scorer
     from loop.store import ledger
 
@@ -169,6 +170,7 @@ def sweep(
         timeouts=timeouts,
     )
     result = run_sweep(parsed, runs, options)
+    measure_flagged(parsed, result.outcomes, runs)  # a ruined base's printed variant, measured first
     with ledger.Ledger(runs / "ledger.sqlite", readonly=True) as book:
         records = [book.record(o.run_id) for o in result.outcomes if o.run_id is not None]
     click.echo(report.sweep_summary(records))

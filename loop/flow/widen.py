@@ -11,8 +11,10 @@ base's in interleaved rounds (:mod:`loop.measure.rounds`), briefly: a cost to re
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import onnx
 
@@ -21,10 +23,11 @@ from loop.author import schema
 from loop.author.author import Authored, author, group_of, references, with_reference
 from loop.author.perturb import op_from
 from loop.author.sweepfile import SweepSpec, VariantSpec, parse
+from loop.core.kinds import Flag
 from loop.core.leftovers import scratch
 from loop.core.vocab import Artifact, CompileResult
 from loop.flow.compile_pool import compile_all
-from loop.flow.evaluate import Against, Prepared, prepare, reference_of, scored, verdict_for
+from loop.flow.evaluate import Against, Prepared, RunOutcome, prepare, reference_of, scored, verdict_for
 from loop.flow.follow import Decision, decision, following
 from loop.flow.noise import of_authored, of_variant, variant_named
 from loop.flow.runner import RaceSpec, Runner, RunTask, StageTimeouts, device_refs
@@ -33,6 +36,7 @@ from loop.judge.falls import RUNGS, first_guess, float_inputs, widened
 from loop.judge.noise import NoiseReport
 from loop.judge.widen import EVERY, RateCost, Step, Target, Widening, target_of
 from loop.store.cache import Cache
+from loop.store.ledger import Ledger
 
 RATE_BUDGET_S = 20.0  # the rounds' most: the rate is said beside the SNR, not raced on
 RATE_TARGET_PCT = 5.0  # a cost read to +-5% is enough to weigh 16 bits against 8
@@ -63,10 +67,11 @@ def target_for(chosen: VariantSpec, target_db: float | None) -> Target:
 
 
 def widen_until(
-    spec: SweepSpec, chosen: VariantSpec, report: NoiseReport, target: Target, runs: Path | None
+    spec: SweepSpec, chosen: VariantSpec, report: NoiseReport, target: Target, runs: Path | None, rates: bool = True
 ) -> Widening:
     """The steps from ``chosen`` as quantized (``report`` is its analysis) to the first that meets
-    ``target``, each measured; ``runs``: whose compile cache to use (None: none)."""
+    ``target``, each measured; ``runs``: whose compile cache to use (None: none); ``rates``: race
+    the steps' rates against the base's too."""
     base = chosen if chosen.own_base else references(spec, with_reference(spec))[group_of(spec, chosen)]
     with scratch("widen") as staging, open_runner(spec, SweepOptions(progress=False)) as runner:
         bench = _Bench(spec, Path(staging), runner, Cache.for_runs(runs) if runs is not None else None)
@@ -82,8 +87,38 @@ def widen_until(
                 again, _ = of_authored(spec, bench.authored(_with_layers(chosen, layers)))
                 rung, why, layers = widened(layers, again, reads, rung)
             steps.append(bench.tried(len(steps), why, _with_layers(chosen, layers), layers))
+        if not rates:
+            return Widening(target, [t.step for t in steps], "rates not measured here: loop noise measures them")
         rated, note = bench.rates(reference, steps)
     return Widening(target, rated, note)
+
+
+def measure_flagged(spec: SweepSpec, outcomes: Iterable[RunOutcome], runs: Path) -> None:
+    """For each base a sweep just flagged quantization-ruined, the variant its flag prints measured
+    before it is printed: its steps widened until one meets the target, each compiled, run and
+    scored (no rate race), and the flag's record rewritten with that variant in place of the first
+    guess. Paid once the sweep's own runs are recorded, by a ruined base only; a failure here
+    leaves the first guess standing, and says why."""
+    for outcome in outcomes:
+        if Flag.QUANTIZATION_RUINED not in outcome.flags or outcome.run_id is None:
+            continue
+        try:
+            chosen = variant_named(spec, outcome.variant)
+            widening = widen_until(spec, chosen, of_variant(spec, chosen, runs), target_for(chosen, None), runs, False)
+            measured_try: dict[str, Any] = {"try_measured": True, "widening": widening.to_json()}
+            if widening.chosen() is not None:
+                measured_try["try"] = widening.to_json()["variant"]
+        except Exception as exc:  # the run stands with its first guess
+            measured_try = {"try_measured_error": f"{type(exc).__name__}: {exc}"}
+        _rewrite_flag(runs, outcome.run_id, measured_try)
+
+
+def _rewrite_flag(runs: Path, run_id: int, update: dict[str, Any]) -> None:
+    with Ledger(runs / "ledger.sqlite") as ledger:
+        run = ledger.record(run_id)
+        found = run.info.get("quantization_ruined")
+        found = {**(found if isinstance(found, dict) else {}), **update}
+        ledger.finish(run_id, replace(run, info={**run.info, "quantization_ruined": found}))
 
 
 def _short(tried: _Tried, target: Target) -> bool:

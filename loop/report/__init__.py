@@ -197,7 +197,12 @@ def ruined_lines(run: RunRecord) -> list[str]:
         )
         lines.append(f"    the signal is lost at: {named}")
         measure = found.get("measure_with")
-        if measure:  # the entries are the falls' regions, a first guess that may fall short
+        widening = found.get("widening")
+        if found.get("try_measured") and isinstance(widening, dict):
+            lines += _measured_lines(widening)
+        elif measure:  # the entries are the falls' regions, a first guess that may fall short
+            if found.get("try_measured_error"):
+                lines.append(f"    measuring it failed: {_one_line(str(found['try_measured_error']))}")
             lines.append(f"    a first guess, unmeasured (`{for_person(str(measure))}` measures it and widens")
             lines.append("    until a variant meets its target); to try 16 bits there, add a variant:")
         else:
@@ -209,6 +214,20 @@ def ruined_lines(run: RunRecord) -> list[str]:
     elif found.get("worst_layers_error"):
         lines.append(f"    worst layers not found: {_one_line(str(found['worst_layers_error']))}")
     return lines
+
+
+def _measured_lines(widening: dict[str, Any]) -> list[str]:
+    """The printed variant as the sweep measured it: the step chosen, what it reached, its verdict."""
+    steps = {s.get("index"): s for s in widening.get("steps") or [] if isinstance(s, dict)}
+    chosen, target = steps.get(widening.get("chosen")), widening.get("target_db")
+    if chosen is None:
+        return ["    measured: no step could be compiled and scored (loop noise says why)"]
+    how = "meets" if widening.get("met") == chosen.get("index") else "the best reached, short of"
+    return [
+        f"    measured: step {chosen.get('index')} ({for_person(str(chosen.get('why')))}) reached "
+        f"{_fmt(chosen.get('snr_db'), '.1f')} dB, {how} the target {_fmt(target, 'g')} dB, "
+        f"{for_person(str(chosen.get('verdict')))}; to keep those layers at 16 bits, add a variant:"
+    ]
 
 
 def host_busy_line(run: RunRecord) -> str:

@@ -128,6 +128,23 @@ def test_the_fall_is_named_and_its_region_brings_the_base_back(tmp_path: Path) -
     assert fixed["sixteen"]["scores"]["snr_db"] >= 25, fixed["sixteen"]["scores"]
 
 
+def test_loop_sweep_measures_the_variant_a_ruined_base_prints(tmp_path: Path) -> None:
+    """``loop sweep`` measures the flag's variant before it prints it: the steps as ``loop noise``
+    takes them (no rate race), the chosen step's entries in place of the first guess."""
+    path = sweep(tmp_path, [{"name": "base"}])
+    ran = CliRunner().invoke(main, ["sweep", str(path), "--runs", str(tmp_path / "runs"), "--quiet"])
+    assert ran.exit_code == 0, ran.output
+    found = base_record(tmp_path).info["quantization_ruined"]
+    widening = found["widening"]
+    assert found["try_measured"] is True and widening["met"] == widening["chosen"] is not None
+    chosen = widening["steps"][widening["chosen"]]
+    assert chosen["snr_db"] >= 25 and chosen["verdict"] == "clean" and found["try"] == chosen["entries"]
+    assert widening["rate_note"].startswith("rates not measured here")
+    printed = "\n".join(ruined_lines(base_record(tmp_path)))
+    assert f"measured: step {chosen['index']}" in printed and "meets the target 25 dB, clean" in printed
+    assert "unmeasured" not in printed and printed in ran.output
+
+
 def base_record(folder: Path) -> RunRecord:
     with Ledger(folder / "runs" / "ledger.sqlite", readonly=True) as book:
         return next(r for r in book.records() if r.variant == "base")

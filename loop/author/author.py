@@ -138,7 +138,13 @@ def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path
     precisions = tuple(dict.fromkeys(p for op in variant.ops for p in op.precisions(structure)))
     precisions = with_tensors(precisions, data, structure)
     base_options = variant.compile or spec.compile
-    derived = {"overrides": overrides, "precisions": precisions, "threads": threads or base_options.threads}
+    rescales = tuple(r for op in variant.ops for r in op.rescales(structure))
+    derived = {
+        "overrides": overrides,
+        "precisions": precisions,
+        "rescales": rescales,
+        "threads": threads or base_options.threads,
+    }
     options = base_options.model_copy(update=derived)
     path = staging / f"{sha}.onnx"
     if not path.exists():
@@ -177,7 +183,9 @@ def _used_notes(
 
 def _judged(options: CompileOptions) -> CompileOptions:
     """What of the options changes what a compile makes (not its timeout or threads)."""
-    return options.model_copy(update={"threads": 0, "timeout_s": None, "overrides": (), "precisions": ()})
+    return options.model_copy(
+        update={"threads": 0, "timeout_s": None, "overrides": (), "precisions": (), "rescales": ()}
+    )
 
 
 def group_of(spec: SweepSpec, v: VariantSpec) -> str:

@@ -21,7 +21,7 @@ from onnx import numpy_helper
 from loop.author import schema
 from loop.core.errors import LoopError
 from loop.core.footprint import WHATS, Allow, Expect, parse_expect  # noqa: F401 - re-exported beside the ops
-from loop.core.vocab import CompileOptions, Precision, RangeOverride
+from loop.core.vocab import CompileOptions, Precision, RangeOverride, Rescale
 from loop.judge.structure import Structure, constants, follow_activations
 
 SCALES = ("in_scale", "out_scale")
@@ -58,6 +58,10 @@ class Op:
         return ()
 
     def precisions(self, structure: Structure) -> tuple[Precision, ...]:
+        return ()
+
+    def rescales(self, structure: Structure) -> tuple[Rescale, ...]:
+        """Scale-only edits of the quantized model (``scale_grid``), made after ``optimize``."""
         return ()
 
     def footprint(self, structure: Structure, options: CompileOptions) -> list[Allow]:
@@ -191,6 +195,70 @@ class ForceRange(schema.ForceRangeOp, Op):
         return rules
 
 
+class ScaleGrid(schema.ScaleGridOp, Op):
+    """Multiply scales of the quantized model, its integers frozen: the layer's weight scales (and
+    its int32 bias's, which is input scale times weight scale), or the scale of the grid its output
+    lands on, wherever it appears (and its readers' bias scales). Nothing is re-derived: the
+    float model, calibration and compile options are the base's, so is its quantized model.
+    ``layer`` may be a glob over the quantized layers."""
+
+    name: ClassVar[str] = "scale_grid"
+
+    def __hash__(self) -> int:  # its factors are a list, as the sweep file writes them
+        return hash((self.op, self.layer, self.of, self.factor, tuple(self.factors or ())))
+
+    @property
+    def scales(self) -> tuple[float, ...]:
+        return tuple(self.factors) if self.factors is not None else (float(self.factor or 1.0),)
+
+    def names(self, structure: Structure) -> list[str]:
+        return [lp.name for lp in structure.layers if fnmatch.fnmatchcase(lp.name, self.layer)]
+
+    def check(self, structure: Structure) -> None:
+        names = self.names(structure)
+        if not names:
+            raise LoopError(unknown_layer(self.layer, [lp.name for lp in structure.layers]), field="layer")
+        for name in names:
+            layer = structure.layer(name)
+            assert layer is not None
+            if self.of == "weights" and layer.weight is None:
+                raise LoopError(f"layer '{name}' has no weights; scale_grid of: weights needs a kernel", field="of")
+            if self.factors is not None and layer.channels != len(self.factors):
+                raise LoopError(
+                    f"{len(self.factors)} factors for layer '{name}', which has {layer.channels} output channels",
+                    field="factors",
+                )
+
+    def grid(self, structure: Structure, name: str) -> str:
+        """The tensor the layer's output is quantized on: past removed activations, at the head
+        of a chain sharing one grid (as :meth:`ForceRange.tensor`)."""
+        return structure.grid(structure.layer(name).out_tensor)  # type: ignore[union-attr]
+
+    def rescales(self, structure: Structure) -> tuple[Rescale, ...]:
+        found = []
+        for name in self.names(structure):
+            tensors: tuple[str, ...] = ()
+            if self.of == "output":
+                head = self.grid(structure, name)
+                on = (structure.writes[n] for n in structure.on_grid(head) if n in structure.writes)
+                tensors = tuple(dict.fromkeys([head, *on]))
+            found.append(Rescale(name, self.of, self.scales, tensors))
+        return tuple(found)
+
+    def footprint(self, structure: Structure, options: CompileOptions) -> list[Allow]:
+        """Only the named scales, by the factors asked; every integer is the base's."""
+        rules: list[Allow] = []
+        for name in self.names(structure):
+            if self.of == "weights":
+                rules += [Allow(name, "kernel-scale", self.scales), Allow(name, "bias-scale", self.scales)]
+                continue
+            head = self.grid(structure, name)
+            rules += [Allow(lp.name, "out_scale", self.scales) for lp in structure.producer_of(head)]
+            for reader in structure.consumers_of(head):
+                rules += [Allow(reader.name, "in_scale", self.scales), Allow(reader.name, "bias-scale", self.scales)]
+        return list(dict.fromkeys(rules))
+
+
 class Calibration(schema.CalibrationOp, Op):
     """Change the calibration set: its size and its seed."""
 
@@ -300,6 +368,7 @@ OPS: dict[str, type[Any]] = {
     "add_weight_noise": AddWeightNoise,
     "force_range_out": ForceRange,
     "force_range_in": ForceRange,
+    "scale_grid": ScaleGrid,
     "calibration": Calibration,
     "precision": LayerPrecision,
 }

@@ -28,6 +28,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     create_model,
+    model_validator,
 )
 from pydantic.fields import FieldInfo
 
@@ -171,6 +172,45 @@ class ForceRangeOp(Strict):
     )
 
 
+def _plain_floats(value: Any) -> Any:
+    """A numpy array (or any sequence) of per-channel factors as a list of floats: from Python,
+    ``factors`` may be a numpy array; a sweep file gives a list."""
+    if value is None or isinstance(value, (list, str, bytes)):
+        return value
+    try:
+        return [float(v) for v in value]
+    except TypeError:
+        return value
+
+
+Factor = Annotated[float, Field(gt=0, le=1e6)]
+
+
+class ScaleGridOp(Strict):
+    op: Literal["scale_grid"] = "scale_grid"
+    layer: Annotated[
+        str, Field(min_length=1, max_length=1024, description="an ONNX node name, or a glob as in `expect:`")
+    ]
+    of: Literal["weights", "output"] = Field(
+        description="weights: the layer's weight scales (and its int32 bias's); output: the scale of the grid its "
+        "output is quantized on, wherever it appears (and its readers' bias scales)"
+    )
+    factor: Factor | None = Field(default=None, description="multiplies the scale(s), after quantization (F > 0)")
+    factors: Annotated[list[Factor] | None, BeforeValidator(_plain_floats)] = Field(
+        default=None,
+        max_length=1 << 20,
+        description="instead of factor: one per output channel (of: weights; a numpy array from Python)",
+    )
+
+    @model_validator(mode="after")
+    def _one_factor(self) -> ScaleGridOp:
+        if (self.factor is None) == (self.factors is None):
+            raise ValueError("give exactly one of factor and factors")
+        if self.factors is not None and self.of != "weights":
+            raise ValueError("factors are per output channel: of: weights only")
+        return self
+
+
 class CalibrationOp(Strict):
     op: Literal["calibration"] = "calibration"
     count: Annotated[int, Field(ge=1, le=100_000)] | None = None
@@ -188,7 +228,8 @@ class PrecisionOp(Strict):
 
 
 OpModel = Annotated[
-    ScaleWeightsOp | AddWeightNoiseOp | ForceRangeOp | CalibrationOp | PrecisionOp, Field(discriminator="op")
+    ScaleWeightsOp | AddWeightNoiseOp | ForceRangeOp | ScaleGridOp | CalibrationOp | PrecisionOp,
+    Field(discriminator="op"),
 ]
 
 
@@ -398,6 +439,7 @@ def _is_label(part: str) -> bool:
             "add_weight_noise",
             "force_range_out",
             "force_range_in",
+            "scale_grid",
             "calibration",
             "precision",
             "function-after",
@@ -483,6 +525,7 @@ _OPS: dict[str, type[Strict]] = {
     "add_weight_noise": AddWeightNoiseOp,
     "force_range_out": ForceRangeOp,
     "force_range_in": ForceRangeOp,
+    "scale_grid": ScaleGridOp,
     "calibration": CalibrationOp,
     "precision": PrecisionOp,
 }

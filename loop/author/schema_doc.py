@@ -27,6 +27,7 @@ SECTIONS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("`perturb:` op `scale_weights`", schema.ScaleWeightsOp),
     ("`perturb:` op `add_weight_noise`", schema.AddWeightNoiseOp),
     ("`perturb:` ops `force_range_out`, `force_range_in`", schema.ForceRangeOp),
+    ("`perturb:` op `scale_grid`", schema.ScaleGridOp),
     ("`perturb:` op `calibration`", schema.CalibrationOp),
     ("`perturb:` op `precision`", schema.PrecisionOp),
     ("`expect:`", schema.ExpectModel),

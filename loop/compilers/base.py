@@ -10,6 +10,10 @@ Contract for every compiler:
   so that it can be compiled on one host and run on another.
 * ``fingerprint(quantized)`` returns one :class:`LayerPrint` per quantized layer in graph
   order; the hashes must be stable across hosts and runs.
+* ``rescale(quantized, edits)`` (optional) patches a quantized model's scales, its integers
+  untouched (``scale_grid``): no calibration, no bias correction, no re-quantization. It returns
+  a new :class:`Quantized` and leaves its argument as it was (one quantized model serves many
+  edits). A backend without it refuses in one line.
 * ``noise(quantized, frames)`` (optional) measures where quantization loses, per quantized tensor.
 * ``describe()`` names the compiler and the versions of the tools behind it.
 * ``available()`` says whether the tools are installed, and why not; it must not raise.
@@ -23,18 +27,24 @@ bad variant never ends a sweep.
 
 from __future__ import annotations
 
+import copy
 import time
 import traceback
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar
 
 from loop.core.capture import STDERR_TAIL, captured_stderr
 from loop.core.options import BackendOptions
-from loop.core.vocab import Artifact, CompileOptions, CompileResult, Frames, LayerPrint, Quantized
+from loop.core.vocab import Artifact, CompileOptions, CompileResult, Frames, LayerPrint, Quantized, Rescale
 
 if TYPE_CHECKING:
     from loop.judge.noise import TensorNoise
+
+
+class RescaleRefused(NotImplementedError):
+    """A backend that cannot patch a quantized model's scales; the message is one line."""
 
 
 class Compiler(ABC):
@@ -69,6 +79,10 @@ class Compiler(ABC):
     @abstractmethod
     def fingerprint(self, quantized: Quantized) -> list[LayerPrint]: ...
 
+    def rescale(self, quantized: Quantized, edits: Sequence[Rescale]) -> Quantized:
+        """``quantized`` with each edit's scales multiplied, every integer as it was."""
+        raise RescaleRefused(f"the {self.name} backend cannot edit a quantized model's scales (scale_grid)")
+
     def noise(self, quantized: Quantized, frames: Frames) -> list[TensorNoise] | None:
         """Per quantized tensor of ``quantized`` (as ``optimize`` returned it) on ``frames``: its
         accumulated and local SNR against the float model, named as the sweep names layers, in
@@ -86,17 +100,37 @@ def _error_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
 
 
-def run_compile(compiler: Compiler, model: bytes, calibration: Frames, options: CompileOptions) -> CompileResult:
-    """Optimize, fingerprint and compile, timing each stage; failures become values."""
+def run_compile(
+    compiler: Compiler,
+    model: bytes,
+    calibration: Frames,
+    options: CompileOptions,
+    quantized: Quantized | None = None,
+) -> CompileResult:
+    """Optimize, rescale (``options.rescales``), fingerprint and compile, timing each stage;
+    failures become values. ``quantized``: the model already optimized with these options (a
+    cached one), so ``optimize`` is not run; one optimized here comes back in ``result.quantized``."""
     result = CompileResult(ok=False)
     stage: str | None = "optimize"
     with captured_stderr() as err:
         try:
-            t0 = time.perf_counter()
-            quantized = compiler.optimize(model, calibration, options)
-            result.stages["optimize_s"] = time.perf_counter() - t0
+            if quantized is None:
+                t0 = time.perf_counter()
+                quantized = compiler.optimize(model, calibration, options.quantizing())
+                result.stages["optimize_s"] = time.perf_counter() - t0
+                result.quantized = _copy(quantized)
+                result.info["quantized_from"] = "optimize"
+            else:  # its optimize's figures are the base's, kept apart: this compile ran none
+                result.info.update(quantized_from="cache", quantized_stages=dict(quantized.stages))
+                quantized = replace(_copy(quantized), stages={})
             result.stages.update(quantized.stages)
             result.info.update(quantized.info)
+            if options.rescales:
+                stage = "rescale"
+                t0 = time.perf_counter()
+                quantized = compiler.rescale(quantized, options.rescales)
+                result.stages["rescale_s"] = time.perf_counter() - t0
+                result.info.update(quantized.info)
             stage = "fingerprint"
             result.layers = compiler.fingerprint(quantized)
             stage = "compile"
@@ -109,10 +143,15 @@ def run_compile(compiler: Compiler, model: bytes, calibration: Frames, options: 
             result.ok, stage = True, None
         except Exception as exc:
             if stage == "compile":  # what the compile found before it failed (the HEF's size it was refused for)
-                result.stages.update(quantized.stages)
-                result.info.update(quantized.info)
+                result.stages.update(quantized.stages)  # type: ignore[union-attr]
+                result.info.update(quantized.info)  # type: ignore[union-attr]
             result.error = _error_line(exc)
             result.info["traceback"] = traceback.format_exc(limit=8)
     result.stage = stage
     result.stderr_tail = err.getvalue()[-STDERR_TAIL:]
     return result
+
+
+def _copy(quantized: Quantized) -> Quantized:
+    """The quantized model as optimize left it: fingerprint and compile may add to its info."""
+    return replace(quantized, info=copy.deepcopy(quantized.info), stages=dict(quantized.stages))

@@ -8,6 +8,7 @@ more than a scale.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +21,18 @@ import onnxruntime as ort
 from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
 from loop.author.frames import Frames, count, feed
-from loop.compilers import bias_correction, biasing, boundary, calibration, qdq
+from loop.compilers import bias_correction, biasing, boundary, calibration, qdq, qdq_rescale
 from loop.compilers.base import Compiler
 from loop.core.leftovers import scratch
 from loop.core.sessions import session
-from loop.core.vocab import Artifact, CompileOptions, LayerPrint, Quantized
+from loop.core.vocab import Artifact, CompileOptions, LayerPrint, Quantized, Rescale
 from loop.judge.noise import TensorNoise
 from loop.store.artifacts import with_layout
 
 # 2: float kernels in fingerprints, held-out bias correction (issue 32); 3: the guard recorded;
-# 4: grids wider than 8 bits recorded (issue 36); 5: the guard on four folds, clear of their spread (issue 42)
-REVISION = "5"
+# 4: grids wider than 8 bits recorded (issue 36); 5: the guard on four folds, clear of their spread (issue 42);
+# 6: integer-only kernel and bias hashes in fingerprints (issue 43)
+REVISION = "6"
 
 
 class OnnxRuntimeCompiler(Compiler):
@@ -82,6 +84,13 @@ class OnnxRuntimeCompiler(Compiler):
         if warnings:
             info["warnings"] = warnings
         return Quantized(self.name, quantized.SerializeToString(), info=info, source=model)
+
+    def rescale(self, quantized: Quantized, edits: Sequence[Rescale]) -> Quantized:
+        """The QDQ model's scale initializers multiplied (:mod:`loop.compilers.qdq_rescale`)."""
+        model = onnx.load_from_string(quantized.data)
+        done = qdq_rescale.rescale(model, edits)
+        info = {**quantized.info, "rescaled": done}
+        return Quantized(self.name, model.SerializeToString(), info=info, stages={}, source=quantized.source)
 
     def fingerprint(self, quantized: Quantized) -> list[LayerPrint]:
         source = onnx.load_from_string(quantized.source) if quantized.source else None

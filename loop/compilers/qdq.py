@@ -124,14 +124,15 @@ def _tuple(a: np.ndarray | None, kind: type) -> tuple:
     return () if a is None else tuple(kind(v) for v in np.asarray(a).reshape(-1))
 
 
-def _kernel(g: QdqGraph, node: onnx.NodeProto) -> tuple[str | None, tuple[float, ...], tuple[int, ...]]:
-    """The kernel hash (integers with their scale and zero point) and the weight grid."""
+def _kernel(g: QdqGraph, node: onnx.NodeProto) -> tuple[str | None, str | None, tuple[float, ...], tuple[int, ...]]:
+    """The kernel hash (integers with their scale and zero point), the integers' alone (with their
+    zero point), and the weight grid."""
     w = g.weight(node)
     if w is None:
-        return None, (), ()
+        return None, None, (), ()
     kernel, w_scale, w_zp = g.required(w.values), g.required(w.scale), g.array(w.zero_point)
-    parts: list[np.ndarray] = [kernel, w_scale] + ([w_zp] if w_zp is not None else [])
-    return array_sha(*parts), _tuple(w_scale, float), _tuple(w_zp, int)
+    zps: list[np.ndarray] = [w_zp] if w_zp is not None else []
+    return array_sha(kernel, w_scale, *zps), array_sha(kernel, *zps), _tuple(w_scale, float), _tuple(w_zp, int)
 
 
 def _per_axis(a: np.ndarray, like: np.ndarray, axis: int) -> np.ndarray:
@@ -183,18 +184,19 @@ def _float_kernel(g: QdqGraph, node: onnx.NodeProto, kernel: np.ndarray | None) 
 
 
 def layer_print(g: QdqGraph, node: onnx.NodeProto, kernel: np.ndarray | None = None) -> LayerPrint:
-    kernel_sha, w_scale, w_zp = _kernel(g, node)
+    kernel_sha, kernel_int_sha, w_scale, w_zp = _kernel(g, node)
     float_sha, grid_off = _float_kernel(g, node, kernel)
     x = g.dq_param(node.input[0])
     q, _ = g.out_q(node.output[0])
-    bias_sha = bias = step = None
+    bias_sha = bias_int_sha = bias = step = None
     b = g.dq_param(node.input[2]) if len(node.input) > 2 else None
     added = g.add_bias(node) if b is None else None
     b = added[1] if added is not None else b
     if b is not None:
         b_int, b_scale, b_zp = g.required(b.values), g.required(b.scale), g.array(b.zero_point)
         # an Add's constant sits on a uint8 grid whose zero point is part of its value
-        bias_sha = array_sha(b_int, b_scale, *([b_zp] if added is not None and b_zp is not None else []))
+        zps = [b_zp] if added is not None and b_zp is not None else []
+        bias_sha, bias_int_sha = array_sha(b_int, b_scale, *zps), array_sha(b_int, *zps)
         zero = b_zp.astype(np.float64) if b_zp is not None else 0.0
         bias = _tuple((b_int.astype(np.float64) - zero) * b_scale.astype(np.float64), float)
         step = _tuple(np.broadcast_to(b_scale, b_int.shape), float)
@@ -203,6 +205,8 @@ def layer_print(g: QdqGraph, node: onnx.NodeProto, kernel: np.ndarray | None = N
         op=node.op_type,
         kernel_sha=kernel_sha,
         bias_sha=bias_sha,
+        kernel_int_sha=kernel_int_sha,
+        bias_int_sha=bias_int_sha,
         weight_scale=w_scale,
         weight_zero_point=w_zp,
         in_tensor=g.float_name(node.input[0]),

@@ -6,11 +6,17 @@ may import the other's side of that exchange.
 
 A footprint is a set of :class:`Allow` rules over observed changes. ``what`` is one of
 ``kernel`` (what a kernel stands for changed), ``kernel-rounding`` (the same float kernel
-re-rounded on a moved weight grid), ``bias`` (a real bias change), ``bias-rounding`` (a
-dequantized bias that moved no more than half an old step plus half a new one), ``in_scale``
-and ``out_scale`` (scale, zero point or bits of the tensor a layer reads or writes), and
-``function`` (what a layer computes). Rounding is never a confound: the audit allows both
-kinds anywhere, unless a variant's ``expect: deny`` names them.
+re-rounded on a moved weight grid), ``kernel-scale`` (the same integers, only the weight scales
+moved), ``bias`` (a real bias change), ``bias-rounding`` (a dequantized bias that moved no more
+than half an old step plus half a new one), ``bias-scale`` (the same integers on a moved
+scale), ``in_scale`` and ``out_scale`` (scale, zero point or bits of the tensor a layer reads or
+writes), and ``function`` (what a layer computes). Rounding is never a confound: the audit allows
+both kinds anywhere, unless a variant's ``expect: deny`` names them. A rule allowing ``kernel``
+or ``bias`` allows their rounding and their ``-scale`` change too.
+
+A rule with ``factors`` allows a scale change only by those factors: each moved scale over the
+base's (per channel, one factor for all) within float32 rounding, its zero point and bits
+unchanged (``scale_grid``, whose edits must land where and as asked).
 """
 
 from __future__ import annotations
@@ -22,7 +28,19 @@ from typing import Any
 
 from loop.core.errors import LoopError
 
-WHATS = ("kernel", "kernel-rounding", "bias", "bias-rounding", "in_scale", "out_scale", "function")
+WHATS = (
+    "kernel",
+    "kernel-rounding",
+    "kernel-scale",
+    "bias",
+    "bias-rounding",
+    "bias-scale",
+    "in_scale",
+    "out_scale",
+    "function",
+)
+SUBKINDS = ("bias-rounding", "kernel-rounding", "bias-scale", "kernel-scale")  # each allowed by its head's rule
+RATIO_TOLERANCE = 1e-6  # a float32 scale times a factor, rounded to float32: well inside this
 
 
 @dataclass(frozen=True)
@@ -31,11 +49,24 @@ class Allow:
 
     layer: str
     what: str
+    factors: tuple[float, ...] | None = None  # a scale change by exactly these, else not covered
 
-    def covers(self, layer: str, what: str) -> bool:
-        if what in ("bias-rounding", "kernel-rounding") and self.what == what.partition("-")[0]:
+    def covers(self, layer: str, what: str, ratios: tuple[float, ...] | None = None) -> bool:
+        """``ratios``: a scale change's new scale over the base's, per channel (None: not a pure
+        scale change), which a rule with ``factors`` must match."""
+        if self.factors is not None and not self.matches(ratios):
+            return False
+        if what in SUBKINDS and self.what == what.partition("-")[0]:
             return fnmatch.fnmatchcase(layer, self.layer)
         return fnmatch.fnmatchcase(layer, self.layer) and fnmatch.fnmatchcase(what, self.what)
+
+    def matches(self, ratios: tuple[float, ...] | None) -> bool:
+        if not ratios or self.factors is None:
+            return False
+        want = self.factors * len(ratios) if len(self.factors) == 1 else self.factors
+        return len(want) == len(ratios) and all(
+            abs(r / f - 1.0) <= RATIO_TOLERANCE for r, f in zip(ratios, want, strict=True)
+        )
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ class Stage(Kind):
 
     STARTUP = "startup"
     OPTIMIZE = "optimize"
+    RESCALE = "rescale"  # scale_grid's patch of a quantized model
     FINGERPRINT = "fingerprint"
     COMPILE = "compile"
     STORE = "store"

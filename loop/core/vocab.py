@@ -122,6 +122,10 @@ class LayerPrint:
     # no ONNX node is unmapped: ``name`` is its compiled name and ``onnx_names`` is empty.
     compiled_name: str | None = None
     onnx_names: tuple[str, ...] = ()
+    # The integers alone (kernel with its zero points; bias), without their scales: a scale-only
+    # edit (``scale_grid``) must leave them equal to the base's. None: an older record.
+    kernel_int_sha: str | None = None
+    bias_int_sha: str | None = None
 
     @property
     def unmapped(self) -> bool:
@@ -156,6 +160,21 @@ class RangeOverride:
     tensor: str  # the tensor actually quantized (resolved through removed activations)
     lo: float
     hi: float
+
+
+@dataclass(frozen=True)
+class Rescale:
+    """A scale-only edit of a quantized model (``scale_grid``): ``of="weights"`` multiplies
+    ``layer``'s weight scales (one factor for all channels, or one per output channel) and its
+    int32 bias's scale with them; ``of="output"`` multiplies the scale of the grid ``layer``'s
+    output is quantized on, wherever it appears (``tensors``: every float tensor on that grid, past
+    removed activations and through ops that share it), and its readers' bias scales. Every
+    integer stays as quantization left it."""
+
+    layer: str
+    of: Literal["weights", "output"]
+    factors: tuple[float, ...]
+    tensors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -246,6 +265,8 @@ class CompileOptions(CompileSettings):
 
     overrides: tuple[RangeOverride, ...] = ()
     precisions: tuple[Precision, ...] = ()
+    # scale-only edits applied after quantization: never an input of ``optimize``
+    rescales: tuple[Rescale, ...] = ()
     backend_options: tuple[tuple[str, Any], ...] = ()
     # the bias-correction guard's decision, made once on the variant's reference and followed
     # here (None: decided by this compile); a variant never differs from its reference by it
@@ -253,6 +274,10 @@ class CompileOptions(CompileSettings):
 
     def backend_option(self, key: str, default: Any = None) -> Any:
         return dict(self.backend_options).get(key, default)
+
+    def quantizing(self) -> CompileOptions:
+        """What ``optimize`` reads: these options less the edits made after it."""
+        return self.model_copy(update={"rescales": ()}) if self.rescales else self
 
 
 @dataclass
@@ -282,3 +307,6 @@ class CompileResult:
     info: dict[str, Any] = field(default_factory=dict)
     compiled_on: str = "local"
     cache_hit: bool = False
+    # the quantized model this compile optimized, before any rescale: carried back to the parent
+    # for its quantized-model cache, never kept in a compile's own entry
+    quantized: Quantized | None = None

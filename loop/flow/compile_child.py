@@ -25,11 +25,19 @@ import numpy as np
 
 from loop.compilers.base import Compiler, run_compile
 from loop.core.leftovers import scratch
-from loop.core.vocab import CompileOptions, CompileResult, Frames
+from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized
 from loop.flow import supervise
-from loop.store.codec import Damaged, decode, encode, options_from_json, options_to_json
+from loop.store.codec import (
+    Damaged,
+    decode,
+    decode_quantized,
+    encode,
+    encode_quantized,
+    options_from_json,
+    options_to_json,
+)
 
-STAGES = ("optimize", "fingerprint", "compile")
+STAGES = ("optimize", "rescale", "fingerprint", "compile")
 
 
 def resolve(ref: str) -> type[Compiler]:
@@ -38,18 +46,26 @@ def resolve(ref: str) -> type[Compiler]:
     return found
 
 
-def compile_with(compiler: Compiler, model: bytes, calibration: Frames, options: CompileOptions) -> CompileResult:
-    """One compile in this process; returns a value, never raises."""
-    result = run_compile(compiler, model, calibration, options)
+def compile_with(
+    compiler: Compiler,
+    model: bytes,
+    calibration: Frames,
+    options: CompileOptions,
+    quantized: Quantized | None = None,
+) -> CompileResult:
+    """One compile in this process (from ``quantized`` when given: no optimize); returns a value, never raises."""
+    result = run_compile(compiler, model, calibration, options, quantized)
     result.info["versions"] = compiler.describe()
     result.info["host"] = socket.gethostname()
     return result
 
 
-def run_isolated(ref: str, model: bytes, calibration: Frames, options: CompileOptions) -> CompileResult:
+def run_isolated(
+    ref: str, model: bytes, calibration: Frames, options: CompileOptions, quantized: Quantized | None = None
+) -> CompileResult:
     """Compile in a child process, killed with its group after ``options.timeout_s``."""
     try:
-        with scratch("compile") as tmp, _start(Path(tmp), (ref, model, calibration, options)) as child:
+        with scratch("compile") as tmp, _start(Path(tmp), (ref, model, calibration, options, quantized)) as child:
             code = child.finish(options.timeout_s)
             result = _outcome(Path(tmp), code, child.tail(), options.timeout_s)
     except Exception as exc:
@@ -58,7 +74,7 @@ def run_isolated(ref: str, model: bytes, calibration: Frames, options: CompileOp
     return result
 
 
-def _start(work: Path, args: tuple[str, bytes, Frames, CompileOptions]) -> supervise.Child:
+def _start(work: Path, args: tuple[str, bytes, Frames, CompileOptions, Quantized | None]) -> supervise.Child:
     """A fork, whose imports (the compiler's own included) are warm in this process, where it
     can; else a fresh interpreter that reads its inputs from ``work``."""
     if supervise.can_fork():
@@ -68,7 +84,13 @@ def _start(work: Path, args: tuple[str, bytes, Frames, CompileOptions]) -> super
     return supervise.spawn("loop.flow.compile_child", str(work), folder=work)
 
 
-def _write_inputs(work: Path, ref: str, model: bytes, calibration: Frames, options: CompileOptions) -> None:
+def _write_inputs(
+    work: Path, ref: str, model: bytes, calibration: Frames, options: CompileOptions, quantized: Quantized | None
+) -> None:
+    if quantized is not None:
+        meta, blob = encode_quantized(quantized)
+        (work / "quantized.meta").write_bytes(meta)
+        (work / "quantized.blob").write_bytes(blob)
     (work / "ref.txt").write_text(ref)
     (work / "options.json").write_text(options_to_json(options))
     (work / "model.onnx").write_bytes(model)
@@ -78,12 +100,16 @@ def _write_inputs(work: Path, ref: str, model: bytes, calibration: Frames, optio
         np.save(work / "calibration.npy", calibration, allow_pickle=False)
 
 
-def _read_inputs(work: Path) -> tuple[str, bytes, Frames, CompileOptions]:
+def _read_inputs(work: Path) -> tuple[str, bytes, Frames, CompileOptions, Quantized | None]:
+    quantized = None
+    if (work / "quantized.meta").exists():
+        quantized = decode_quantized((work / "quantized.meta").read_bytes(), (work / "quantized.blob").read_bytes())[0]
     return (
         (work / "ref.txt").read_text(),
         (work / "model.onnx").read_bytes(),
         _read_frames(work),
         options_from_json((work / "options.json").read_text()),
+        quantized,
     )
 
 
@@ -127,13 +153,20 @@ def _marked(method: Callable[..., Any], stage: str, path: Path) -> Callable[...,
     return call
 
 
-def _compile_to(work: Path, ref: str, model: bytes, calibration: Frames, options: CompileOptions) -> None:
+def _compile_to(
+    work: Path,
+    ref: str,
+    model: bytes,
+    calibration: Frames,
+    options: CompileOptions,
+    quantized: Quantized | None = None,
+) -> None:
     """Compile, and leave the result in ``work`` as data (the supervisor checks its hashes)."""
     try:
         compiler = resolve(ref)()
         for stage in STAGES:  # so a timeout or crash can say where it happened
             setattr(compiler, stage, _marked(getattr(compiler, stage), stage, work / "stage"))
-        result = compile_with(compiler, model, calibration, options)
+        result = compile_with(compiler, model, calibration, options, quantized)
     except Exception as exc:
         result = CompileResult(ok=False, stage="startup", error=f"{type(exc).__name__}: {exc}")
     meta, blob = encode(result)

@@ -1,6 +1,9 @@
 """Compile many variants at once: cached, deduplicated, in parallel, locally or on Dask.
 
-Cache hits and repeats of an item are never compiled. Misses go to workers (joblib's loky
+Cache hits and repeats of an item are never compiled. A compile with scale-only edits
+(``scale_grid``) starts from its base's quantized model: a cached one, or the one a compile of
+this batch with the same model, frames and options optimizes first (the base, or one of the
+edited compiles), so each base is optimized once. Misses go to workers (joblib's loky
 processes here, or the workers of a Dask cluster), and each worker runs its compile in a
 child process of its own process group (:mod:`loop.flow.compile_child`), so a per-variant
 timeout or a crash fails that variant alone. Results come back by value, in input order,
@@ -22,10 +25,11 @@ from typing import Any
 from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha
 from loop.core.registry import COMPILERS, compiler_class
-from loop.core.vocab import CompileOptions, CompileResult, Frames
+from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized
 from loop.flow import supervise
 from loop.flow.compile_child import compile_with, resolve, run_isolated
-from loop.store.cache import Cache, calibration_sha, key_of
+from loop.flow.follow import decision
+from loop.store.cache import Cache, calibration_sha, key_of, quantized_key
 
 Item = tuple[bytes, Frames, CompileOptions]
 CONNECT_TIMEOUT_S = 20.0  # a scheduler that has not answered by then is taken as unreachable
@@ -41,6 +45,9 @@ class Job:
     calib_sha: str
     options: CompileOptions
     load: Callable[[], tuple[bytes, Frames]]
+    # keep the quantized model it optimizes, for scale-only edits of it compiled later (a base
+    # whose variants follow its guard's decision compile in a batch after it)
+    keep_quantized: bool = False
 
 
 def as_job(item: Item | Job) -> Job:
@@ -91,11 +98,64 @@ def iter_compiled(
         hits = _settle(keys, done)
         if hits:
             yield hits
-        for key, result in _compile(ref, todo, jobs, client):
-            result.info.setdefault("versions", versions)
-            if cache is not None:
-                cache.store(key, result)
-            yield _settle(keys, {key: result})
+        base = _Quantized(backend, versions, cache, todo)
+        for phase in base.phases():
+            for key, result in _compile(ref, phase, jobs, client, base.held):
+                base.keep(todo[key], result)
+                result.info.setdefault("versions", versions)
+                if cache is not None:
+                    cache.store(key, result)
+                yield _settle(keys, {key: result})
+
+
+class _Quantized:
+    """The quantized models a batch's scale-only edits start from: found in the cache, or kept
+    from the compile that optimizes them first; each compile's by its compile key."""
+
+    def __init__(self, backend: str, versions: dict[str, str], cache: Cache | None, todo: dict[str, Job]) -> None:
+        self.backend, self.versions, self.cache, self.todo = backend, versions, cache, todo
+        self.of = {key: self._key(job, job.options) for key, job in todo.items()}
+        self.wanted = {self.of[k] for k, j in todo.items() if j.options.rescales}
+        self.models: dict[str, Quantized] = {}
+        for qkey in self.wanted:
+            found = cache.lookup_quantized(qkey) if cache is not None else None
+            if found is not None:
+                self.models[qkey] = found
+
+    def _key(self, job: Job, options: CompileOptions) -> str:
+        return quantized_key(job.model_sha, job.calib_sha, options, self.backend, self.versions)
+
+    @property
+    def held(self) -> dict[str, Quantized | None]:
+        """Each compile key's quantized model to start from (None: optimize)."""
+        return {k: self.models.get(self.of[k]) if j.options.rescales else None for k, j in self.todo.items()}
+
+    def phases(self) -> list[dict[str, Job]]:
+        """Compiles that need no one else's quantized model first (plain ones, and one edited
+        compile per base nothing else optimizes), then the edited compiles that wait for it."""
+        first: dict[str, Job] = {}
+        made = {self.of[k] for k, j in self.todo.items() if not j.options.rescales} | set(self.models)
+        for key, job in self.todo.items():
+            if not job.options.rescales or self.of[key] not in made:
+                made.add(self.of[key])
+                first[key] = job
+        return [first, {k: j for k, j in self.todo.items() if k not in first}]
+
+    def keep(self, job: Job, result: CompileResult) -> None:
+        """Hold (and cache) the quantized model a compile optimized, where edits want it: under
+        its own key, and under the key of the guard decision it made, which its variants follow."""
+        quantized, result.quantized = result.quantized, None
+        if quantized is None:
+            return
+        keys = {self._key(job, job.options)}
+        decided = decision(result.info)
+        if job.options.bias_guard_given is None and decided is not None:
+            keys.add(self._key(job, job.options.model_copy(update={"bias_guard_given": decided})))
+        for qkey in keys:
+            if qkey in self.wanted or job.keep_quantized:
+                self.models.setdefault(qkey, quantized)
+                if self.cache is not None:
+                    self.cache.store_quantized(qkey, quantized)
 
 
 def _compiler_ref(backend: str) -> str:
@@ -119,7 +179,9 @@ def _split(keys: list[str], items: list[Job], cache: Cache | None) -> tuple[dict
     return done, todo
 
 
-def _compile(ref: str, todo: dict[str, Job], jobs: int, client: Any) -> Iterator[tuple[str, CompileResult]]:
+def _compile(
+    ref: str, todo: dict[str, Job], jobs: int, client: Any, held: dict[str, Quantized | None] | None = None
+) -> Iterator[tuple[str, CompileResult]]:
     """Each compile as it finishes, with at most two per worker in flight, so each job loads
     its bytes just in time. One loop for both pools: each is a ``concurrent.futures.Executor``."""
     if not todo:
@@ -129,7 +191,8 @@ def _compile(ref: str, todo: dict[str, Job], jobs: int, client: Any) -> Iterator
     try:
         while True:
             for key, job in itertools.islice(queue, 2 * workers - len(running)):
-                running.add(executor.submit(_task, key, ref, *job.load(), job.options))
+                start = (held or {}).get(key)
+                running.add(executor.submit(_task, key, ref, *job.load(), job.options, start))
             if not running:
                 return
             done, running = wait(running, return_when=FIRST_COMPLETED)
@@ -148,8 +211,10 @@ def _executor(client: Any, jobs: int) -> tuple[Executor, int]:
     return supervise.pool(jobs), jobs  # each worker kills its compile and exits once the sweep is gone
 
 
-def _task(key: str, ref: str, model: bytes, calibration: Frames, options: CompileOptions) -> tuple[str, CompileResult]:
-    result = run_isolated(ref, model, calibration, options)
+def _task(
+    key: str, ref: str, model: bytes, calibration: Frames, options: CompileOptions, quantized: Quantized | None = None
+) -> tuple[str, CompileResult]:
+    result = run_isolated(ref, model, calibration, options, quantized)
     result.compiled_on = _worker_address()
     return key, result
 

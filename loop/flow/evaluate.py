@@ -111,6 +111,36 @@ def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult, ag
     return _named_causes(found, {k: c for k, c in causes.items() if k in moved})
 
 
+UNAPPLIED = (
+    "the compiler did not apply the scale_grid edit: the device outputs are bit-identical to the reference's "
+    "(the compiled parameters say it moved; the artifact computes as the base's)"
+)
+
+
+def _unapplied(
+    authored: Authored, first: DeviceOutputs, reference: Reference | None, found: audit_mod.Audit
+) -> audit_mod.Audit:
+    """A scale-only edit whose device outputs come back bit for bit the reference's did nothing,
+    whatever the compiler's parameters say (a compiler may ignore an edited parameter when it
+    compiles): ``no-effect``, with the line that says so. The audit reads what ran."""
+    if not authored.options.rescales or reference is None or reference.raw is None:
+        return found
+    if found.verdict not in (Verdict.CLEAN, Verdict.CONFOUNDED) or not _same_raw(first.raw, reference.raw):
+        return found
+    return audit_mod.Audit(
+        Verdict.NO_EFFECT, (*found.changes, Change(authored.options.rescales[0].layer, "function", UNAPPLIED))
+    )
+
+
+def _same_raw(mine: Raw, theirs: tuple[tuple[np.ndarray, ...], ...]) -> bool:
+    if len(mine) != len(theirs):
+        return False
+    return all(
+        len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+        for a, b in zip(mine, theirs, strict=True)
+    )
+
+
 def _float_moved(reference: Sequence[LayerPrint], variant: Sequence[LayerPrint]) -> set[str]:
     """Layers whose float kernel differs from the reference's (or cannot be compared): only there
     can a pass that rescales float kernels (equalization) be a kernel change's cause; a kernel
@@ -309,6 +339,7 @@ def evaluate_variant(
     verdict = verdict_for(spec, authored, compiled, against)
     clock.lap("audit_s")
     scores, first = scored(authored, compiled, ran, prepared.task.inputs, against.reference, scorer)  # made once
+    verdict = _unapplied(authored, first, against.reference, verdict)
     made = reference_of(compiled, first, scores) if authored.reference else None
     flags = _calibration_flags(spec, authored, scores, against.reference)
     clock.lap("score_s")

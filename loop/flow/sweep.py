@@ -17,6 +17,7 @@ import os
 import socket
 import warnings
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,9 +79,10 @@ class SweepResult:
         return [o for o in self.outcomes if o.status != Status.OK]
 
 
-def job_of(a: Authored) -> Job:
-    """The compile of one authored variant, its bytes loaded only when it is dispatched."""
-    return Job(a.onnx_sha, a.calib_sha, a.options, lambda: (a.model(), a.calibration()))
+def job_of(a: Authored, keep_quantized: bool = False) -> Job:
+    """The compile of one authored variant, its bytes loaded only when it is dispatched;
+    ``keep_quantized``: a reference whose quantized model its ``scale_grid`` variants start from."""
+    return Job(a.onnx_sha, a.calib_sha, a.options, lambda: (a.model(), a.calibration()), keep_quantized)
 
 
 def _compile_stream(
@@ -97,12 +99,13 @@ def _compile_stream(
     Each artifact goes to disk as it arrives, so finished compiles do not pile up in memory."""
     first = [a for a in todo if leads(a) and a.group not in decided]
     bar = tqdm(total=len(todo), desc="optimize+compile", unit="variant", disable=not options.progress)
-    held = list(_in_order(spec, first, jobs, runs, options, bar, len(first)))
+    edited = {a.group for a in todo if a.options.rescales}  # groups whose reference keeps its quantized model
+    held = list(_in_order(spec, first, jobs, runs, options, bar, len(first), edited))
     decided.update((a.group, decision(result.info) if result.ok else None) for a, result, _ in held)
     rest = [following(a, decided) for a in todo if not any(a is f for f in first)]
     # the references wait for the first variant, so they are flagged by whether compiles still
     # ran then (a variant compiled from the cache is not contention)
-    for item in _in_order(spec, rest, jobs, runs, options, bar, len(rest)):
+    for item in _in_order(spec, rest, jobs, runs, options, bar, len(rest), edited):
         yield from ((a, result, item[2]) for a, result, _ in held)
         held = []
         yield item
@@ -111,7 +114,14 @@ def _compile_stream(
 
 
 def _in_order(
-    spec: SweepSpec, todo: list[Authored], jobs: int, runs: Path, options: SweepOptions, bar: tqdm, left: int
+    spec: SweepSpec,
+    todo: list[Authored],
+    jobs: int,
+    runs: Path,
+    options: SweepOptions,
+    bar: tqdm,
+    left: int,
+    edited: AbstractSet[str] = frozenset(),
 ) -> Iterator[tuple[Authored, CompileResult, bool]]:
     """``todo`` compiled, in order; ``left``: how many compiles remain from the first of these."""
     if not todo:
@@ -119,7 +129,11 @@ def _in_order(
     pending: dict[int, CompileResult] = {}
     following_at, settled_count = 0, 0
     batches = iter_compiled(
-        spec.backend, [job_of(a) for a in todo], jobs=jobs, cache=Cache.for_runs(runs), cluster=options.cluster
+        spec.backend,
+        [job_of(a, a.reference and a.group in edited) for a in todo],
+        jobs=jobs,
+        cache=Cache.for_runs(runs),
+        cluster=options.cluster,
     )
     for settled in batches:
         bar.update(len(settled))

@@ -53,7 +53,32 @@ def _bias_change(base: LayerPrint, variant: LayerPrint) -> Change | None:
         f"max |Δ| {moved[worst]:.3g} at channel {worst} = {steps[worst]:.1f}x the rounding bound "
         f"{bound[worst]:.3g}; {int(np.count_nonzero(steps > 1))}/{len(steps)} channels beyond it"
     )
-    return Change(base.name, "bias" if steps[worst] > 1.0 else "bias-rounding", detail)
+    if steps[worst] <= 1.0:
+        return Change(base.name, "bias-rounding", detail)
+    if base.bias_int_sha is not None and base.bias_int_sha == variant.bias_int_sha:
+        scaled = _ratios_text(_bias_ratios(base, variant))
+        return Change(base.name, "bias-scale", f"{detail}; integers unchanged, scale {scaled}")
+    return Change(base.name, "bias", detail)
+
+
+def _bias_ratios(base: LayerPrint, variant: LayerPrint) -> tuple[float, ...] | None:
+    """A bias whose integers are the base's: its new step over the base's, per channel."""
+    if base.bias_int_sha is None or base.bias_int_sha != variant.bias_int_sha:
+        return None
+    return _ratios(base.bias_step, variant.bias_step)
+
+
+def _ratios(old: Sequence[float] | None, new: Sequence[float] | None) -> tuple[float, ...] | None:
+    if not old or not new or len(old) != len(new) or not all(old):
+        return None
+    return tuple(float(n) / float(o) for o, n in zip(old, new, strict=True))
+
+
+def _ratios_text(ratios: tuple[float, ...] | None) -> str:
+    if not ratios:
+        return "moved"
+    lo, hi = min(ratios), max(ratios)
+    return f"x{lo:.6g}" + (f" to x{hi:.6g}" if f"{lo:.6g}" != f"{hi:.6g}" else "")
 
 
 def ratio_text(new: float, old: float) -> str:
@@ -61,7 +86,7 @@ def ratio_text(new: float, old: float) -> str:
     return f"{new / old:.3g}x"
 
 
-def _scale_changes(base: LayerPrint, variant: LayerPrint) -> Iterable[Change]:
+def _scale_changes(base: LayerPrint, variant: LayerPrint) -> Iterable[Seen]:
     for side in ("in", "out"):
         b = (getattr(base, f"{side}_scale"), getattr(base, f"{side}_zero_point"), getattr(base, f"{side}_bits"))
         v = (
@@ -73,31 +98,41 @@ def _scale_changes(base: LayerPrint, variant: LayerPrint) -> Iterable[Change]:
             ratio = f" ({ratio_text(v[0], b[0])})" if b[0] and v[0] else ""
             bits = f", {b[2] or 8} -> {v[2] or 8} bits" if (b[2] or 8) != (v[2] or 8) else ""
             tensor = getattr(variant, f"{side}_tensor")
-            yield Change(
+            scaled = b[1:] == v[1:] and b[0] and v[0]  # the same grid's integers, only its scale moved
+            change = Change(
                 base.name,
                 f"{side}_scale",
                 f"{tensor}: scale {b[0]:.4g} -> {v[0]:.4g}{ratio}, zero point {b[1]} -> {v[1]}{bits}",
             )
+            yield change, (v[0] / b[0],) if scaled else None
 
 
 def observe(base: Sequence[LayerPrint], variant: Sequence[LayerPrint]) -> list[Change]:
     """Every difference between two fingerprints, layer by layer."""
-    changes: list[Change] = []
+    return [c for c, _ in _observed(base, variant)]
+
+
+Seen = tuple[Change, tuple[float, ...] | None]  # a change, and its scale ratios where it is a pure scale change
+
+
+def _observed(base: Sequence[LayerPrint], variant: Sequence[LayerPrint]) -> list[Seen]:
+    changes: list[Seen] = []
     by_name = {lp.name: lp for lp in variant}
     for b in base:
         v = by_name.pop(b.name, None)
         if v is None:
-            changes.append(Change(b.name, "kernel", "layer missing from the variant"))
+            changes.append((Change(b.name, "kernel", "layer missing from the variant"), None))
             continue
-        found: list[Change] = []
+        found: list[Seen] = []
         if b.kernel_sha != v.kernel_sha:
-            found.append(_kernel_change(b, v))
+            kernel = _kernel_change(b, v)
+            found.append((kernel, _ratios(b.weight_scale, v.weight_scale) if kernel.what == "kernel-scale" else None))
         bias = _bias_change(b, v)
         if bias is not None:
-            found.append(bias)
+            found.append((bias, _bias_ratios(b, v) if bias.what == "bias-scale" else None))
         found.extend(_scale_changes(b, v))
-        changes += [_unmapped(c, v) for c in found]
-    changes += [Change(name, "kernel", "layer not in the base") for name in by_name]
+        changes += [(_unmapped(c, v), r) for c, r in found]
+    changes += [(Change(name, "kernel", "layer not in the base"), None) for name in by_name]
     return changes
 
 
@@ -116,6 +151,8 @@ def _kernel_change(b: LayerPrint, v: LayerPrint) -> Change:
     same_float = b.float_sha is not None and b.float_sha == v.float_sha
     if same_float and b.off_grid == 0 and v.off_grid == 0:
         return Change(b.name, "kernel-rounding", f"{detail}; float kernel unchanged, re-rounded: {_moved_grid(b, v)}")
+    if b.kernel_int_sha is not None and b.kernel_int_sha == v.kernel_int_sha:
+        return Change(b.name, "kernel-scale", f"{detail}; integers unchanged, only the weight scales moved")
     if same_float and v.off_grid:
         return Change(
             b.name, "kernel", f"{detail}; float kernel unchanged, {v.off_grid} values off its grid: re-derived"
@@ -202,9 +239,15 @@ def _passes(grid: Grid, lo: float, hi: float) -> bool:
     return rlo < lo - grid[0] or rhi > hi + grid[0]
 
 
-def _allowed(change: Change, names: tuple[str, ...], rules: Sequence[Allow], expect: Expect) -> bool:
+def _allowed(
+    change: Change,
+    names: tuple[str, ...],
+    rules: Sequence[Allow],
+    expect: Expect,
+    ratios: tuple[float, ...] | None = None,
+) -> bool:
     """Judged under every name the layer answers to (a fused layer, each of its ONNX nodes)."""
-    covered = lambda rule: any(rule.covers(n, change.what) for n in names)  # noqa: E731
+    covered = lambda rule: any(rule.covers(n, change.what, ratios) for n in names)  # noqa: E731
     if change.what == "function" and not any(covered(r) for r in expect.allow):
         return False
     if any(covered(r) for r in expect.deny):
@@ -223,11 +266,12 @@ def audit(
     grids: Sequence[Change] = (),
 ) -> Audit:
     """``grids``: changes of activation grids the prints do not hold (:func:`grid_changes`)."""
-    observed = observe(base, variant) + function_changes(base, variant, bounds or {}) + list(grids)
+    extra: list[Seen] = [(c, None) for c in function_changes(base, variant, bounds or {}) + list(grids)]
+    observed = _observed(base, variant) + extra
     names = {lp.name: lp.answers_to for lp in [*base, *variant]}
     judged = tuple(
-        Change(c.layer, c.what, c.detail, _allowed(c, names.get(c.layer, (c.layer,)), footprint, expect))
-        for c in observed
+        Change(c.layer, c.what, c.detail, _allowed(c, names.get(c.layer, (c.layer,)), footprint, expect, r))
+        for c, r in observed
     )
     if not judged:
         return Audit(Verdict.NO_EFFECT)

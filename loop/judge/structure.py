@@ -65,6 +65,7 @@ class Layer:
     bias: str | None
     in_tensor: str
     out_tensor: str
+    channels: int | None = None  # output channels, from the kernel's shape (None: no kernel)
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,8 @@ def analyse(model: onnx.ModelProto) -> Structure:
         out, bound = follow_activations(node.output[0], graph, consts, consumers)
         if bound != (-np.inf, np.inf):
             bounds[out] = bound
-        layers.append(Layer(node.name, node.op_type, len(layers), weight, bias, node.input[0], out))
+        channels = _channels(node, consts[weight]) if weight is not None else None
+        layers.append(Layer(node.name, node.op_type, len(layers), weight, bias, node.input[0], out, channels))
     values = [v for v in graph.input if v.name not in inits]
     shape = tuple(int(d.dim_value) for d in values[0].type.tensor_type.shape.dim) if values else ()
     grids, clamps = _grids(graph, consts, _opset(model), consumers)
@@ -207,6 +209,21 @@ def analyse(model: onnx.ModelProto) -> Structure:
         grids,
         {n.name: n.output[0] for n in graph.node if n.name and n.output},
     )
+
+
+def _channels(node: onnx.NodeProto, kernel: np.ndarray) -> int | None:
+    """A layer's output channels as its kernel holds them: a Conv's first axis, a ConvTranspose's
+    second (times its groups), a MatMul's last, a Gemm's by ``transB``."""
+    if kernel.ndim == 0:
+        return None
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    if node.op_type == "Conv":
+        return int(kernel.shape[0])
+    if node.op_type == "ConvTranspose" and kernel.ndim > 1:
+        return int(kernel.shape[1]) * int(attrs.get("group", 1))
+    if node.op_type == "Gemm" and kernel.ndim == 2:
+        return int(kernel.shape[0] if attrs.get("transB", 0) else kernel.shape[1])
+    return int(kernel.shape[-1])
 
 
 def _pad_shares(node: onnx.NodeProto, consts: dict[str, np.ndarray]) -> bool:

@@ -4,6 +4,10 @@ The key covers everything that changes what a compile produces: the float ONNX b
 compile options (less ``threads`` and ``timeout_s``, which change only how fast), the
 calibration frames, the backend and the versions of the tools behind it.
 
+Beside compiles it keeps quantized models (``scale_grid``'s input: optimized once per base and
+options, then patched per candidate), keyed by the same parts less the edits made after
+quantization, under a key of their own kind (:func:`quantized_key`); same files, same checks.
+
 An entry is data, never code: ``KEY.meta.json`` holds the result's fields as JSON under a
 header line with the JSON's hash, and ``KEY.blob`` the artifact's bytes, whose hashes the
 JSON gives (:mod:`loop.store.codec`). The JSON also names the key it was stored under, so an
@@ -27,8 +31,8 @@ from typing import Any
 from loop.author.frames import frames_sha
 from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha, parts_sha
-from loop.core.vocab import CompileOptions, CompileResult, Frames
-from loop.store.codec import Damaged, body, decode, encode
+from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized
+from loop.store.codec import FORMAT, QUANTIZED, Damaged, body, decode, decode_quantized, encode, encode_quantized
 from loop.store.files import StoreWarning, atomic_write, read_regular, safe_component
 
 SPEED_ONLY = ("threads", "timeout_s")  # options that change how fast, not what comes out
@@ -77,6 +81,14 @@ def key_of(model_sha: str, calib_sha: str, options: CompileOptions, backend: str
     )
 
 
+def quantized_key(
+    model_sha: str, calib_sha: str, options: CompileOptions, backend: str, versions: dict[str, str]
+) -> str:
+    """The key of the quantized model a compile with ``options`` starts from: its options less
+    the edits made after quantization, under a part no compile key has."""
+    return parts_sha(b"quantized", key_of(model_sha, calib_sha, options.quantizing(), backend, versions).encode())
+
+
 class Cache:
     """The cache in one folder; every method is safe against concurrent sweeps."""
 
@@ -109,6 +121,36 @@ class Cache:
         result.cache_hit = True
         return result
 
+    def lookup_quantized(self, key: str) -> Quantized | None:
+        """A stored quantized model, checked in full as a compile is; None on a miss."""
+        try:
+            meta, blob = read_regular(self.path(key, META)), read_regular(self.path(key, BLOB))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self._damaged(key, f"unreadable ({exc.strerror or exc})")
+            return None
+        try:
+            quantized = verified_quantized(key, meta, blob)
+        except Damaged as exc:
+            self._damaged(key, str(exc))
+            return None
+        _touch(self.path(key, META))
+        return quantized
+
+    def store_quantized(self, key: str, quantized: Quantized) -> bool:
+        """Keep a quantized model; a write that fails is a warning, as for a compile."""
+        summary = {"backend": quantized.backend, "kind": "quantized", "stages": quantized.stages, "stored": time.time()}
+        meta, blob = encode_quantized(quantized, {"key": key, "summary": summary})
+        try:
+            atomic_write(self.path(key, BLOB), blob)
+            atomic_write(self.path(key, META), meta)
+        except (OSError, LoopError) as exc:
+            warnings.warn(f"cache entry {key[:16]} not stored: {exc}", StoreWarning, stacklevel=2)
+            self.remove(key)
+            return False
+        return True
+
     def _damaged(self, key: str, why: str) -> None:
         warnings.warn(
             f"cache entry {key[:16]}: {why}; a miss, compiled again and rewritten", StoreWarning, stacklevel=3
@@ -120,7 +162,7 @@ class Cache:
         The cache only saves time, so a write that fails (a full disk) is a warning."""
         if not result.ok or result.artifact is None:
             return False
-        stored = dataclasses.replace(result, cache_hit=False)
+        stored = dataclasses.replace(result, cache_hit=False, quantized=None)
         meta, blob = encode(stored, {"key": key, "summary": _summary(result)})
         try:
             atomic_write(self.path(key, BLOB), blob)
@@ -151,10 +193,13 @@ class Cache:
             size = stat.st_size + self.path(key, BLOB).lstat().st_size
         except (OSError, LoopError):  # pruned by another process meanwhile, or half written
             return None
-        try:
-            info = body(read_regular(meta))["extra"].get("summary", {})
-        except (OSError, Damaged, AttributeError):
-            info = {}
+        info: dict[str, Any] = {}
+        for fmt in (FORMAT, QUANTIZED):
+            try:
+                info = body(read_regular(meta), fmt)["extra"].get("summary", {})
+                break
+            except (OSError, Damaged, AttributeError):
+                continue
         return Entry(key, size, stat.st_mtime, info)
 
     def prune(self, older_than_s: float | None = None, max_bytes: int | None = None) -> list[Entry]:
@@ -183,6 +228,18 @@ def verified(key: str, meta: bytes, blob: bytes) -> CompileResult:
     if not result.ok or result.artifact is None:
         raise Damaged("it holds no successful compile")
     return result
+
+
+def verified_quantized(key: str, meta: bytes, blob: bytes) -> Quantized:
+    """The quantized model of an entry that passes every check for ``key``; :class:`Damaged` otherwise."""
+    quantized, extra = decode_quantized(meta, blob)
+    if extra.get("key") != key:
+        raise Damaged("it was stored under another key (a copied entry)")
+    return quantized
+
+
+def is_quantized(meta: bytes) -> bool:
+    return meta.startswith(f"{QUANTIZED} ".encode())
 
 
 SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

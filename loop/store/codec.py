@@ -21,11 +21,14 @@ from loop.core.vocab import (
     CompileResult,
     LayerPrint,
     Precision,
+    Quantized,
     RangeOverride,
+    Rescale,
     TensorLayout,
 )
 
 FORMAT = "loop-result-1"
+QUANTIZED = "loop-quantized-1"  # a quantized model: the compile cache's other kind of entry
 
 
 class Damaged(ValueError):
@@ -60,10 +63,48 @@ def _artifact_json(artifact: Artifact) -> tuple[dict[str, Any], list[tuple[str, 
     return head, parts
 
 
+def _quantized_json(q: Quantized) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
+    return {"backend": q.backend, "info": q.info, "stages": q.stages}, [("quantized", q.data), ("source", q.source)]
+
+
+def _quantized(head: dict[str, Any], parts: dict[str, bytes]) -> Quantized:
+    info, stages = dict(head["info"]), {str(k): float(v) for k, v in head["stages"].items()}
+    return Quantized(str(head["backend"]), parts["quantized"], info, stages, parts["source"])
+
+
+def encode_quantized(q: Quantized, extra: dict[str, Any] | None = None) -> tuple[bytes, bytes]:
+    """A quantized model as :func:`encode` writes a result: JSON under its hash, bytes by hash."""
+    head, parts = _quantized_json(q)
+    return _sealed({"format": QUANTIZED, **head, "parts": _listed(parts), "extra": extra or {}}, parts, QUANTIZED)
+
+
+def decode_quantized(meta: bytes, blob: bytes) -> tuple[Quantized, dict[str, Any]]:
+    data = body(meta, QUANTIZED)
+    parts = _parts(data, blob)
+    try:
+        return _quantized(data, parts), dict(data["extra"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise Damaged(f"a malformed field ({type(exc).__name__}: {exc})") from None
+
+
+def _listed(parts: list[tuple[str, bytes]]) -> list[dict[str, Any]]:
+    return [{"name": n, "size": len(d), "sha256": _sha(d)} for n, d in parts]
+
+
+def _sealed(data: dict[str, Any], parts: list[tuple[str, bytes]], fmt: str) -> tuple[bytes, bytes]:
+    text = json.dumps(data, sort_keys=True, default=_plain).encode()
+    return f"{fmt} {_sha(text)}\n".encode() + text, b"".join(d for _, d in parts)
+
+
 def encode(result: CompileResult, extra: dict[str, Any] | None = None) -> tuple[bytes, bytes]:
-    """``(meta, blob)``: a header line and JSON, and the artifact's bytes one after another.
-    ``extra`` travels in the JSON (the cache keeps its key there)."""
+    """``(meta, blob)``: a header line and JSON, and the artifact's bytes one after another
+    (then the quantized model's, where a compile child carries it back). ``extra`` travels in
+    the JSON (the cache keeps its key there)."""
     head, parts = _artifact_json(result.artifact) if result.artifact is not None else (None, [])
+    quantized = None
+    if result.quantized is not None:
+        quantized, more = _quantized_json(result.quantized)
+        parts = [*parts, *((f"q:{n}", d) for n, d in more)]
     body = {
         "format": FORMAT,
         "ok": result.ok,
@@ -75,18 +116,18 @@ def encode(result: CompileResult, extra: dict[str, Any] | None = None) -> tuple[
         "layers": [lp.to_json() for lp in result.layers],
         "info": result.info,
         "artifact": head,
-        "parts": [{"name": n, "size": len(d), "sha256": _sha(d)} for n, d in parts],
+        "parts": _listed(parts),
         "extra": extra or {},
+        **({"quantized": quantized} if quantized is not None else {}),
     }
-    text = json.dumps(body, sort_keys=True, default=_plain).encode()
-    return f"{FORMAT} {_sha(text)}\n".encode() + text, b"".join(d for _, d in parts)
+    return _sealed(body, parts, FORMAT)
 
 
-def body(meta: bytes) -> dict[str, Any]:
+def body(meta: bytes, fmt: str = FORMAT) -> dict[str, Any]:
     """The JSON of ``meta`` once its header's hash holds; :class:`Damaged` otherwise."""
     header, _, text = meta.partition(b"\n")
     fields = header.split(b" ")
-    if len(fields) != 2 or fields[0] != FORMAT.encode():
+    if len(fields) != 2 or fields[0] != fmt.encode():
         raise Damaged("not a loop result")
     if _sha(text).encode() != fields[1]:
         raise Damaged("its JSON does not match its hash")
@@ -94,7 +135,7 @@ def body(meta: bytes) -> dict[str, Any]:
         data = json.loads(text)
     except ValueError:
         raise Damaged("its JSON does not parse") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    if not isinstance(data, dict) or data.get("format") != fmt:
         raise Damaged("not a loop result")
     return data
 
@@ -146,6 +187,9 @@ def _result(data: dict[str, Any], parts: dict[str, bytes]) -> CompileResult:
         layers=[LayerPrint.from_json(lp) for lp in data["layers"]],
         info=dict(data["info"]),
         compiled_on=str(data["compiled_on"]),
+        quantized=_quantized(data["quantized"], {k[2:]: v for k, v in parts.items() if k.startswith("q:")})
+        if data.get("quantized")
+        else None,
     )
 
 
@@ -157,5 +201,8 @@ def options_from_json(text: str) -> CompileOptions:
     data = json.loads(text)
     data["overrides"] = tuple(RangeOverride(**o) for o in data["overrides"])
     data["precisions"] = tuple(Precision(**p) for p in data.get("precisions", ()))
+    data["rescales"] = tuple(
+        Rescale(r["layer"], r["of"], tuple(r["factors"]), tuple(r["tensors"])) for r in data.get("rescales", ())
+    )
     data["backend_options"] = tuple((str(k), v) for k, v in data["backend_options"])
     return CompileOptions(**data)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from loop.core.errors import LoopError
 from loop.core.kinds import Stage, Status, Verdict
-from loop.store.cache import BLOB, LEGACY, META, Cache, verified
+from loop.store.cache import BLOB, LEGACY, META, Cache, is_quantized, verified, verified_quantized
 from loop.store.codec import Damaged
 from loop.store.files import RUNS_FOLDERS, atomic_write, read_regular, read_verified, stale_temps
 from loop.store.ledger import COLUMNS, SQL_TYPES, Garbled, Ledger, LedgerEntry, is_live
@@ -280,7 +280,11 @@ def _cache(runs: Path, problems: list[Problem]) -> dict[str, str]:
         if name.endswith(META):
             key = name[: -len(META)]
             try:
-                result = verified(key, read_regular(path), read_regular(folder / f"{key}{BLOB}"))
+                meta, blob = read_regular(path), read_regular(folder / f"{key}{BLOB}")
+                if is_quantized(meta):  # a quantized model scale_grid starts from: no artifact to restore
+                    verified_quantized(key, meta, blob)
+                    continue
+                result = verified(key, meta, blob)
                 restores[result.artifact.sha] = key  # type: ignore[union-attr]
             except (OSError, Damaged) as exc:
                 why = str(exc) if isinstance(exc, Damaged) else f"unreadable ({exc.strerror or exc})"

@@ -374,10 +374,8 @@ def from_sweep_file(path: Path, name: str, **study: Any) -> tuple[Study, list[Re
     """``loop sweep FILE --study NAME``: the file's variants as the next generation of study
     ``NAME`` over the file's base and settings (a variant with neither perturbations nor
     compile options of its own is the reference every generation has already)."""
-    parse(path, check_backends=True)  # a bad file is one line, before anything is written
-    doc = json.loads(json.dumps(load_yaml(path)))  # plain data: a study writes it back out
-    here = path.resolve().parent
-    settings = {k: _absolute(doc[k], here) if k in ("calibration", "inputs") else doc[k] for k in SHARED if k in doc}
+    base, backend, settings = sweep_settings(path)
+    doc = json.loads(json.dumps(load_yaml(path)))
     names, candidates = [], []
     for v in doc["variants"]:
         own = set(v) - {"name", "perturb", "compile"}
@@ -390,8 +388,18 @@ def from_sweep_file(path: Path, name: str, **study: Any) -> tuple[Study, list[Re
         if v.get("perturb") or v.get("compile"):
             names.append(str(v["name"]))
             candidates.append({"perturb": v.get("perturb") or [], "compile": v.get("compile") or {}})
-    found = Study(name, base=here / doc["base"], backend=doc.get("backend", "onnxruntime"), **study, **settings)
+    found = Study(name, base=base, backend=backend, **study, **settings)
     return found, found.evaluate(candidates, names=names)
+
+
+def sweep_settings(path: Path) -> tuple[Path, str, dict[str, Any]]:
+    """A sweep file's base, backend and the settings a study over it shares (frames named by
+    absolute path); a bad file is one line, before anything is written."""
+    parse(path, check_backends=True)
+    doc = json.loads(json.dumps(load_yaml(path)))  # plain data: a study writes it back out
+    here = path.resolve().parent
+    settings = {k: _absolute(doc[k], here) if k in ("calibration", "inputs") else doc[k] for k in SHARED if k in doc}
+    return here / doc["base"], str(doc.get("backend", "onnxruntime")), settings
 
 
 def _absolute(data: Any, here: Path) -> Any:
@@ -401,4 +409,4 @@ def _absolute(data: Any, here: Path) -> Any:
     return data
 
 
-__all__ = ["Study", "content_key", "from_sweep_file", "with_race"]
+__all__ = ["Study", "content_key", "from_sweep_file", "sweep_settings", "with_race"]

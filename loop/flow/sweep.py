@@ -65,6 +65,14 @@ class SweepOptions:
     # measured once, together, in interleaved rounds: loop.flow.generation)
     measure: bool = True
     runner: Runner | None = None  # one already open, kept open after (a generation races on it)
+    # no protocol and no race: each run is scored and audited on the controlled inputs only, and
+    # recorded so (Flag.SCORE_ONLY), its rate left to a later measured run of the same candidate
+    score_only: bool = False
+
+    @property
+    def measures(self) -> bool:
+        """Whether the devices run the protocol on each variant."""
+        return self.measure and not self.score_only
 
 
 @dataclass
@@ -172,12 +180,15 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
             ledger.close()
 
 
-def identity(spec: SweepSpec, authored: list[Authored]) -> str:
+def identity(spec: SweepSpec, authored: list[Authored], score_only: bool = False) -> str:
     """What a resumed sweep must match: the sweep file, and the content of every model and
-    frame set it authored (a recipe or .onnx edited since then makes a new sweep)."""
+    frame set it authored (a recipe or .onnx edited since then makes a new sweep). A score-only
+    run of the file is a sweep of its own, so a measured run after it measures every variant."""
     h = hashlib.sha256(spec.sha.encode())
     for a in authored:
         h.update(f"{a.variant.name}|{a.onnx_sha}|{a.calib_sha}|{a.inputs_sha}".encode())
+    if score_only:
+        h.update(b"|score-only")
     return h.hexdigest()
 
 
@@ -215,7 +226,7 @@ def _run(
     ordered = sorted(authored, key=lambda a: not a.reference)
     want = Claim(
         spec.name,
-        identity(spec, authored),
+        identity(spec, authored, options.score_only),
         options.fresh,
         tuple((a.variant.name, spec.variant_sha(a.variant)) for a in ordered),
         spec.backend,
@@ -238,10 +249,12 @@ def _run(
         compiled = _progress(_compiled(spec, todo, jobs, options, runs, runner, decided), len(todo), options)
         here = {g: a for g, a in refs.items() if any(a is t for t in todo)}
         found = evaluated(
-            spec, runs, compiled, runner, against, here, options.scorer, options.timeouts, options.measure
+            spec, runs, compiled, runner, against, here, options.scorer, options.timeouts, options.measures
         )
         for done in found:
             done.outcome.run_id = ids[done.authored.variant.name]
+            if options.score_only:
+                done.outcome.flags.append(Flag.SCORE_ONLY)
             _record(ledger, done.outcome.run_id, spec, done.authored, done.compiled, done.outcome)
             result.outcomes.append(done.outcome)
     result.outcomes += [_finished_outcome(row) for row in state.finished.values()]

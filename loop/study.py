@@ -36,9 +36,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from loop.api import check_generation, write_generation
 from loop.author.sweepfile import parse
 from loop.author.yamlio import load_yaml
+from loop.core.arrays import numbers
 from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha
 from loop.core.kinds import Flag
@@ -62,9 +65,32 @@ class LoopWarning(UserWarning):
 
 
 def content_key(perturb: Sequence[Mapping[str, Any]], options: Mapping[str, Any]) -> str:
-    """What makes two candidates of one study the same: their perturbations and options."""
-    text = json.dumps([list(map(dict, perturb)), dict(options)], sort_keys=True, default=str)
+    """What makes two candidates of one study the same: their perturbations and options. An
+    array counts as the list of its numbers, which is what its op reads: the same numbers as a
+    list or as an array of any dtype are one candidate (docs/studies.md)."""
+    text = json.dumps([list(map(dict, perturb)), dict(options)], sort_keys=True, default=_numbers)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _numbers(value: Any) -> Any:
+    return value.tolist() if isinstance(value, np.ndarray) else str(value)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as plain JSON, a numpy array kept as a one-dimensional array of numbers (its
+    numbers a numpy scalar's value), anything else as its text, as JSON's ``default=str`` had it."""
+    if isinstance(value, np.ndarray) and value.ndim:
+        try:
+            return numbers(value, "a candidate's array")
+        except ValueError as exc:
+            raise LoopError(str(exc), field="candidates") from None
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.item()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
 
 
 _MISSING = object()
@@ -92,9 +118,9 @@ def _split(candidate: Candidate, study_compile: Mapping[str, Any]) -> tuple[list
         perturb, options = candidate.get("perturb") or (), dict(candidate.get("compile") or {})
     else:
         perturb, options = candidate, {}
-    plain = json.loads(json.dumps([[dict(op) for op in perturb], options], default=str))
-    own = {k: v for k, v in plain[1].items() if study_compile.get(k, _MISSING) != v}
-    return plain[0], own
+    plain = json.loads(json.dumps(options, default=str))
+    own = {k: v for k, v in plain.items() if study_compile.get(k, _MISSING) != v}
+    return [_plain(dict(op)) for op in perturb], own
 
 
 class Study:

@@ -396,3 +396,21 @@ def test_score_only_study_sweep_prints_why_there_is_no_rate(write_sweep, tmp_pat
     assert shown[0]["why_no_rate"] == "score-only" and shown[0]["rate_ratio"] is None
     refused = invoke("study", "st", "--runs", str(runs), "--best", "rate_ratio")
     assert refused.exit_code == 2 and "measure=True" in refused.output and len(refused.output.splitlines()) == 1
+
+
+def test_a_sweep_file_naming_an_array_keeps_it_under_runs_and_records_its_hash(write_sweep, tmp_path: Path):
+    import numpy as np
+
+    from loop.core.arrays import npy_bytes, ref_of
+    from loop.store.arrays import load_array
+
+    a, runs = np.array([0.0, 8.0]), tmp_path / "runs"
+    ref = ref_of(a)
+    (tmp_path / "range.npy").write_bytes(npy_bytes(a))
+    text = SWEEP.replace("range: [0.0, 8.0]", f"range: {{array: {ref['array']}, path: range.npy}}")
+    result = invoke("sweep", str(write_sweep(text)), "--runs", str(runs), "--jobs", "1", "--quiet", "--score-only")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(invoke("runs", "--runs", str(runs), "--json").output)
+    assert rows[1]["perturb"][0]["range"] == ref and rows[1]["perturb"][0]["hi"] == 8.0
+    (tmp_path / "range.npy").unlink()  # the runs folder holds what its ledger names
+    assert np.array_equal(load_array(runs, ref), a)

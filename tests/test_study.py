@@ -496,3 +496,39 @@ def test_score_only_is_reused_score_only_and_measured_when_asked_then_reused_mea
         s.best("rate_ratio")
     s.evaluate([scale(1.1)])
     assert s.best("rate_ratio") is not None and s.generations() == {0: "done", 1: "done", 2: "done"}
+
+
+def ranged(hi: Any) -> list[dict]:
+    return [{"op": "force_range_out", "layer": "conv1", "range": hi}]
+
+
+def test_array_valued_candidates_are_kept_by_hash_and_are_the_list_of_their_numbers(tmp_path, recipe):
+    from loop.core.arrays import ref_of
+    from loop.store.arrays import load_array
+
+    runs = tmp_path / "runs"
+    s = study(tmp_path, recipe, compile={"bias_correction": False})
+    a = np.array([0.0, 8.0], np.float32)
+    sha = ref_of(a)["array"]
+    first = s.evaluate([ranged(a), ranged(np.array([0.1, 8.0], np.float32))], measure=False)
+    assert first[0].verdict == "clean" and first[0].scores["snr_db"] is not None
+    assert first[0].run.perturb[0]["range"] == {"array": sha, "dtype": "float32", "shape": [2]}
+    assert (first[0].run.perturb[0]["lo"], first[0].run.perturb[0]["hi"]) == (0.0, 8.0)
+    assert np.array_equal(load_array(runs, first[0].run.perturb[0]["range"]), a)  # kept, hash-checked
+    written = yaml.safe_load((runs / "generations" / "s-g0.yaml").read_text())  # plain YAML naming the file
+    assert written["variants"][1]["perturb"][0]["range"] == {
+        "array": sha,
+        "dtype": "float32",
+        "shape": [2],
+        "path": f"../arrays/{sha}.npy",
+    }
+    again = s.evaluate([ranged([0.0, 8.0]), ranged(a.astype(np.float64)), ranged([0.1, 8.0])], measure=False)
+    assert [r.reused for r in again] == [True, True, False]  # the same numbers: the same candidate
+    assert again[0].run_id == again[1].run_id == first[0].run_id
+    # float32's 0.1 is 0.10000000149011612, not 0.1: another candidate, run on its own
+    assert again[2].run_id != first[1].run_id
+    with pytest.raises(LoopError, match="dtype object"):  # never pickled, refused before a number is claimed
+        s.evaluate([ranged(np.array([0.0, {}], dtype=object))], measure=False)
+    with pytest.raises(LoopError, match=r"range"):
+        s.evaluate([ranged(np.zeros(3))], measure=False)
+    assert s.generations() == {0: "done", 1: "done"}

@@ -42,6 +42,7 @@ from loop.flow.resume import Claim, Content, ContentChanged, Heartbeat, Named, c
 from loop.flow.runner import Runner, RunResult, RunTask, StageTimeouts
 from loop.judge import fingerprint as fp
 from loop.measure import hostlock
+from loop.store.arrays import store_array
 from loop.store.artifacts import load_artifact, recorded_sha, spill
 from loop.store.cache import Cache
 from loop.store.files import StoreWarning, check_runs, remove_stale_temps, runs_artifact
@@ -173,11 +174,19 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
         authored = [author(spec, v, any(v is r for r in refs), Path(staging), threads) for v in variants]
         remove_stale_scratch()  # what killed sweeps left, now that this one is going ahead
         remove_stale_temps(runs)
+        _keep_arrays(runs, authored)
         ledger = Ledger(runs / "ledger.sqlite")
         try:
             return _run(spec, runs, options, jobs, authored, ledger)
         finally:
             ledger.close()
+
+
+def _keep_arrays(runs: Path, authored: list[Authored]) -> None:
+    """Every array the variants' ops were given as, kept under ``runs/arrays`` before any run
+    records it by hash: what the ledger names, the runs folder holds."""
+    for sha, a in {sha: a for x in authored for op in x.variant.ops for sha, a in op.arrays().items()}.items():
+        store_array(runs, a, sha)
 
 
 def identity(spec: SweepSpec, authored: list[Authored], score_only: bool = False) -> str:

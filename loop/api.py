@@ -108,7 +108,7 @@ def evaluate(
         staged = [_variant(Path(tmp), i, c) for i, c in enumerate(candidates)]
         check_generation(Path(tmp), f"{name}-g{generation}", base, backend, staged, settings)
     variants = [_variant(runs, i, c) for i, c in enumerate(candidates)]
-    path = write_generation(runs, f"{name}-g{generation}", base, backend, variants, settings)
+    path = write_generation(runs, f"{name}-g{generation}", base, backend, variants, settings, checked=True)
     result = run_sweep(
         parse(path), runs, SweepOptions(jobs=jobs, progress=progress, scorer=scorer, generation=generation)
     )
@@ -126,13 +126,21 @@ def check_generation(
 
 
 def write_generation(
-    runs: Path, sweep: str, base: str | Path | None, backend: str, variants: list[dict], settings: Mapping[str, Any]
+    runs: Path,
+    sweep: str,
+    base: str | Path | None,
+    backend: str,
+    variants: list[dict],
+    settings: Mapping[str, Any],
+    checked: bool = False,
 ) -> Path:
     """The generation's sweep file under ``runs/generations`` (the record of what was asked),
-    naming the arrays it holds, which are kept under ``runs/arrays``."""
+    naming the arrays it holds, which are kept under ``runs/arrays``. ``checked``: the caller
+    has just checked these very variants (:func:`check_generation`), so they are not parsed again."""
     file_name = safe_component(f"{sweep}.yaml", "name")  # never a path of the caller's
-    with scratch("gen") as tmp:
-        check_generation(Path(tmp), sweep, base, backend, variants, settings)
+    if not checked:
+        with scratch("gen") as tmp:
+            check_generation(Path(tmp), sweep, base, backend, variants, settings)
     held = _with_arrays(variants, runs, runs / "generations")
     return atomic_write(runs / "generations" / file_name, _sweep_text(sweep, base, backend, held, settings).encode())
 

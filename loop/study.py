@@ -295,7 +295,8 @@ class Study:
         found: dict[str, tuple[RunRecord, RunRecord | None, str]] = {}
         for suffix, settings, variants, members in groups:
             sweep = f"{self.name}-g{generation}{suffix}"
-            path = write_generation(self.runs, sweep, self.base, self.backend, variants, settings)  # for people
+            # for people; _check parsed these very variants before the number was claimed
+            path = write_generation(self.runs, sweep, self.base, self.backend, variants, settings, checked=True)
             options = SweepOptions(
                 jobs=self.jobs,
                 progress=self.progress,

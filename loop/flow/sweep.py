@@ -300,12 +300,15 @@ def _compiled(
     decided: dict[str, Decision | None],
 ) -> Iterator[Compiled]:
     """Triples of (variant, compile result, measured while compiles ran), each as soon as it is
-    compiled when no compile runs on a host that measures. Otherwise compiling holds this host's
-    lock shared, so no sweep measures meanwhile, and the triples come once every compile is
-    done; with ``overlap`` they come at once all the same, flagged when compiles still ran."""
+    compiled when no compile runs on a host that measures, or when nothing is measured.
+    Otherwise compiling holds this host's lock shared, so no sweep measures meanwhile, and the
+    triples come once every compile is done; with ``overlap`` they come at once all the same,
+    flagged when compiles still ran."""
     stream = _compile_stream(spec, todo, jobs, runs, options, decided)
     compiling_on = compile_hosts(options.cluster)
-    if not compiling_on & runner.hosts():
+    # a sweep that times nothing (the devices answer the inputs alone) runs each variant as it is
+    # compiled: its answers are not spoiled by the compiles, nor theirs by it
+    if not compiling_on & runner.hosts() or not options.measures:
         yield from ahead(_as_compiled(stream, socket.gethostname() in compiling_on))
         return
     with ExitStack() as lock:

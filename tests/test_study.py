@@ -495,7 +495,9 @@ def test_score_only_is_reused_score_only_and_measured_when_asked_then_reused_mea
     with pytest.raises(LoopError, match=r"1 candidate\(s\) were evaluated score-only"):  # scale(1.1) still is
         s.best("rate_ratio")
     s.evaluate([scale(1.1)])
-    assert s.best("rate_ratio") is not None and s.generations() == {0: "done", 1: "done", 2: "done"}
+    # measured now: ranked (usable_only=False: a busy host may leave its ratio short of the target)
+    assert s.best("rate_ratio", usable_only=False) is not None
+    assert s.generations() == {0: "done", 1: "done", 2: "done"}
 
 
 def ranged(hi: Any) -> list[dict]:

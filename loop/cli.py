@@ -127,6 +127,11 @@ def main() -> None:
 @click.option(
     "--study", "study_name", default=None, metavar="NAME", help="Run the variants as study NAME's next generation."
 )
+@click.option(
+    "--score-only",
+    is_flag=True,
+    help="Score and audit each variant on the inputs only: no time to first output, no rate.",
+)
 def sweep(
     sweep_file: Path,
     runs: Path,
@@ -139,6 +144,7 @@ def sweep(
     fresh: bool,
     quiet: bool,
     study_name: str | None,
+    score_only: bool,
 ) -> int:
     """Author, optimize, compile, fingerprint, audit, run, score and record every variant."""
     from loop import report
@@ -156,7 +162,11 @@ def sweep(
     user = load_scorer(scorer) if scorer else None
     if study_name is not None:
         return _study_sweep(
-            sweep_file, study_name, runs, jobs, user, quiet, (cluster, device_cluster, overlap, fresh, stage_timeouts)
+            sweep_file,
+            study_name,
+            runs,
+            (jobs, user, quiet, score_only),
+            (cluster, device_cluster, overlap, fresh, stage_timeouts),
         )
     parsed = spec.parse(sweep_file, check_backends=True, cluster=cluster is not None)
     options = SweepOptions(
@@ -168,6 +178,7 @@ def sweep(
         cluster=cluster,
         device_cluster=device_cluster,
         timeouts=timeouts,
+        score_only=score_only,
     )
     result = run_sweep(parsed, runs, options)
     measure_flagged(parsed, result.outcomes, runs)  # a ruined base's printed variant, measured first
@@ -186,18 +197,20 @@ def sweep(
     return 1 if result.failed else 0
 
 
-def _study_sweep(
-    path: Path, name: str, runs: Path, jobs: int | None, scorer: Any, quiet: bool, other: tuple[Any, ...]
-) -> int:
+def _study_sweep(path: Path, name: str, runs: Path, mine: tuple[Any, ...], other: tuple[Any, ...]) -> int:
     """``loop sweep FILE --study NAME``: the file as the study's next generation."""
     from loop import report
     from loop.study import from_sweep_file
 
     if any(other):
         raise click.UsageError(
-            "--study runs here, with --jobs, --scorer and --quiet: not a cluster, --overlap, --fresh or --stage-timeout"
+            "--study runs here, with --jobs, --scorer, --quiet and --score-only: "
+            "not a cluster, --overlap, --fresh or --stage-timeout"
         )
-    _, results = from_sweep_file(path, name, runs=runs, jobs=jobs, scorer=scorer, progress=not quiet)
+    jobs, scorer, quiet, score_only = mine
+    _, results = from_sweep_file(
+        path, name, measure=not score_only, runs=runs, jobs=jobs, scorer=scorer, progress=not quiet
+    )
     reused = sum(r.reused for r in results)
     click.echo(f"study {for_person(name)}: {len(results)} candidate(s), {reused} reused from earlier generations")
     click.echo(report.study_table(results))

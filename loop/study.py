@@ -36,11 +36,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from loop.api import check_generation, write_generation
 from loop.author.sweepfile import parse
 from loop.author.yamlio import load_yaml
+from loop.core.arrays import numbers
 from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha
+from loop.core.kinds import Flag
 from loop.core.leftovers import scratch
 from loop.core.record import RunRecord
 from loop.core.registry import compiler_class
@@ -48,7 +52,7 @@ from loop.core.text import for_person
 from loop.flow.generation import run_generation
 from loop.flow.resume import Content, ContentChanged, Named, moved
 from loop.flow.sweep import SweepOptions, reference_content
-from loop.measure.results import PARETO_KEYS, Result, pareto, result_of, with_race
+from loop.measure.results import PARETO_KEYS, RATE_KEYS, SCORE_ONLY, Result, pareto, result_of, with_race
 from loop.store.ledger import Ledger
 from loop.store.studies import Asked, StudyStore, ratios
 from loop.store.study_files import import_files
@@ -61,9 +65,32 @@ class LoopWarning(UserWarning):
 
 
 def content_key(perturb: Sequence[Mapping[str, Any]], options: Mapping[str, Any]) -> str:
-    """What makes two candidates of one study the same: their perturbations and options."""
-    text = json.dumps([list(map(dict, perturb)), dict(options)], sort_keys=True, default=str)
+    """What makes two candidates of one study the same: their perturbations and options. An
+    array counts as the list of its numbers, which is what its op reads: the same numbers as a
+    list or as an array of any dtype are one candidate (docs/studies.md)."""
+    text = json.dumps([list(map(dict, perturb)), dict(options)], sort_keys=True, default=_numbers)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _numbers(value: Any) -> Any:
+    return value.tolist() if isinstance(value, np.ndarray) else str(value)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as plain JSON, a numpy array kept as a one-dimensional array of numbers (its
+    numbers a numpy scalar's value), anything else as its text, as JSON's ``default=str`` had it."""
+    if isinstance(value, np.ndarray) and value.ndim:
+        try:
+            return numbers(value, "a candidate's array")
+        except ValueError as exc:
+            raise LoopError(str(exc), field="candidates") from None
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.item()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
 
 
 _MISSING = object()
@@ -91,9 +118,9 @@ def _split(candidate: Candidate, study_compile: Mapping[str, Any]) -> tuple[list
         perturb, options = candidate.get("perturb") or (), dict(candidate.get("compile") or {})
     else:
         perturb, options = candidate, {}
-    plain = json.loads(json.dumps([[dict(op) for op in perturb], options], default=str))
-    own = {k: v for k, v in plain[1].items() if study_compile.get(k, _MISSING) != v}
-    return plain[0], own
+    plain = json.loads(json.dumps(options, default=str))
+    own = {k: v for k, v in plain.items() if study_compile.get(k, _MISSING) != v}
+    return [_plain(dict(op)) for op in perturb], own
 
 
 class Study:
@@ -173,19 +200,25 @@ class Study:
         generation: int | None = None,
         remeasure: bool = False,
         names: Sequence[str] | None = None,
+        measure: bool = True,
     ) -> list[Result]:
         """Run the generation (the next one unless given) and return a result per candidate;
         ``names`` names the candidates' runs (default ``c0``, ``c1``...). A generation this
         process or a dead one left unfinished, of the same candidates, is resumed. Candidates
         all evaluated already claim no generation: they come back ``reused``, each with the
         generation it ran in (a rerun of a search replays its generations without new numbers).
-        The study's runs left ``running`` by a process that is gone are marked ``interrupted``."""
+        The study's runs left ``running`` by a process that is gone are marked ``interrupted``.
+
+        ``measure=False`` scores and audits each candidate on the controlled inputs only: no
+        protocol, no rounds, no rate (``why_no_rate == "score-only"``). It reuses any earlier run
+        of a candidate; a measured evaluation reuses measured runs only, so it measures a
+        candidate evaluated score-only before (its compiles come from the cache)."""
         split = [_split(c, self._compile) for c in candidates]
         keys = [content_key(p, o) for p, o in split]
         variants = [names[i] if names else f"c{i}" for i in range(len(keys))]
         with self._store() as store:
             store.interrupt_dead()
-        done = {} if remeasure else self._reusable(set(keys))
+        done = {} if remeasure else self._reusable(set(keys), measure)
         todo: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
         named: dict[str, str] = {}
         for key, variant, (perturb, options) in zip(keys, variants, split, strict=True):
@@ -200,7 +233,7 @@ class Study:
             number, _ = store.claim(
                 [Asked(i, k, v) for i, (k, v) in enumerate(zip(keys, variants, strict=True))], generation
             )
-        fresh = self._run(number, groups) if groups else {}
+        fresh = self._run(number, groups, measure) if groups else {}
         answers = [
             (i, fresh[k][2], fresh[k][0], fresh[k][1], None)
             if k in fresh
@@ -252,15 +285,25 @@ class Study:
                 check_generation(Path(tmp), f"{self.name}-check{suffix}", self.base, self.backend, variants, settings)
 
     def _run(
-        self, generation: int, groups: Sequence[tuple[str, dict[str, Any], list[dict[str, Any]], list[str]]]
+        self,
+        generation: int,
+        groups: Sequence[tuple[str, dict[str, Any], list[dict[str, Any]], list[str]]],
+        measure: bool = True,
     ) -> dict[str, tuple[RunRecord, RunRecord | None, str]]:
         """Each group as one generation flow with its own base, its ratios recorded; runs by
         content key."""
         found: dict[str, tuple[RunRecord, RunRecord | None, str]] = {}
         for suffix, settings, variants, members in groups:
             sweep = f"{self.name}-g{generation}{suffix}"
-            path = write_generation(self.runs, sweep, self.base, self.backend, variants, settings)  # for people
-            options = SweepOptions(jobs=self.jobs, progress=self.progress, scorer=self.scorer, generation=generation)
+            # for people; _check parsed these very variants before the number was claimed
+            path = write_generation(self.runs, sweep, self.base, self.backend, variants, settings, checked=True)
+            options = SweepOptions(
+                jobs=self.jobs,
+                progress=self.progress,
+                scorer=self.scorer,
+                generation=generation,
+                score_only=not measure,
+            )
             ran = run_generation(parse(path), self.runs, options)
             if ran.error:  # the runs are recorded, unmeasured: their results say so
                 warnings.warn(f"{sweep}: {ran.error}; no rates", LoopWarning, stacklevel=3)
@@ -289,12 +332,13 @@ class Study:
                 found.append(Evaluated(a.key, a.generation, content, mine, ref))
         return found
 
-    def _reusable(self, keys: set[str]) -> dict[str, Evaluated]:
+    def _reusable(self, keys: set[str], measured: bool = True) -> dict[str, Evaluated]:
         """The latest run of each of ``keys`` whose reference stood on what the base and frame
-        files hold now, compiled by the same tools; a line for each content or set of tools it
-        no longer matches, where that costs a rerun."""
+        files hold now, compiled by the same tools (``measured``: a run with a rate, not a
+        score-only one); a line for each content or set of tools it no longer matches, where
+        that costs a rerun."""
         with self._store() as store:
-            earlier = [e for e in self._evaluated(store) if e.key in keys]
+            earlier = [e for e in self._evaluated(store) if e.key in keys and not (measured and _score_only(e.run))]
         if not earlier:
             return {}
         (now, names), tools = self._content(), compiler_class(self.backend)().describe()
@@ -336,7 +380,9 @@ class Study:
         """The result with the highest ``key`` (a score, ``rate_fps`` or ``rate_ratio``); its
         ``tied`` holds the others whose interval on ``key`` reaches into its own: within noise,
         any of them may be the better one."""
-        pool = [r for r in self.results() if (r.usable or not usable_only) and r.value(key) is not None]
+        pool = [r for r in self.results() if r.usable or not usable_only]
+        _refuse_unmeasured(pool, (key,))
+        pool = [r for r in pool if r.value(key) is not None]
         found = max(pool, key=lambda r: float(r.value(key) or 0.0), default=None)
         if found is None:
             return None
@@ -345,8 +391,11 @@ class Study:
 
     def pareto(self, keys: Sequence[str] = PARETO_KEYS) -> list[Result]:
         """The usable results no other beats on every key beyond their intervals
-        (:func:`loop.measure.results.pareto`, the report's front too)."""
-        return pareto(self.results(), keys)
+        (:func:`loop.measure.results.pareto`, the report's front too). A rate key with
+        candidates evaluated score-only is refused: they have no rate to be beaten on."""
+        results = self.results()
+        _refuse_unmeasured([r for r in results if r.usable], keys)
+        return pareto(results, keys)
 
     def records(self) -> list[dict[str, Any]]:
         return [r.to_dict() for r in self.results()]
@@ -357,6 +406,25 @@ class Study:
         except ImportError:
             raise LoopError("study.dataframe() needs pandas (pip install pandas)", field="dataframe") from None
         return pd.DataFrame(self.records())
+
+
+def _score_only(run: RunRecord) -> bool:
+    return Flag.SCORE_ONLY in run.flags
+
+
+def _refuse_unmeasured(results: Sequence[Result], keys: Sequence[str]) -> None:
+    """One line naming the candidates a rate key cannot rank: evaluated score-only, they have no
+    rate, and leaving them out in silence would crown a worse candidate."""
+    rated = [k for k in keys if k in RATE_KEYS]
+    unrated = [r for r in results if r.why_no_rate == SCORE_ONLY]
+    if rated and unrated:
+        named = ", ".join(f"{for_person(r.variant)} (generation {r.generation})" for r in unrated[:5])
+        more = f" and {len(unrated) - 5} more" if len(unrated) > 5 else ""
+        raise LoopError(
+            f"{', '.join(rated)}: {len(unrated)} candidate(s) were evaluated score-only and have no rate: "
+            f"{named}{more}; evaluate them with measure=True",
+            field="key",
+        )
 
 
 def _tools_moved(before: Mapping[str, Any], now: Mapping[str, Any], since: str) -> str | None:
@@ -370,10 +438,11 @@ def _tools_moved(before: Mapping[str, Any], now: Mapping[str, Any], since: str) 
 SHARED = ("devices", "seed", "calibration", "inputs", "compile", "measure", "params", "input_shapes")
 
 
-def from_sweep_file(path: Path, name: str, **study: Any) -> tuple[Study, list[Result]]:
+def from_sweep_file(path: Path, name: str, measure: bool = True, **study: Any) -> tuple[Study, list[Result]]:
     """``loop sweep FILE --study NAME``: the file's variants as the next generation of study
     ``NAME`` over the file's base and settings (a variant with neither perturbations nor
-    compile options of its own is the reference every generation has already)."""
+    compile options of its own is the reference every generation has already); ``measure=False``:
+    score-only (``--score-only``)."""
     base, backend, settings = sweep_settings(path)
     doc = json.loads(json.dumps(load_yaml(path)))
     names, candidates = [], []
@@ -389,7 +458,7 @@ def from_sweep_file(path: Path, name: str, **study: Any) -> tuple[Study, list[Re
             names.append(str(v["name"]))
             candidates.append({"perturb": v.get("perturb") or [], "compile": v.get("compile") or {}})
     found = Study(name, base=base, backend=backend, **study, **settings)
-    return found, found.evaluate(candidates, names=names)
+    return found, found.evaluate(candidates, names=names, measure=measure)
 
 
 def sweep_settings(path: Path) -> tuple[Path, str, dict[str, Any]]:

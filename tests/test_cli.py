@@ -363,3 +363,54 @@ def test_compare_refuses_a_swapped_artifact_in_one_line(swept: Path):
     result = invoke("compare", "1", "1", "--rounds", "2", "--round-s", "0.05", "--runs", str(swept))
     lines = result.output.strip().splitlines()
     assert result.exit_code == 1 and len(lines) == 1 and "does not match its hash" in lines[0], result.output
+
+
+def test_score_only_sweep_has_no_rate_says_why_and_a_measured_rerun_measures(write_sweep, tmp_path: Path):
+    runs, path = tmp_path / "runs", write_sweep(SWEEP)
+    result = invoke("sweep", str(path), "--runs", str(runs), "--jobs", "1", "--quiet", "--score-only")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(invoke("runs", "--runs", str(runs), "--json").output)
+    assert [r["flags"] for r in rows] == [["score-only"], ["score-only"]]
+    assert all(not r["measure"].get("rate_fps") and r["scores"]["snr_db"] is not None for r in rows)
+    assert rows[1]["verdict"] == "confounded"  # audited all the same
+    table = invoke("runs", "--runs", str(runs)).output
+    assert table.count("score-only") >= 4  # in the rate column and among the flags, both runs
+    measured = invoke("sweep", str(path), "--runs", str(runs), "--jobs", "1", "--quiet")  # not a resume of it
+    assert measured.exit_code == 0 and "resumed" not in measured.output
+    later = json.loads(invoke("runs", "--runs", str(runs), "--json").output)[2:]
+    assert not any("score-only" in r["flags"] for r in later) and all(
+        r["measure"]["rate_fps"]["median"] > 0 for r in later
+    )
+    assert all(r["cache_hit"] for r in later)
+
+
+def test_score_only_study_sweep_prints_why_there_is_no_rate(write_sweep, tmp_path: Path):
+    runs = tmp_path / "runs"
+    text = SWEEP.replace(
+        "force_range_out, layer: conv1, range: [0.0, 8.0]", "scale_weights, layer: conv1, factor: 1.05"
+    )
+    result = invoke("sweep", str(write_sweep(text)), "--runs", str(runs), "--quiet", "--study", "st", "--score-only")
+    assert result.exit_code == 0, result.output
+    assert "score-only" in result.output
+    shown = json.loads(invoke("study", "st", "--runs", str(runs), "--json").output)
+    assert shown[0]["why_no_rate"] == "score-only" and shown[0]["rate_ratio"] is None
+    refused = invoke("study", "st", "--runs", str(runs), "--best", "rate_ratio")
+    assert refused.exit_code == 2 and "measure=True" in refused.output and len(refused.output.splitlines()) == 1
+
+
+def test_a_sweep_file_naming_an_array_keeps_it_under_runs_and_records_its_hash(write_sweep, tmp_path: Path):
+    import numpy as np
+
+    from loop.core.arrays import npy_bytes, ref_of
+    from loop.store.arrays import load_array
+
+    a, runs = np.array([0.0, 8.0]), tmp_path / "runs"
+    ref = ref_of(a)
+    (tmp_path / "range.npy").write_bytes(npy_bytes(a))
+    text = SWEEP.replace("range: [0.0, 8.0]", f"range: {{array: {ref['array']}, path: range.npy}}")
+    result = invoke("sweep", str(write_sweep(text)), "--runs", str(runs), "--jobs", "1", "--quiet", "--score-only")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(invoke("runs", "--runs", str(runs), "--json").output)
+    assert rows[1]["perturb"][0]["range"] == ref and rows[1]["perturb"][0]["hi"] == 8.0
+    (tmp_path / "range.npy").unlink()  # the runs folder holds what its ledger names
+    assert np.array_equal(load_array(runs, ref), a)

@@ -458,3 +458,79 @@ def _two_generations(tmp_path: Path, example: str) -> tuple[Any, Study, list[Any
     assert len(told) == 6 and study.generations() in ({0: "done"}, {0: "done", 1: "done"})
     done = [t for t in told if t.state == optuna.trial.TrialState.COMPLETE]
     return optuna, study, told, done
+
+
+def test_score_only_scores_and_audits_with_no_rate_and_says_why(tmp_path, recipe):
+    s = study(tmp_path, recipe)
+    first = s.evaluate([scale(1.05), scale(1.1)], measure=False)
+    for r in first:
+        assert r.verdict == "clean" and r.scores["snr_db"] is not None and r.usable
+        assert r.rate_fps is None and r.rate_ratio is None and r.ttfo_ms is None and r.stopped is None
+        assert r.why_no_rate == "score-only" and r.to_dict()["why_no_rate"] == "score-only"
+        assert "score-only" in r.flags and r.ratio_basis == "ledger"
+    assert s.best("snr_db") is not None  # a score key ranks them
+    for ask in (lambda: s.best("rate_ratio"), lambda: s.best("rate_fps"), lambda: s.pareto()):
+        with pytest.raises(
+            LoopError, match=r"evaluated score-only and have no rate: c0 \(generation 0\), c1.*measure=True"
+        ):
+            ask()
+    assert len(s.pareto(("snr_db",))) >= 1
+    with sqlite3.connect(tmp_path / "runs" / "ledger.sqlite") as db:  # recorded so, the reference too
+        flagged = {v: json.loads(f) for v, f in db.execute("SELECT variant, flags FROM runs WHERE sweep='s-g0'")}
+    assert set(flagged) == {"base", "c0", "c1"} and all("score-only" in f for f in flagged.values())
+
+
+def test_score_only_is_reused_score_only_and_measured_when_asked_then_reused_measured(tmp_path, recipe):
+    s = study(tmp_path, recipe)
+    first = s.evaluate([scale(1.05), scale(1.1)], measure=False)
+    again = s.evaluate([scale(1.05)], measure=False)
+    assert again[0].reused and again[0].run_id == first[0].run_id and again[0].why_no_rate == "score-only"
+    measured = s.evaluate([scale(1.05)])
+    assert not measured[0].reused and measured[0].run_id != first[0].run_id and measured[0].generation == 1
+    assert measured[0].rate_ratio is not None and measured[0].why_no_rate is None
+    assert measured[0].run.cache_hit  # compiled by the score-only generation already
+    for ask in (True, False):
+        later = s.evaluate([scale(1.05)], measure=ask)
+        assert later[0].reused and later[0].run_id == measured[0].run_id and later[0].rate_ratio is not None
+    with pytest.raises(LoopError, match=r"1 candidate\(s\) were evaluated score-only"):  # scale(1.1) still is
+        s.best("rate_ratio")
+    s.evaluate([scale(1.1)])
+    # measured now: ranked (usable_only=False: a busy host may leave its ratio short of the target)
+    assert s.best("rate_ratio", usable_only=False) is not None
+    assert s.generations() == {0: "done", 1: "done", 2: "done"}
+
+
+def ranged(hi: Any) -> list[dict]:
+    return [{"op": "force_range_out", "layer": "conv1", "range": hi}]
+
+
+def test_array_valued_candidates_are_kept_by_hash_and_are_the_list_of_their_numbers(tmp_path, recipe):
+    from loop.core.arrays import ref_of
+    from loop.store.arrays import load_array
+
+    runs = tmp_path / "runs"
+    s = study(tmp_path, recipe, compile={"bias_correction": False})
+    a = np.array([0.0, 8.0], np.float32)
+    sha = ref_of(a)["array"]
+    first = s.evaluate([ranged(a), ranged(np.array([0.1, 8.0], np.float32))], measure=False)
+    assert first[0].verdict == "clean" and first[0].scores["snr_db"] is not None
+    assert first[0].run.perturb[0]["range"] == {"array": sha, "dtype": "float32", "shape": [2]}
+    assert (first[0].run.perturb[0]["lo"], first[0].run.perturb[0]["hi"]) == (0.0, 8.0)
+    assert np.array_equal(load_array(runs, first[0].run.perturb[0]["range"]), a)  # kept, hash-checked
+    written = yaml.safe_load((runs / "generations" / "s-g0.yaml").read_text())  # plain YAML naming the file
+    assert written["variants"][1]["perturb"][0]["range"] == {
+        "array": sha,
+        "dtype": "float32",
+        "shape": [2],
+        "path": f"../arrays/{sha}.npy",
+    }
+    again = s.evaluate([ranged([0.0, 8.0]), ranged(a.astype(np.float64)), ranged([0.1, 8.0])], measure=False)
+    assert [r.reused for r in again] == [True, True, False]  # the same numbers: the same candidate
+    assert again[0].run_id == again[1].run_id == first[0].run_id
+    # float32's 0.1 is 0.10000000149011612, not 0.1: another candidate, run on its own
+    assert again[2].run_id != first[1].run_id
+    with pytest.raises(LoopError, match="dtype object"):  # never pickled, refused before a number is claimed
+        s.evaluate([ranged(np.array([0.0, {}], dtype=object))], measure=False)
+    with pytest.raises(LoopError, match=r"range"):
+        s.evaluate([ranged(np.zeros(3))], measure=False)
+    assert s.generations() == {0: "done", 1: "done"}

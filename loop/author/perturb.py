@@ -43,9 +43,18 @@ class Op:
         return self.name
 
     def record(self) -> dict[str, Any]:
-        """The op as the ledger records it (``op`` first)."""
-        found: dict[str, Any] = self.model_dump()  # type: ignore[attr-defined]
+        """The op as the ledger records it (``op`` first); a field given as an array, by its
+        reference (the array is kept under ``runs/arrays``, :meth:`arrays`)."""
+        found: dict[str, Any] = {**self.model_dump(), **self.array_refs()}  # type: ignore[attr-defined]
         return {"op": self.label, **{k: v for k, v in found.items() if k != "op"}}
+
+    def array_refs(self) -> dict[str, dict[str, Any]]:
+        """The reference of each field given as an array, by field."""
+        return {k: v.ref for k, v in vars(self).items() if isinstance(v, schema.ArrayValues)}
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The arrays its fields were given as, by hash: what a run's record needs kept."""
+        return {v.ref["array"]: v.source for v in vars(self).values() if isinstance(v, schema.ArrayValues)}
 
     def check(self, structure: Structure) -> None:
         if self.layer is not None and structure.layer(self.layer) is None:
@@ -176,7 +185,8 @@ class ForceRange(schema.ForceRangeOp, Op):
 
     def record(self) -> dict[str, Any]:
         """As the ledger has recorded a forced range all along: its bounds and side by name."""
-        return {"op": self.op, "layer": self.layer, "lo": self.lo, "hi": self.hi, "side": self.side}
+        held = {"op": self.op, "layer": self.layer, "lo": self.lo, "hi": self.hi, "side": self.side}
+        return {**held, **self.array_refs()}  # a range given as an array: its file too
 
     def tensor(self, structure: Structure) -> str:
         """The tensor actually quantized: after removed activations, and at the head of any
@@ -378,7 +388,7 @@ def op_from(model: Any) -> Op:
     """The op a validated :mod:`loop.author.schema` op model describes: the same fields."""
     if isinstance(model, schema.ForceRangeOp):
         _range(model.range)
-    op: Op = OPS[model.op](**model.model_dump())
+    op: Op = OPS[model.op](**dict(model))  # its values as validated: an array's stays beside its numbers
     return op
 
 

@@ -16,8 +16,10 @@ from __future__ import annotations
 import re
 from copy import copy
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import numpy as np
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -27,12 +29,16 @@ from pydantic import (
     PlainSerializer,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
     create_model,
     model_validator,
 )
 from pydantic.fields import FieldInfo
 
 from loop.author.yamlio import LineDict, LineList
+from loop.core.arrays import is_ref, numbers, ref_of, referenced
 from loop.core.errors import LoopError
 from loop.core.text import for_person
 from loop.core.vocab import CompileSettings, DeviceSettings
@@ -149,6 +155,38 @@ MeasureSpec = Measure
 Compile = CompileSettings
 
 
+class ArrayValues(list):
+    """A list of numbers an array gave (a numpy array from Python, or a sweep file's reference to
+    a stored one): the numbers, as a list field holds them, with the array kept beside them for
+    the record (:meth:`loop.author.perturb.Op.record` records ``ref``, never the numbers)."""
+
+    def __init__(self, values: list[Any], source: Any, ref: dict[str, Any]) -> None:
+        super().__init__(values)
+        self.source, self.ref = source, ref
+
+
+def _array_values(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+    """A list field's value given as an array: validated as the list of its numbers (bounds
+    and all), the array kept beside them. Anything else is validated as it is."""
+    if isinstance(value, ArrayValues):  # an op rebuilt from its validated model keeps its array
+        return ArrayValues(handler(list(value)), value.source, value.ref)
+    if isinstance(value, np.ndarray):
+        source = numbers(value)
+        return ArrayValues(handler(source.tolist()), source, ref_of(source))
+    if is_ref(value):
+        folder = (info.context or {}).get("folder")
+        source = numbers(referenced(value, folder))
+        return ArrayValues(handler(source.tolist()), source, ref_of(source))
+    return handler(value)
+
+
+# How an op declares a field that takes an array: ``Annotated[list[X], ARRAY]``. From Python it
+# takes a one-dimensional numpy array of numbers; in a sweep file, a list, or a reference to a
+# stored array, ``{array: SHA, path: FILE}`` (FILE relative to the sweep file; ``dtype`` and
+# ``shape`` checked where given). Either way the op reads the list of its numbers.
+ARRAY = WrapValidator(_array_values)
+
+
 # The ops' parameters, declared once: a perturbation op (loop.author.perturb) is its model with
 # its behaviour added, so the sweep file, the API and the record read one declaration.
 class ScaleWeightsOp(Strict):
@@ -167,20 +205,9 @@ class AddWeightNoiseOp(Strict):
 class ForceRangeOp(Strict):
     op: Literal["force_range_out", "force_range_in"]
     layer: Layer
-    range: Annotated[list[Annotated[float, Field(ge=-1e9, le=1e9)]], Field(min_length=2, max_length=2)] = Field(
+    range: Annotated[list[Annotated[float, Field(ge=-1e9, le=1e9)]], Field(min_length=2, max_length=2), ARRAY] = Field(
         description="[lo, hi] with lo < hi"
     )
-
-
-def _plain_floats(value: Any) -> Any:
-    """A numpy array (or any sequence) of per-channel factors as a list of floats: from Python,
-    ``factors`` may be a numpy array; a sweep file gives a list."""
-    if value is None or isinstance(value, (list, str, bytes)):
-        return value
-    try:
-        return [float(v) for v in value]
-    except TypeError:
-        return value
 
 
 Factor = Annotated[float, Field(gt=0, le=1e6)]
@@ -196,7 +223,7 @@ class ScaleGridOp(Strict):
         "output is quantized on, wherever it appears (and its readers' bias scales)"
     )
     factor: Factor | None = Field(default=None, description="multiplies the scale(s), after quantization (F > 0)")
-    factors: Annotated[list[Factor] | None, BeforeValidator(_plain_floats)] = Field(
+    factors: Annotated[list[Factor], ARRAY] | None = Field(
         default=None,
         max_length=1 << 20,
         description="instead of factor: one per output channel (of: weights; a numpy array from Python)",
@@ -395,13 +422,14 @@ def section_model(name: str) -> type[BaseModel] | None:
     return None if found is Section else found
 
 
-def validate(raw: Any) -> Sweep:
-    """``raw`` (from :func:`loop.author.yamlio.load_yaml`) as a :class:`Sweep`, or a LoopError at its line."""
+def validate(raw: Any, folder: Path | None = None) -> Sweep:
+    """``raw`` (from :func:`loop.author.yamlio.load_yaml`) as a :class:`Sweep`, or a LoopError at its
+    line; ``folder``: the sweep file's, which the paths of its array references are relative to."""
     if not isinstance(raw, dict):
         raise LoopError("a sweep file is a mapping with 'sweep', 'base' and 'variants'", line=line_of_doc(raw))
     root = sweep_model()
     try:
-        return root.model_validate(raw)
+        return root.model_validate(raw, context={"folder": folder})
     except ValidationError as exc:
         raise locate(exc, raw, root) from None
 

@@ -113,7 +113,7 @@ def parse(path: Path, *, check_backends: bool = False, cluster: bool = False) ->
 def _parse(path: Path, check_backends: bool, cluster: bool) -> SweepSpec:
     raw = load_yaml(path)
     foreign = _foreign_keys(raw)
-    model = schema.validate(_without(raw, foreign) if foreign else raw)
+    model = schema.validate(_without(raw, foreign) if foreign else raw, path.parent)
     devices = _check_names(model, raw)
     if check_backends:
         _available(model.backend, devices, cluster, raw)

@@ -87,3 +87,6 @@ class Flag(Kind):
     THERMAL_DRIFT = "thermal-drift"  # the rate fell over a long run by more than its noise
     CALIBRATION_WORSE = "calibration-worse"  # scored far below the sweep's own calibration method
     QUANTIZATION_RUINED = "quantization-ruined"  # the base's SNR or top-1 agreement collapsed at the default
+    # run score-only (a study's ``measure=False``, ``loop sweep --score-only``): the devices answered
+    # the controlled inputs alone, so it has no time to first output and no rate, by request
+    SCORE_ONLY = "score-only"

@@ -4,6 +4,7 @@ them once, together, in interleaved rounds at the protocol's depth, each candida
 on its own when its ratio's interval meets ``measure.target_ratio_pct``, stops narrowing, or is beaten,
 or when ``measure.budget_s`` is spent (:mod:`loop.measure.rounds`); why is kept in its ratio row.
 Each candidate's ratio and its own rate come from the same rounds; nothing is measured twice.
+A score-only generation (``SweepOptions.score_only``) stops after the sweep: no rounds, no ratios.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ def run_generation(spec: SweepSpec, runs: Path, options: SweepOptions) -> Genera
         swept = run_sweep(spec, runs, replace(options, runner=runner, measure=False))
         with Ledger(runs / "ledger.sqlite", readonly=True) as ledger:
             found = {r.variant: r for r in ledger.records(spec.name)}  # id order: the latest attempt wins
+        if options.score_only:
+            return Generation(swept, found)
         ref = found.get("base")
         candidates = [r for name, r in found.items() if name != "base"]
         try:

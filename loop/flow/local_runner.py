@@ -110,7 +110,8 @@ class LocalRunner(Runner):
             timed_on = self._timed_on[first]
         except Exception as exc:
             return RunResult.failed(Stage.OPEN, f"{type(exc).__name__}: {exc}", host=socket.gethostname())
-        with hostlock.measuring(timed_on, overlap=self.overlap):
+        timed = task.measure or task.race is not None
+        with hostlock.measuring(timed_on, overlap=self.overlap) if timed else hostlock.answering(timed_on):
             return self._run(task)
 
     def _run(self, task: RunTask) -> RunResult:

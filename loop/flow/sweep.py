@@ -43,6 +43,7 @@ from loop.flow.resume import Claim, Content, ContentChanged, Heartbeat, Named, c
 from loop.flow.runner import Runner, RunResult, RunTask, StageTimeouts
 from loop.judge import fingerprint as fp
 from loop.measure import hostlock
+from loop.store.arrays import store_array
 from loop.store.artifacts import load_artifact, recorded_sha, spill
 from loop.store.cache import Cache
 from loop.store.files import StoreWarning, check_runs, remove_stale_temps, runs_artifact
@@ -66,6 +67,14 @@ class SweepOptions:
     # measured once, together, in interleaved rounds: loop.flow.generation)
     measure: bool = True
     runner: Runner | None = None  # one already open, kept open after (a generation races on it)
+    # no protocol and no race: each run is scored and audited on the controlled inputs only, and
+    # recorded so (Flag.SCORE_ONLY), its rate left to a later measured run of the same candidate
+    score_only: bool = False
+
+    @property
+    def measures(self) -> bool:
+        """Whether the devices run the protocol on each variant."""
+        return self.measure and not self.score_only
 
 
 @dataclass
@@ -179,6 +188,7 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
         authored = [author(spec, v, any(v is r for r in refs), Path(staging), threads) for v in variants]
         remove_stale_scratch()  # what killed sweeps left, now that this one is going ahead
         remove_stale_temps(runs)
+        _keep_arrays(runs, authored)
         ledger = Ledger(runs / "ledger.sqlite")
         try:
             return _run(spec, runs, options, jobs, authored, ledger)
@@ -186,12 +196,22 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
             ledger.close()
 
 
-def identity(spec: SweepSpec, authored: list[Authored]) -> str:
+def _keep_arrays(runs: Path, authored: list[Authored]) -> None:
+    """Every array the variants' ops were given as, kept under ``runs/arrays`` before any run
+    records it by hash: what the ledger names, the runs folder holds."""
+    for sha, a in {sha: a for x in authored for op in x.variant.ops for sha, a in op.arrays().items()}.items():
+        store_array(runs, a, sha)
+
+
+def identity(spec: SweepSpec, authored: list[Authored], score_only: bool = False) -> str:
     """What a resumed sweep must match: the sweep file, and the content of every model and
-    frame set it authored (a recipe or .onnx edited since then makes a new sweep)."""
+    frame set it authored (a recipe or .onnx edited since then makes a new sweep). A score-only
+    run of the file is a sweep of its own, so a measured run after it measures every variant."""
     h = hashlib.sha256(spec.sha.encode())
     for a in authored:
         h.update(f"{a.variant.name}|{a.onnx_sha}|{a.calib_sha}|{a.inputs_sha}".encode())
+    if score_only:
+        h.update(b"|score-only")
     return h.hexdigest()
 
 
@@ -229,7 +249,7 @@ def _run(
     ordered = sorted(authored, key=lambda a: not a.reference)
     want = Claim(
         spec.name,
-        identity(spec, authored),
+        identity(spec, authored, options.score_only),
         options.fresh,
         tuple((a.variant.name, spec.variant_sha(a.variant)) for a in ordered),
         spec.backend,
@@ -252,10 +272,12 @@ def _run(
         compiled = _progress(_compiled(spec, todo, jobs, options, runs, runner, decided), len(todo), options)
         here = {g: a for g, a in refs.items() if any(a is t for t in todo)}
         found = evaluated(
-            spec, runs, compiled, runner, against, here, options.scorer, options.timeouts, options.measure
+            spec, runs, compiled, runner, against, here, options.scorer, options.timeouts, options.measures
         )
         for done in found:
             done.outcome.run_id = ids[done.authored.variant.name]
+            if options.score_only:
+                done.outcome.flags.append(Flag.SCORE_ONLY)
             _record(ledger, done.outcome.run_id, spec, done.authored, done.compiled, done.outcome)
             result.outcomes.append(done.outcome)
     result.outcomes += [_finished_outcome(row) for row in state.finished.values()]
@@ -292,12 +314,15 @@ def _compiled(
     decided: dict[str, Decision | None],
 ) -> Iterator[Compiled]:
     """Triples of (variant, compile result, measured while compiles ran), each as soon as it is
-    compiled when no compile runs on a host that measures. Otherwise compiling holds this host's
-    lock shared, so no sweep measures meanwhile, and the triples come once every compile is
-    done; with ``overlap`` they come at once all the same, flagged when compiles still ran."""
+    compiled when no compile runs on a host that measures, or when nothing is measured.
+    Otherwise compiling holds this host's lock shared, so no sweep measures meanwhile, and the
+    triples come once every compile is done; with ``overlap`` they come at once all the same,
+    flagged when compiles still ran."""
     stream = _compile_stream(spec, todo, jobs, runs, options, decided)
     compiling_on = compile_hosts(options.cluster)
-    if not compiling_on & runner.hosts():
+    # a sweep that times nothing (the devices answer the inputs alone) runs each variant as it is
+    # compiled: its answers are not spoiled by the compiles, nor theirs by it
+    if not compiling_on & runner.hosts() or not options.measures:
         yield from ahead(_as_compiled(stream, socket.gethostname() in compiling_on))
         return
     with ExitStack() as lock:

@@ -134,6 +134,17 @@ def compiling() -> ContextManager[None]:
 
 
 @contextmanager
+def answering(device: str) -> Iterator[None]:
+    """A device answering the controlled inputs, timing nothing: it loads the host as a compile
+    does, so it holds the host lock shared (no one measures meanwhile; compiles and other
+    answers go on), and its device's lock, which one session at a time may hold."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", device)
+    doing = f"answering the inputs on {device}"
+    with _held("host.lock", SHARED, doing), _held(f"device-{safe}.lock", EXCLUSIVE, doing):
+        yield
+
+
+@contextmanager
 def measuring(device: str, overlap: bool = False) -> Iterator[None]:
     # Always the host lock before a device lock: a sweep that measures with ``overlap``
     # still holds the host lock shared (it is compiling) when it takes the device lock, so

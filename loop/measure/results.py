@@ -25,6 +25,8 @@ from loop.store.studies import Ratio, RatioRow
 
 HOST_BUSY = "measured host-busy"
 PARETO_KEYS = ("snr_db", "rate_ratio")  # what a search trades: accuracy against speed
+RATE_KEYS = ("rate_fps", "rate_ratio", "ttfo_ms")  # what the protocol or the rounds measure; a score-only run has none
+SCORE_ONLY = str(Flag.SCORE_ONLY)  # why a score-only run has no rate
 # The keys of ``to_dict``, in order: the view's shape for JSON, CSV and data frames.
 VIEW_KEYS = (
     "index",
@@ -50,6 +52,7 @@ VIEW_KEYS = (
     "ratio_basis",
     "ratio_floor_pct",
     "stopped",
+    "why_no_rate",
 )
 
 
@@ -166,6 +169,17 @@ class Result:
             return "ledger"
         why = self.stopped or ("beaten" if self.race.dropped is not None else None)
         return f"interleaved, {self.race.rounds} rounds" + (f" (stopped: {why})" if why and why != "target" else "")
+
+    @property
+    def why_no_rate(self) -> str | None:
+        """Why it has no rate: ``score-only`` (evaluated so: scored on the inputs, never
+        measured), its status where it did not finish, or ``not measured`` (its rounds failed);
+        None when it has one."""
+        if self.rate_fps is not None:
+            return None
+        if Flag.SCORE_ONLY in self.run.flags:
+            return SCORE_ONLY
+        return "not measured" if self.status == Status.OK else str(self.status)
 
     @property
     def stopped(self) -> str | None:

@@ -117,7 +117,7 @@ def summary_row(run: RunRecord, layer: str | None) -> list[str]:
         _fmt(run.stages.get("optimize_s"), ".2f"),
         _fmt(run.stages.get("compile_s"), ".3f"),
         _fmt(m.ttfo_ms, ".2f"),
-        _fmt(m.median_fps, ".1f"),
+        _rate(run),
         f"{_fmt(m.bytes_in, ',')}/{_fmt(m.bytes_out, ',')}",
         _fmt(s.output_mean, ".4f"),
         differ,
@@ -274,6 +274,13 @@ def _clip(text: str, width: int) -> str:
     return one if len(one) <= width else one[: width - 3] + "..."
 
 
+def _rate(run: RunRecord) -> str:
+    """Its median rate, or why it has none where it was run score-only."""
+    if run.measure.median_fps is None and Flag.SCORE_ONLY in run.flags:
+        return str(Flag.SCORE_ONLY)
+    return _fmt(run.measure.median_fps, ".1f")
+
+
 def runs_table(runs: Sequence[RunRecord]) -> str:
     headers = ["id", "sweep", "variant", "status", "verdict", "kernel sha", "rate fps", "flags", "why apart"]
     rows = [
@@ -284,7 +291,7 @@ def runs_table(runs: Sequence[RunRecord]) -> str:
             r.status,
             _fmt(r.verdict),
             _fmt(r.kernel_sha)[:12],
-            _fmt(r.measure.median_fps, ".1f"),
+            _rate(r),
             ",".join(r.flags) or "-",
             _clip(r.why_apart or "-", WHY_WIDTH),
         ]
@@ -326,7 +333,7 @@ def study_table(results: Sequence[Any]) -> str:
             r.variant,
             _fmt(r.verdict or r.status),
             _fmt(r.scores.get("snr_db"), ".1f"),
-            _fmt(r.rate_fps, ".1f"),
+            _fmt(r.rate_fps, ".1f") if r.why_no_rate != Flag.SCORE_ONLY else str(Flag.SCORE_ONLY),
             _ratio(r.rate_ratio, r.rate_ratio_ci95),
             r.stopped or "-",
             "yes" if r.reused else "",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from loop.core.errors import LoopError
-from loop.core.kinds import NOT_COMPARABLE, Status, Verdict
+from loop.core.kinds import NOT_COMPARABLE, Flag, Status, Verdict
 from loop.core.record import RunRecord
 from loop.core.registry import DEFAULT_LINK
 from loop.core.text import LIMIT, for_person
@@ -81,7 +81,9 @@ def _glance_row(r: RunRecord, name: str) -> list[str]:
         _esc(name),
         _esc(r.verdict if r.status == Status.OK else f"{r.status} at {r.stage}"),
         f"{_num(m.ttfo_ms, '.2f')} <span class='note'>({split})</span>",
-        _num(m.median_fps, ".1f") + (f" <span class='note'>[{ci[0]:.1f}, {ci[1]:.1f}]</span>" if ci else ""),
+        _num(m.median_fps, ".1f") + (f" <span class='note'>[{ci[0]:.1f}, {ci[1]:.1f}]</span>" if ci else "")
+        if m.median_fps is not None or Flag.SCORE_ONLY not in r.flags
+        else _esc(Flag.SCORE_ONLY),
         _num(m.rate.frames if m.rate else None, ","),
         f"{_num(m.bytes_in, ',')} / {_num(m.bytes_out, ',')}",
         _num(r.scores.snr_db, ".1f"),

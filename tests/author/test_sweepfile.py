@@ -225,3 +225,24 @@ def test_the_largest_seed_parses(write_sweep):
     the sweep's is the largest it accepts: still a sweep, not a traceback."""
     spec = parse(write_sweep(GOOD.replace("variants:", "seed: 4294967295\nvariants:")))
     assert (spec.calibration.seed, spec.inputs.seed) == (2**32 - 1, 2**32)
+
+
+def test_a_list_field_takes_a_reference_to_a_stored_array(write_sweep, tmp_path: Path):
+    import numpy as np
+
+    from loop.core.arrays import npy_bytes, ref_of
+
+    a = np.array([0.0, 4.0], np.float32)
+    sha = ref_of(a)["array"]
+    (tmp_path / "r.npy").write_bytes(npy_bytes(a))
+    text = GOOD.replace("range: [0, 4]", f"range: {{array: {sha}, path: r.npy, shape: [2]}}")
+    op = parse(write_sweep(text)).variants[2].ops[0]
+    assert op == ForceRange(op="force_range_out", layer="conv1", range=[0.0, 4.0])  # the numbers it holds
+    assert op.record()["range"] == {"array": sha, "dtype": "float32", "shape": [2]} and list(op.arrays()) == [sha]
+    (tmp_path / "r.npy").write_bytes(npy_bytes(a * 2))  # swapped under its name
+    err = _error(write_sweep, text)
+    assert err.line == 10 and err.field == "variants[2].perturb[0].range" and "does not hold array" in str(err)
+    err = _error(
+        write_sweep, text.replace("force_range_out, layer: conv1, range:", "scale_weights, layer: conv1, factor:")
+    )
+    assert err.field == "variants[2].perturb[0].factor"  # a field that takes no array refuses one

@@ -109,12 +109,14 @@ def load_translated_params(runner: Any, params: Mapping[str, np.ndarray]) -> str
     returns how. Whether the DFC's ``compile()`` then honours them is UNCONFIRMED (docs/hailo.md)."""
     try:
         from hailo_sdk_client.hailo_archive.hailo_archive import ParamsKinds
-    except ImportError:  # no public spelling without ParamsKinds: the string form is a guess, said so
-        runner.load_params(dict(params), params_kind="translated")
-        return "load_params(dict, params_kind='translated') (unconfirmed spelling)"
+    except ImportError as exc:  # no public spelling without it: refused rather than guessed
+        raise HailoCompileError(
+            "scale_grid: this hailo_sdk_client has no hailo_archive.ParamsKinds, the only public way "
+            "loop knows to load translated params back"
+        ) from exc
     with tempfile.TemporaryDirectory(prefix="loop-params-") as folder:
         path = Path(folder) / "translated.npz"
-        np.savez(path, **{k: np.asarray(v) for k, v in params.items()})
+        np.savez(path, **{k: np.asarray(v) for k, v in params.items()})  # type: ignore[arg-type]  # names, not flags
         runner.load_params(str(path), params_kind=ParamsKinds.TRANSLATED)
     return "load_params(npz, ParamsKinds.TRANSLATED)"
 

@@ -34,7 +34,9 @@ def rescale_params(
         for key, index in keys:
             out[key] = _times(out[key], edit.factors, index)
         moved = list(dict.fromkeys(key for key, _ in keys))
-        done.append({"layer": edit.layer, "compiled_layer": layer, "of": edit.of, "factors": list(edit.factors), "keys": moved})
+        done.append(
+            {"layer": edit.layer, "compiled_layer": layer, "of": edit.of, "factors": list(edit.factors), "keys": moved}
+        )
     return out, done
 
 
@@ -87,13 +89,19 @@ def _grid_slot(params: Mapping[str, np.ndarray], leaves: Mapping[str, str], side
 
 def readers(hn: Mapping[str, Any], layer: str) -> list[str]:
     """The HN layers that read ``layer``'s output (``<net>/<layer>`` names)."""
-    return [name for name, body in hn.get("layers", {}).items() if isinstance(body, dict) and layer in (body.get("input") or [])]
+    return [
+        name
+        for name, body in hn.get("layers", {}).items()
+        if isinstance(body, dict) and layer in (body.get("input") or [])
+    ]
 
 
 def _output_keys(params: Mapping[str, np.ndarray], edit: Rescale, layer: str, hn: Mapping[str, Any]) -> list[Slot]:
     """The layer's output scale, every reader's input scale (the same grid) and their integer bias scales."""
     if len(edit.factors) > 1:
-        raise HailoCompileError(f"scale_grid: layer '{edit.layer}''s output grid has one scale on the DFC (qp_out), not one per channel")
+        raise HailoCompileError(
+            f"scale_grid: layer '{edit.layer}''s output grid has one scale on the DFC (qp_out), not one per channel"
+        )
     leaves = _leaves(params, layer)
     own = _grid_slot(params, leaves, "out")
     if own is None:

@@ -78,6 +78,7 @@ def test_weights_by_1_1_reach_the_hef_when_the_double_honours_loaded_params(fake
 def test_an_ignored_edit_compiles_the_base_params_though_the_har_holds_the_new_ones(fake_hailo_sdk_client):
     hefs, got = compiled(fake_hailo_sdk_client, (Rescale("Conv_0", "weights", (1.1,)),), reach=False)
     assert got["variant"].artifact.data == got["base"].artifact.data  # the HEF is the base's
+    assert hefs["variant"]["loop_net/conv1"]["kernel_scale:0"] == hefs["base"]["loop_net/conv1"]["kernel_scale:0"]
     printed = {lp.name: lp for lp in got["variant"].layers}  # the params loop reads say it moved
     reference = {lp.name: lp for lp in got["base"].layers}
     assert printed["Conv_0"].weight_scale[0] == pytest.approx(reference["Conv_0"].weight_scale[0] * 1.1, rel=1e-6)

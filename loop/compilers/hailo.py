@@ -21,8 +21,9 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
@@ -39,15 +40,26 @@ from loop.compilers.hailo_params import (
     flat_params,
     io_layouts,
     kernel_grid,
+    load_translated_params,
     named_prints,
     onnx_layers,
     output_names,
     saved_translated_params,
 )
+from loop.compilers.hailo_rescale import rescale_params
 from loop.compilers.hailo_weights import hef_residency, hn_model_layers, layer_bits, residency
 from loop.core.hashing import bytes_sha
 from loop.core.text import for_person
-from loop.core.vocab import Artifact, CompileOptions, CompileSettings, Frames, LayerPrint, Quantized, TensorLayout
+from loop.core.vocab import (
+    Artifact,
+    CompileOptions,
+    CompileSettings,
+    Frames,
+    LayerPrint,
+    Quantized,
+    Rescale,
+    TensorLayout,
+)
 
 
 def target_arch(options: CompileOptions) -> str:
@@ -465,16 +477,46 @@ class HailoCompiler(Compiler):
     def _runner(self, quantized: Quantized) -> Any:
         sha = bytes_sha(quantized.data)
         if sha not in self._runners:
-            from hailo_sdk_client import ClientRunner
-
-            har = self._dir() / f"{quantized.info.get('net_name', 'loop_net')}.har"
-            har.write_bytes(quantized.data)
-            runner = ClientRunner(har=str(har))
-            # hailo_model_zoo loads the script again before it compiles a reopened HAR (main_driver.py
-            # compile -> main_utils.py compile_model); that the HAR keeps it is not documented.
-            runner.load_model_script(str(quantized.info.get("model_script") or ""))
-            self._runners[sha] = runner
+            self._runners[sha] = self._reopen(quantized, self._dir())
         return self._runners[sha]
+
+    @staticmethod
+    def _reopen(quantized: Quantized, folder: Path) -> Any:
+        """A runner of its own over the quantized HAR, with the run's model script loaded again."""
+        from hailo_sdk_client import ClientRunner
+
+        har = folder / f"{quantized.info.get('net_name', 'loop_net')}.har"
+        har.write_bytes(quantized.data)
+        runner = ClientRunner(har=str(har))
+        # hailo_model_zoo loads the script again before it compiles a reopened HAR (main_driver.py
+        # compile -> main_utils.py compile_model); that the HAR keeps it is not documented.
+        runner.load_model_script(str(quantized.info.get("model_script") or ""))
+        return runner
+
+    def rescale(self, quantized: Quantized, edits: Sequence[Rescale]) -> Quantized:
+        """The quantized HAR with its translated params' scales multiplied (``scale_grid``), loaded
+        back into a runner of its own (the base's stays as optimize left it) and saved as a new HAR;
+        ``compile`` then compiles it without optimizing, as hailo_model_zoo compiles a quantized HAR
+        (``main_driver.py``: no optimize past the HAILO_MODEL state; ``core/main_utils.py``
+        ``compile_model``). UNCONFIRMED: that the DFC's compile honours loaded translated params; the
+        device's outputs say whether it did (``loop/flow/evaluate.py``, ``_unapplied``)."""
+        folder = self._dir()
+        stages = dict(quantized.stages)  # run_compile times the whole edit; the DFC's call is timed alone
+        runner = self._reopen(quantized, folder)
+        _, params = saved_translated_params(runner)
+        hn = hn_dict(self._hn(runner))
+        names = layer_names_from_hn(hn)
+        net = str(hn.get("name") or quantized.info.get("net_name") or "loop_net")
+        targets = [(edit, f"{net}/{dfc_layer(edit.layer, names)}") for edit in edits]
+        edited, done = rescale_params(params, targets, hn)
+        with named_errors("rescale"), timed(stages, "load_params_s"):
+            how = load_translated_params(runner, edited)
+        har = folder / f"{net}.rescaled.har"
+        runner.save_har(str(har))  # the HAR travels by value (to the compile child, to the emulator)
+        data = har.read_bytes()
+        self._runners[bytes_sha(data)] = runner
+        info = {**quantized.info, "workdir": str(folder), "rescaled": {"edits": done, "loaded_by": how}}
+        return replace(quantized, data=data, info=info, stages=stages)
 
     def fingerprint(self, quantized: Quantized) -> list[LayerPrint]:
         """The quantized layers, named by the ONNX nodes they stand for (the HN's ``original_names``),

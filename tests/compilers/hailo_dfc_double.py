@@ -52,7 +52,15 @@ double", lists them with what is NOT confirmed):
   the DFC's own algorithm is not public (ASSUMED: data-free, on pairs of convs). The native params
   (``get_params()``) then hold the equalized kernels, the float kernels the DFC quantized.
 - **Compile.** ``compile()`` returns the HEF's bytes; a test may ask for a HEF of a given size
-  (:class:`SizedHef`, never materialized), to stand for one bigger than a device can take.
+  (:class:`SizedHef`, never materialized), to stand for one bigger than a device can take. A quantized
+  HAR compiles without optimizing (hailo_model_zoo ``main_driver.py``, ``compile_model``).
+- **Load translated params.** ``load_params(npz, params_kind=ParamsKinds.TRANSLATED)`` replaces the
+  runner's translated params (the spelling a public diagnostic script uses). Whether such params reach
+  the compiled HEF is NOT confirmed by any public source, so the double does either, by a switch named
+  as such (``edits_reach_hef``): honoured, the HEF is compiled from them; ignored, from the params as
+  optimize made them (the HAR keeps both). The emulator always runs the loaded ones (ASSUMED).
+  ``hef_with_params`` makes a loopback "HEF" that carries the params it was compiled from, so the
+  loopback device's outputs move with them.
 - **Emulate.** ``infer`` runs the quantized layers on float NHWC frames and returns the outputs
   in the HN's output-layer order, which is the order of the layers, not of the ONNX outputs
   (ASSUMED: the DFC is not known to keep the ONNX order).
@@ -62,6 +70,7 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -515,12 +524,58 @@ def native(net: Net) -> dict[str, np.ndarray]:
     return out
 
 
-def har_bytes(net: Net, params: dict[str, dict[str, np.ndarray]], script: str, hw_arch: str | None) -> bytes:
-    """The double's HAR: enough to reopen it (``ClientRunner(har=...)``) in another process."""
-    doc = {"hw_arch": hw_arch, "script": script, "net": net.to_json(), "params": params_to_json(params)}
+PerLayer = dict[str, dict[str, np.ndarray]]
+
+
+def har_bytes(net: Net, params: PerLayer, script: str, hw_arch: str | None, optimized: PerLayer | None = None) -> bytes:
+    """The double's HAR: enough to reopen it (``ClientRunner(har=...)``) in another process. ``params``
+    are the translated params as last loaded, ``optimized`` as optimize made them (what the double
+    compiles when loaded params do not reach the HEF)."""
+    doc = {
+        "hw_arch": hw_arch,
+        "script": script,
+        "net": net.to_json(),
+        "params": params_to_json(params),
+        "optimized": params_to_json(params if optimized is None else optimized),
+    }
     return ("FAKE-HAR\n" + json.dumps(doc, sort_keys=True)).encode()
 
 
-def read_har(data: bytes) -> tuple[Net, dict[str, dict[str, np.ndarray]], str, str | None]:
+def read_har(data: bytes) -> tuple[Net, PerLayer, str, str | None, PerLayer]:
     doc = json.loads(data.decode().split("\n", 1)[1])
-    return Net.from_json(doc["net"]), params_from_json(doc["params"]), doc["script"], doc["hw_arch"]
+    params = params_from_json(doc["params"])
+    optimized = params_from_json(doc["optimized"]) if "optimized" in doc else params
+    return Net.from_json(doc["net"]), params, doc["script"], doc["hw_arch"], optimized
+
+
+# -- load translated params, and a HEF that carries what it compiled ---------------------------
+
+
+def per_layer(flat: dict[str, np.ndarray], current: PerLayer) -> PerLayer:
+    """Flat ``<net>/<layer>/<leaf>`` keys (``save_params(TRANSLATED)``'s npz) back per layer, checked
+    against the params the runner holds: the double refuses a key or a shape it does not have
+    (ASSUMED: the real DFC's checks are not public)."""
+    out = {layer: dict(leaves) for layer, leaves in current.items()}
+    for key, value in flat.items():
+        parts = key.split("/")
+        layer, leaf = "/".join(parts[:2]), "/".join(parts[2:])
+        old = current.get(layer, {}).get(leaf)
+        if old is None or np.shape(old) != np.shape(value):
+            raise FakeDfcError(f"FAKE DFC: load_params: {key} is not a translated param of this net, or not its shape")
+        out[layer][leaf] = np.asarray(value, np.asarray(old).dtype)
+    return out
+
+
+def hef_with_params(hef: bytes, params: PerLayer) -> bytes:
+    """A loopback "HEF" (tests/devices/loopback) that carries the params it was compiled from: its
+    first line gains ``seed=<crc32 of them>`` (the loopback's outputs depend on it), the params follow
+    on a ``FAKE-HEF-PARAMS`` line (:func:`hef_params` reads them back)."""
+    body = json.dumps(params_to_json(params), sort_keys=True)
+    head = hef.decode().splitlines()[0]
+    return f"{head} seed={zlib.crc32(body.encode()):08x}\nFAKE-HEF-PARAMS {body}\n".encode()
+
+
+def hef_params(hef: bytes) -> PerLayer:
+    """The params a :func:`hef_with_params` HEF was compiled from."""
+    line = next(x for x in hef.decode().splitlines() if x.startswith("FAKE-HEF-PARAMS "))
+    return params_from_json(json.loads(line.split(" ", 1)[1]))

@@ -13,6 +13,11 @@ view, as Hailo's clipping inspector reads it); ``infer`` emulates the quantized 
 nothing: ``compile()`` returns fixed bytes. Install it with :meth:`FakeHailoSdkClient.modules`
 (it brings the ``hailo_archive`` submodule that holds ``ParamsKinds``).
 
+``load_params(npz, params_kind=ParamsKinds.TRANSLATED)`` loads edited translated params; whether they
+reach the compiled HEF is the double's switch ``edits_reach_hef`` (no public source shows either way),
+and ``hef_carries_params`` makes the HEF a loopback "HEF" that carries the params it was compiled
+from (double.hef_with_params), so a loopback device's outputs move with them.
+
 A test may pin the answers instead: ``params`` (per layer) replaces the quantized params,
 ``hn_layers`` what ``get_hn_model`` answers (None: the translated net's own), ``float_bias`` the
 DFC layers whose bias stays in float. Time is virtual: each call advances ``now`` by
@@ -87,6 +92,11 @@ class FakeHailoSdkClient(types.ModuleType):
         self.float_bias: set[str] = set()  # DFC layers whose bias the double keeps in float
         self.equalized: list[str] = []  # the layers the last optimize equalized
         self.hef: bytes | int = FAKE_HEF  # an int: a HEF of that many bytes (double.SizedHef)
+        # THE DOUBLE'S SWITCH for what no public source shows: whether translated params loaded back
+        # (load_params, params_kind TRANSLATED) reach the compiled HEF (True), or the HEF is compiled
+        # from the params as optimize made them, the edit silently ignored (False)
+        self.edits_reach_hef = False
+        self.hef_carries_params = False  # the HEF is a loopback "HEF" carrying the params it compiled
         fake = self
 
         class InferenceContext:
@@ -100,13 +110,16 @@ class FakeHailoSdkClient(types.ModuleType):
                 self.script = ""
                 self.net: double.Net | None = None
                 self.quantized: dict[str, dict[str, np.ndarray]] = {}
+                self.optimized: dict[str, dict[str, np.ndarray]] = {}  # as optimize made them
                 self.compile_script = ""  # the compile-time commands compile() sees
                 if har is not None:
                     # The quantized net and the script it was optimized with come back; whether the DFC also
                     # keeps the script's compile-time commands (performance_param, allocator lines) is not
                     # documented, so the double does not: hailo_model_zoo loads the script again before it
                     # compiles a reopened HAR (main_driver.py compile -> core/main_utils.py compile_model).
-                    self.net, self.quantized, self.script, self.hw_arch = double.read_har(Path(har).read_bytes())
+                    self.net, self.quantized, self.script, self.hw_arch, self.optimized = double.read_har(
+                        Path(har).read_bytes()
+                    )
 
             def translate_onnx_model(self, path: str, net: str, **kwargs: Any) -> tuple[dict, dict]:
                 fake.record("translate_onnx_model", {"path": path, "net": net, **kwargs})
@@ -130,11 +143,13 @@ class FakeHailoSdkClient(types.ModuleType):
                 if double.equalization_enabled(self.script):
                     fake.equalized = double.equalize(self.net)
                 self.quantized = double.quantize(self.net, np.asarray(calib), self.script, fake.float_bias)
+                self.optimized = self.quantized
 
             def save_har(self, path: str) -> None:
                 fake.record("save_har", path)
                 assert self.net is not None
-                Path(path).write_bytes(double.har_bytes(self.net, self.quantized, self.script, self.hw_arch))
+                har = double.har_bytes(self.net, self.quantized, self.script, self.hw_arch, self.optimized)
+                Path(path).write_bytes(har)
 
             def get_params_translated(self) -> dict[str, dict[str, np.ndarray]]:
                 return fake.params if fake.params is not None else self.quantized  # indexed per layer
@@ -148,6 +163,17 @@ class FakeHailoSdkClient(types.ModuleType):
                 np.savez(
                     path, **{f"{layer}/{leaf}": v for layer, leaves in per_layer.items() for leaf, v in leaves.items()}
                 )
+
+            def load_params(self, params: str | dict[str, np.ndarray], params_kind: Any = None) -> None:
+                fake.record("load_params", params_kind)
+                if params_kind is not ParamsKinds.TRANSLATED:
+                    raise double.FakeDfcError("FAKE DFC: the double loads translated params only")
+                if isinstance(params, str):
+                    with np.load(params, allow_pickle=True) as saved:
+                        flat = {k: np.asarray(saved[k]) for k in saved.files}
+                else:
+                    flat = dict(params)
+                self.quantized = double.per_layer(flat, self.quantized)
 
             def get_params(self) -> dict[str, np.ndarray]:
                 return double.native(self.net) if self.net is not None else {}
@@ -183,7 +209,10 @@ class FakeHailoSdkClient(types.ModuleType):
                 fake.record("compile", self.compile_script)
                 if fake.compile_error:
                     raise RuntimeError(fake.compile_error)
-                return double.SizedHef(fake.hef) if isinstance(fake.hef, int) else fake.hef
+                if isinstance(fake.hef, int):
+                    return double.SizedHef(fake.hef)
+                compiled = self.quantized if fake.edits_reach_hef else self.optimized
+                return double.hef_with_params(fake.hef, compiled) if fake.hef_carries_params else fake.hef
 
             @contextmanager
             def infer_context(self, context: str) -> Iterator[str]:

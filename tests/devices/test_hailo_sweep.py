@@ -389,7 +389,8 @@ def test_equalization_is_named_as_the_cause_of_the_kernel_changes_it_makes(tmp_p
     assert base["status"] == louder["status"] == "ok", (base["error"], louder["error"])
     assert "pre_quantization_optimization(equalization, policy=enabled)" in base["info"]["model_script"]
     assert base["info"]["equalization"] == {"policy": "enabled", "layers": ["Conv_0", "Conv_1"]}
-    (moved,) = [c for c in louder["changes"] if c["layer"] == "Conv_0" and c["what"] == "kernel"]
+    # equalization rescales all of Conv_0's channels alike here: a kernel-scale change now (integers kept)
+    (moved,) = [c for c in louder["changes"] if c["layer"] == "Conv_0" and c["what"].startswith("kernel")]
     assert not moved["allowed"] and "equalization rescaled this kernel" in moved["detail"]
 
 
@@ -466,3 +467,78 @@ def test_precision_32_is_refused_on_hailo_in_one_line(tmp_path, monkeypatch):
     run = runs_of(sweep, tmp_path)["float"]
     assert (run["status"], run["stage"]) == ("failed", "optimize") and "\n" not in run["error"]
     assert "the Dataflow Compiler has no float layer" in run["error"]
+
+
+def grid_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reach: bool) -> dict[str, dict]:
+    """Issue 43: scale_grid on Hailo, the DFC's TEST DOUBLE honouring loaded translated params or
+    ignoring them (its switch ``edits_reach_hef``; no public source shows which the DFC does). Its HEF
+    carries the params it was compiled from and the LOOPBACK device's outputs depend on them, so the
+    first device's outputs move exactly when the HEF does; the emulator beside it runs the HAR."""
+    fake_sdk(monkeypatch)
+    monkeypatch.setenv("LOOP_FAKE_HEF_PARAMS", "1")
+    monkeypatch.setenv("LOOP_FAKE_EDITS_REACH_HEF", "1" if reach else "0")
+    conv_model(tmp_path / "net.onnx")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        textwrap.dedent("""\
+        sweep: hailo-grid
+        base: net.onnx
+        backend: hailo
+        devices: [hailort, hailo-emulator]
+        calibration: {count: 4}
+        inputs: {count: 2}
+        compile: {hw_arch: hailo10h, optimization_level: 0}
+        measure: {warmup: 1, frames: 4, repeats: 1, depth: [1], ttfo_repeats: 1, latency_frames: 2, min_duration_s: 0}
+        variants:
+          - name: base
+          - name: weights
+            perturb: [{op: scale_grid, layer: Conv_0, of: weights, factor: 1.1}]
+          - name: output
+            perturb: [{op: scale_grid, layer: Conv_0, of: output, factor: 2.0}]
+        """)
+    )
+    return runs_of(sweep, tmp_path)
+
+
+def hef_params_of(run: dict) -> dict:
+    """The params the DFC's double compiled a run's HEF from (tests/compilers/hailo_dfc_double.py)."""
+    import importlib.util
+
+    name = "loop_tests_dfc_double"
+    if name not in sys.modules:  # by path (tests/ is not a package), registered first for its dataclasses
+        path = Path(__file__).resolve().parents[1] / "compilers" / "hailo_dfc_double.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec and spec.loader
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name].hef_params(Path(run["artifact"]).read_bytes())
+
+
+def test_scale_grid_on_hailo_is_clean_when_the_edit_reaches_the_hef(tmp_path, monkeypatch, loopback_shim_lib):
+    monkeypatch.setenv("LOOP_HAILORT_SHIM", str(loopback_shim_lib))
+    runs = grid_sweep(tmp_path, monkeypatch, reach=True)
+    base, weights = runs["base"], runs["weights"]
+    assert base["status"] == weights["status"] == runs["output"]["status"] == "ok", (base["error"], weights["error"])
+    assert weights["verdict"] == "clean", [c for c in weights["changes"] if not c["allowed"]]
+    assert runs["output"]["verdict"] == "clean", [c for c in runs["output"]["changes"] if not c["allowed"]]
+    # the compiled HEF's params show the kernel scale x1.1, its integers the base's
+    mine, theirs = hef_params_of(weights)["loop_net/conv1"], hef_params_of(base)["loop_net/conv1"]
+    assert np.allclose(mine["kernel_scale:0"], theirs["kernel_scale:0"] * 1.1, rtol=1e-6)
+    assert np.array_equal(mine["kernel:0"], theirs["kernel:0"])
+    # one optimize, the base's: each candidate is the cached quantized HAR, edited, compiled
+    assert [name for name, r in runs.items() if "optimize_s" in r["stages"]] == ["base"]
+    assert weights["info"]["quantized_from"] == "cache" and weights["info"]["rescaled"]["edits"][0]["keys"]
+
+
+def test_scale_grid_on_hailo_is_no_effect_when_the_compiler_ignores_the_edit(tmp_path, monkeypatch, loopback_shim_lib):
+    monkeypatch.setenv("LOOP_HAILORT_SHIM", str(loopback_shim_lib))
+    runs = grid_sweep(tmp_path, monkeypatch, reach=False)
+    weights = runs["weights"]
+    assert weights["status"] == "ok", weights["error"]
+    assert weights["verdict"] == "no-effect"
+    (line,) = [c for c in weights["changes"] if c["what"] == "function"]
+    assert line["detail"].startswith("the compiler did not apply the scale_grid edit")
+    # the params loop read say the scale moved; the HEF it compiled is the base's
+    assert any(c["what"] == "kernel-scale" for c in weights["changes"])
+    assert Path(weights["artifact"]).read_bytes() == Path(runs["base"]["artifact"]).read_bytes()
+    assert runs["output"]["verdict"] == "no-effect"

@@ -138,7 +138,11 @@ def test_hailo_verdicts_name_onnx_nodes_and_outputs_by_name(tmp_path: Path, monk
     assert forced["prints"]["Conv_0"].off_grid  # re-derived: no longer its float kernel rounded
     # scale_weights on the fused layer: its kernel, and biases and scales downstream (bias correction)
     assert scaled["verdict"] == "clean", outside(scaled)
-    assert {c["layer"] for c in scaled["changes"] if c["what"] == "kernel"} == {"Conv_0"}
+    # the double's one symmetric scale per kernel: x1.1 keeps the integers and moves the scale, which the
+    # integer-only hashes (issue 43) now name as such
+    assert {(c["layer"], c["what"]) for c in scaled["changes"] if c["what"].startswith("kernel")} == {
+        ("Conv_0", "kernel-scale")
+    }
     # a forced range with bias correction: the double re-derives Conv_0's kernel, and the biases
     # its consumers correct against the new grid move beyond rounding
     assert forced["verdict"] == "confounded"

@@ -8,9 +8,11 @@
  * built over a fake HailoRT: tests/devices/fake_hailort.)
  *
  * Its "HEF" is a text file: "LOOPBACK <in_h> <in_w> <in_c> <out_h> <out_w> <out_c> [planes=N]
- * [badquant]". "LOOPBACK-ARCH <name>" is refused with 93, the status HailoRT gives a HEF compiled
- * for another architecture; anything else with 26 (not a HEF). One uint8 input, one uint8 output;
- * each output byte is a deterministic function of every input byte. planes=N (N > 1) declares a
+ * [badquant] [seed=HEX]" (only its first line is read). "LOOPBACK-ARCH <name>" is refused with 93,
+ * the status HailoRT gives a HEF compiled for another architecture; anything else with 26 (not a
+ * HEF). One uint8 input, one uint8 output; each output byte is a deterministic function of every
+ * input byte and of the seed (0 when absent): the DFC's test double writes the CRC of the params a
+ * HEF was compiled from there, so two HEFs of different params compute differently. planes=N (N > 1) declares a
  * multi-planar input: asked for hw_latency=1 it opens without it and says why in the layout's
  * notes, as the shim does. badquant reports the output as uint8 with scale 0 (HailoRT's
  * INVALID_QUANT_INFO), which a correct shim never does: it checks that Python refuses it.
@@ -53,6 +55,7 @@ typedef struct {
     size_t in_bytes, out_bytes;
     double hw_latency_ms;
     int hw_latency, bad_quant;
+    uint32_t seed;
     char note[200];
 } Loopback;
 
@@ -73,7 +76,7 @@ static double now_s(void) {
 
 /* The "network": a checksum of the input, spread over the output bytes. */
 static void compute(const Loopback *lb, const uint8_t *in, uint8_t *out) {
-    uint32_t acc = 2166136261u;
+    uint32_t acc = 2166136261u ^ lb->seed;
     for (size_t i = 0; i < lb->in_bytes; i++) acc = (acc ^ in[i]) * 16777619u;
     for (size_t j = 0; j < lb->out_bytes; j++) out[j] = (uint8_t)((acc >> (j % 24)) + j * 31u + in[j % lb->in_bytes]);
 }
@@ -108,7 +111,7 @@ static void option(const char *options, const char *key, char *out, size_t size)
     }
 }
 
-static int read_hef(const char *hef_path, unsigned s[6], int *planes, int *bad_quant) {
+static int read_hef(const char *hef_path, unsigned s[6], int *planes, int *bad_quant, uint32_t *seed) {
     char head[32] = "", tail[128] = "";
     FILE *f = fopen(hef_path, "rb");
     if (!f) return fail(13, "cannot open HEF file");
@@ -123,9 +126,13 @@ static int read_hef(const char *hef_path, unsigned s[6], int *planes, int *bad_q
     tail[n] = '\0';
     fclose(f);
     if (got != 6) return fail(INVALID_HEF, "not a loopback HEF");
+    char *eol = strchr(tail, '\n');
+    if (eol) *eol = '\0';
     const char *p = strstr(tail, "planes=");
     *planes = p ? atoi(p + 7) : 1;
     *bad_quant = strstr(tail, "badquant") != NULL;
+    p = strstr(tail, "seed=");
+    *seed = p ? (uint32_t)strtoul(p + 5, NULL, 16) : 0u;
     return 0;
 }
 
@@ -160,7 +167,8 @@ EXPORT int loop_hrt_open(const char *hef_path, const char *options, void **handl
     char latency[8];
     if (!hef_path || !handle) return fail(BAD_ARGUMENT, "open: null argument");
     if ((status = claim_device(options))) return status;
-    if ((status = read_hef(hef_path, s, &planes, &bad_quant))) return status;
+    uint32_t seed = 0;
+    if ((status = read_hef(hef_path, s, &planes, &bad_quant, &seed))) return status;
     if (getenv("LOOPBACK_EMIT_WARNING")) {
         fprintf(stderr, "[HailoRT] [warning] USB-C source electrical current advertised: 1.5A.\n");
         fflush(stderr);
@@ -172,6 +180,7 @@ EXPORT int loop_hrt_open(const char *hef_path, const char *options, void **handl
     lb->out_bytes = (size_t)s[3] * s[4] * s[5];
     lb->hw_latency_ms = NAN;
     lb->bad_quant = bad_quant;
+    lb->seed = seed;
     option(options, "hw_latency", latency, sizeof latency);
     lb->hw_latency = strcmp(latency, "1") == 0 && planes <= 1;
     if (strcmp(latency, "1") == 0 && planes > 1) {
@@ -214,7 +223,7 @@ EXPORT int loop_hrt_hef_layout(const char *hef_path, char *json, size_t capacity
     Loopback lb = {0};
     unsigned s[6];
     int planes = 1, status;
-    if ((status = read_hef(hef_path, s, &planes, &lb.bad_quant))) return status;
+    if ((status = read_hef(hef_path, s, &planes, &lb.bad_quant, &lb.seed))) return status;
     memcpy(lb.in_shape, s, sizeof lb.in_shape);
     memcpy(lb.out_shape, s + 3, sizeof lb.out_shape);
     lb.in_bytes = (size_t)s[0] * s[1] * s[2];

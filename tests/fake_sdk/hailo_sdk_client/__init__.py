@@ -4,7 +4,8 @@ tests/compilers/hailo_fakes.py's FakeHailoSdkClient (a test double of Hailo's Da
 Compiler, not Hailo's code), with the HEF bytes ``compile()`` returns taken from
 ``$LOOP_FAKE_HEF`` (or a HEF of ``$LOOP_FAKE_HEF_SIZE`` bytes that is never made) and the
 layers whose bias it keeps in float from ``$LOOP_FAKE_FLOAT_BIAS``
-(comma-separated DFC layer names)."""
+(comma-separated DFC layer names); ``$LOOP_FAKE_EDITS_REACH_HEF=1`` turns on the double's switch
+``edits_reach_hef`` and ``$LOOP_FAKE_HEF_PARAMS=1`` makes its HEF carry the params it compiled."""
 from __future__ import annotations
 
 import importlib.util
@@ -22,4 +23,6 @@ if os.environ.get("LOOP_FAKE_HEF"):
 if os.environ.get("LOOP_FAKE_HEF_SIZE"):  # a HEF of that many bytes, never made (SizedHef)
     _fake.hef = int(os.environ["LOOP_FAKE_HEF_SIZE"])
 _fake.float_bias = {n for n in os.environ.get("LOOP_FAKE_FLOAT_BIAS", "").split(",") if n}
+_fake.edits_reach_hef = os.environ.get("LOOP_FAKE_EDITS_REACH_HEF") == "1"
+_fake.hef_carries_params = os.environ.get("LOOP_FAKE_HEF_PARAMS") == "1"
 sys.modules.update(_fake.modules())

@@ -1,0 +1,123 @@
+"""What a scale-only, score-only candidate costs (issue 43), side by side in one run:
+
+* **full**: a study generation of ``--full`` ``scale_weights`` candidates, each quantized from scratch
+  and measured (the protocol's short run, then the rounds against the reference);
+* **scale-only**: a generation of ``--candidates`` ``scale_grid`` candidates (per-channel factors on
+  every weight grid, ``measure=False``): the base quantized once, each candidate a patch of it;
+* **the limit**: a bare loop over the same candidates' compiled artifacts, opening an ONNX Runtime
+  session on each one's bytes and running the scoring frames.
+
+    python benchmarks/scale_only.py squeezenet1_1.onnx [--size 96] [--candidates 64] [--full 8]
+
+MODEL is an ONNX file (``benchmarks/zoo_export.py --only squeezenet1_1 --size 96``); 16 seeded
+calibration and 8 scoring frames, ``bias_correction: false`` (the full path's cheapest compile).
+Both studies start in runs folders of their own whose compile caches hold only the base (an untimed
+generation of the base alone), so every full candidate is quantized afresh and every scale-only
+one is patched. Prints candidates per minute for each and the two ratios, then whether every
+scale-only candidate was ``clean``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from loop.author.frames import seeded_set
+from loop.store.artifacts import load_artifact, recorded_sha
+from loop.store.files import runs_artifact
+from loop.study import Study
+
+
+def settings(model: Path, size: int) -> dict[str, Any]:
+    return {
+        "base": model,
+        "input_shapes": {"input": [1, 3, size, size]},
+        "calibration": {"count": 16},
+        "inputs": {"count": 8},
+        "compile": {"bias_correction": False},
+        "measure": {"warmup": 2, "frames": 20, "repeats": 2, "min_duration_s": 0, "ttfo_repeats": 1},
+    }
+
+
+def grid_candidates(study: Study, count: int, seed: int) -> list[list[dict[str, Any]]]:
+    (base,) = study.evaluate([[]], measure=False)
+    grids = {lp.name: len(lp.weight_scale) for lp in base.run.layers if lp.kernel_sha and lp.weight_scale}
+    rng = np.random.default_rng(seed)
+    return [
+        [
+            {"op": "scale_grid", "layer": name, "of": "weights", "factors": np.exp(rng.normal(0, 0.005, n))}
+            for name, n in grids.items()
+        ]
+        for _ in range(count)
+    ]
+
+
+def bare(runs: Path, results: list[Any], size: int) -> float:
+    """Seconds to open a session on every candidate's artifact and run the 8 frames."""
+    arts = [load_artifact(runs_artifact(runs, Path(r.run.artifact).name), recorded_sha(r.run)) for r in results]
+    frames = seeded_set({"input": (1, 3, size, size)}, 8, 1)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    t0 = time.perf_counter()
+    for art in arts:
+        session = ort.InferenceSession(art.data, options, providers=["CPUExecutionProvider"])
+        put = session.get_inputs()[0]
+        for frame in frames:  # values do not change the time; the artifact's uint8 I/O is fed as such
+            session.run(None, {put.name: frame[None].astype(np.uint8 if "uint8" in put.type else np.float32)})
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", type=Path)
+    parser.add_argument("--size", type=int, default=96)
+    parser.add_argument("--candidates", type=int, default=64)
+    parser.add_argument("--full", type=int, default=8)
+    args = parser.parse_args(argv)
+    model = args.model.resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        full = Study("full", runs=Path(tmp) / "full", **settings(model, args.size))
+        grid = Study("grid", runs=Path(tmp) / "grid", **settings(model, args.size))
+        full.evaluate([[]])  # the base, compiled and measured: untimed
+        asked = grid_candidates(grid, args.candidates, 0)
+        t0 = time.perf_counter()
+        weights = [
+            [{"op": "scale_weights", "layer": "/features/features.0/Conv", "factor": 1 + 0.01 * (i + 1)}]
+            for i in range(args.full)
+        ]
+        full.evaluate(weights)
+        full_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        grid_results = grid.evaluate(asked, measure=False)
+        grid_s = time.perf_counter() - t0
+        limit_s = bare(Path(tmp) / "grid", grid_results, args.size)
+    per_min = {
+        k: n / s * 60
+        for k, n, s in (
+            ("full", args.full, full_s),
+            ("grid", args.candidates, grid_s),
+            ("limit", args.candidates, limit_s),
+        )
+    }
+    clean = sum(r.run.verdict == "clean" for r in grid_results)
+    print(f"full: {args.full} scale_weights candidates, measured, in {full_s:.1f} s: {per_min['full']:.0f} a minute")
+    print(
+        f"scale-only: {args.candidates} scale_grid candidates, score-only, in {grid_s:.1f} s: "
+        f"{per_min['grid']:.0f} a minute"
+    )
+    print(f"limit: a session on each artifact and its 8 frames, in {limit_s:.2f} s: {per_min['limit']:.0f} a minute")
+    print(
+        f"scale-only / full: {per_min['grid'] / per_min['full']:.1f}x; limit / scale-only: "
+        f"{per_min['limit'] / per_min['grid']:.1f}x; clean: {clean} of {len(grid_results)}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

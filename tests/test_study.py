@@ -534,3 +534,27 @@ def test_array_valued_candidates_are_kept_by_hash_and_are_the_list_of_their_numb
     with pytest.raises(LoopError, match=r"range"):
         s.evaluate([ranged(np.zeros(3))], measure=False)
     assert s.generations() == {0: "done", 1: "done"}
+
+
+def test_the_qzo_example_steps_on_scale_only_candidates(tmp_path):
+    """graphs/qzo.py: Q-SPSA over every weight grid of the example sweep's base, each step two
+    score-only scale_grid candidates; every candidate clean; the last line its figures."""
+    import subprocess
+    import sys
+
+    from loop.author.frames import seeded_set
+
+    root = Path(__file__).resolve().parent.parent
+    np.save(tmp_path / "heldout.npy", seeded_set({"input": (1, 3, 32, 32)}, 8, 99))
+    ran = subprocess.run(
+        [sys.executable, str(root / "graphs" / "qzo.py"), str(root / "graphs" / "variants.yaml"), "--steps", "2"]
+        + ["--runs", str(tmp_path / "runs"), "--heldout", str(tmp_path / "heldout.npy")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    found = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert found["candidates"] == 4 and found["clean"] == 4
+    assert np.isfinite(found["heldout_snr_db_before"]) and np.isfinite(found["heldout_snr_db_after"])
+    assert "step 2: candidates" in ran.stdout

@@ -2,7 +2,7 @@
 frozen (Shang et al., "Fine-tuning Quantized Neural Networks with Zeroth-order Optimization",
 arXiv 2505.13430), each candidate compiled and scored through a ``Study``.
 
-    python graphs/qzo.py SWEEP --steps N --runs DIR --heldout FRAMES.npz [--eps 0.005] [--lr 1e-4] [--clip 100]
+    python graphs/qzo.py SWEEP --steps N --runs DIR --heldout FRAMES.npz [--eps 0.005] [--lr 1e-5] [--clip 100]
 
 The parameters are the log of a factor on every weight grid of the sweep's base, one per output
 channel (``scale_grid`` of ``weights``: the quantized model's integers and every other scale stay
@@ -49,7 +49,9 @@ def snr(result: Result) -> float:
     return -math.inf if value is None else float(value)
 
 
-def step(study: Study, theta: dict[str, np.ndarray], rng: np.random.Generator, args: argparse.Namespace) -> list[Result]:
+def step(
+    study: Study, theta: dict[str, np.ndarray], rng: np.random.Generator, args: argparse.Namespace
+) -> list[Result]:
     """One Q-SPSA step on ``theta``, in place: the two candidates' results."""
     z = {k: rng.standard_normal(v.shape) for k, v in theta.items()}
     plus = {k: v + args.eps * z[k] for k, v in theta.items()}
@@ -97,7 +99,7 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, default=Path("runs"))
     parser.add_argument("--heldout", type=Path, required=True, help="frames as inputs: path takes them (.npy, .npz)")
     parser.add_argument("--eps", type=float, default=0.005, help="the perturbation, on the log of each scale")
-    parser.add_argument("--lr", type=float, default=1e-4, help="the step, on the log of each scale")
+    parser.add_argument("--lr", type=float, default=1e-5, help="the step, on the log of each scale")
     parser.add_argument("--clip", type=float, default=100.0, help="directional derivative clipping, in dB per log-unit")
     parser.add_argument("--seed", type=int, default=0)
     print(json.dumps(run(parser.parse_args())))

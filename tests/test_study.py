@@ -548,7 +548,7 @@ def test_the_qzo_example_steps_on_scale_only_candidates(tmp_path):
     np.save(tmp_path / "heldout.npy", seeded_set({"input": (1, 3, 32, 32)}, 8, 99))
     ran = subprocess.run(
         [sys.executable, str(root / "graphs" / "qzo.py"), str(root / "graphs" / "variants.yaml"), "--steps", "2"]
-        + ["--runs", str(tmp_path / "runs"), "--heldout", str(tmp_path / "heldout.npy")],
+        + ["--runs", str(tmp_path / "runs"), "--heldout", str(tmp_path / "heldout.npy")],  # noqa: RUF005
         capture_output=True,
         text=True,
         timeout=600,

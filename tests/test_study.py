@@ -546,9 +546,19 @@ def test_the_qzo_example_steps_on_scale_only_candidates(tmp_path):
 
     root = Path(__file__).resolve().parent.parent
     np.save(tmp_path / "heldout.npy", seeded_set({"input": (1, 3, 32, 32)}, 8, 99))
+    script, sweep = str(root / "graphs" / "qzo.py"), str(root / "graphs" / "variants.yaml")
     ran = subprocess.run(
-        [sys.executable, str(root / "graphs" / "qzo.py"), str(root / "graphs" / "variants.yaml"), "--steps", "2"]
-        + ["--runs", str(tmp_path / "runs"), "--heldout", str(tmp_path / "heldout.npy")],  # noqa: RUF005
+        [
+            sys.executable,
+            script,
+            sweep,
+            "--steps",
+            "2",
+            "--runs",
+            str(tmp_path / "runs"),
+            "--heldout",
+            str(tmp_path / "heldout.npy"),
+        ],
         capture_output=True,
         text=True,
         timeout=600,

@@ -37,7 +37,9 @@ if TYPE_CHECKING:
 MARKS = {
     "kernel": ("K", "kernel"),
     "kernel-rounding": ("k", "kernel re-rounded on a moved grid"),
+    "kernel-scale": ("S", "kernel's scale alone (its integers the base's)"),
     "bias": ("B", "bias (or its rounding)"),
+    "bias-scale": ("s", "bias's scale alone (its integers the base's)"),
     "in_scale": ("I", "input scale"),
     "out_scale": ("O", "output scale"),
     "function": ("F", "function: values a removed clamp clipped now pass"),
@@ -213,6 +215,7 @@ _NUMBER = {
     "out_scale": r"\(([0-9.]+)x\)",
     "kernel": r"weight scale x([0-9.]+)",
     "kernel-rounding": r"weight scale x([0-9.]+)",
+    "kernel-scale": r"weight scale x([0-9.]+)",
 }
 
 

@@ -189,7 +189,7 @@ def test_every_kind_of_change_has_its_own_mark_and_a_legend_entry(tmp_path: Path
     page = render([r], "t", "hailo10h-usb-1.5a", tmp_path)
     assert f"a cell says what changed there ({html.escape(legend())})" in page
     for what in (*WHATS, "kernel-rounding"):  # every kind the audit writes, the lead's new rounding one too
-        mark = MARKS["bias" if what == "bias-rounding" else what][0]
+        mark = MARKS["bias" if what == "bias-rounding" else what][0]  # a scale alone has a mark of its own
         assert mark != "?" and f"{mark} " in legend(), what
     assert "F function" in legend() and "k kernel re-rounded on a moved grid" in legend()
 

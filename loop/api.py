@@ -47,15 +47,16 @@ def _variant(runs: Path, i: int, candidate: Candidate) -> dict[str, Any]:
     return {"name": f"c{i}", "perturb": [dict(op) for op in candidate]}
 
 
-def _with_arrays(variants: list[dict], runs: Path, sweep_dir: Path) -> list[dict]:
+def _with_arrays(variants: list[dict], runs: Path, sweep_dir: Path, durable: bool = True) -> list[dict]:
     """The variants with each numpy array among their values kept under ``runs/arrays`` and
     named there by reference, relative to a sweep file in ``sweep_dir``: the file stays plain
-    YAML, and the ledger records the array by the same hash."""
+    YAML, and the ledger records the array by the same hash. ``durable=False``: ``runs`` is a
+    scratch folder (:func:`loop.store.arrays.store_array`)."""
 
     def swap(value: Any) -> Any:
         if isinstance(value, np.ndarray):
             ref = ref_of(value)
-            path = store_array(runs, value, ref["array"])
+            path = store_array(runs, value, ref["array"], durable=durable)
             return {**ref, "path": os.path.relpath(path, sweep_dir.resolve())}
         if isinstance(value, Mapping):
             return {k: swap(v) for k, v in value.items()}
@@ -80,7 +81,12 @@ def _sweep_text(
         **settings,
         "variants": reference + variants,
     }
-    return yaml.safe_dump(doc, sort_keys=False)
+    return yaml.dump(doc, Dumper=_DUMPER, sort_keys=False)
+
+
+# libyaml's emitter writes what SafeDumper writes, some 20 times faster: a generation of 64
+# candidates over 26 weight grids is a sweep file of thousands of values (issue 43)
+_DUMPER: Any = yaml.CSafeDumper if getattr(yaml, "__with_libyaml__", False) else yaml.SafeDumper
 
 
 def evaluate(
@@ -110,7 +116,9 @@ def evaluate(
     variants = [_variant(runs, i, c) for i, c in enumerate(candidates)]
     path = write_generation(runs, f"{name}-g{generation}", base, backend, variants, settings, checked=True)
     result = run_sweep(
-        parse(path), runs, SweepOptions(jobs=jobs, progress=progress, scorer=scorer, generation=generation)
+        parse(path, generated=True),
+        runs,
+        SweepOptions(jobs=jobs, progress=progress, scorer=scorer, generation=generation),
     )
     return _results(runs, result.outcomes, len(candidates))
 
@@ -120,9 +128,9 @@ def check_generation(
 ) -> None:
     """Refuse, in one line, a generation that would not parse (nothing written under runs: its
     arrays are kept in ``folder`` too)."""
-    held = _with_arrays(variants, folder, folder)
+    held = _with_arrays(variants, folder, folder, durable=False)
     (folder / "sweep.yaml").write_text(_sweep_text(sweep, base, backend, held, settings))
-    parse(folder / "sweep.yaml")
+    parse(folder / "sweep.yaml", generated=True)
 
 
 def write_generation(

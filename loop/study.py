@@ -304,7 +304,7 @@ class Study:
                 generation=generation,
                 score_only=not measure,
             )
-            ran = run_generation(parse(path), self.runs, options)
+            ran = run_generation(parse(path, generated=True), self.runs, options)
             if ran.error:  # the runs are recorded, unmeasured: their results say so
                 warnings.warn(f"{sweep}: {ran.error}; no rates", LoopWarning, stacklevel=3)
             with self._store() as store:
@@ -313,8 +313,10 @@ class Study:
             found.update((k, (ran.runs[v["name"]], ref, sweep)) for k, v in zip(members, variants, strict=True))
         return found
 
-    def _evaluated(self, store: StudyStore) -> list[Evaluated]:
-        """Every candidate this study has run, in generation order, from the ledger."""
+    def _evaluated(self, store: StudyStore, keys: set[str] | None = None) -> list[Evaluated]:
+        """Every candidate this study has run (of ``keys``), in generation order, from the ledger:
+        a record is read only for a candidate asked for, so a generation does not reread the
+        whole study's (each holds its per-layer prints)."""
         found: list[Evaluated] = []
         by_id: dict[int, RunRecord] = {}
 
@@ -324,7 +326,7 @@ class Study:
             return by_id[i]
 
         for a in store.answered():
-            if a.reused_from is not None:
+            if a.reused_from is not None or (keys is not None and a.key not in keys):
                 continue  # the run it reuses is listed where it ran
             mine, ref = run(a.run_id), None if a.ref_run_id is None else run(a.ref_run_id)
             if mine.status == "ok":
@@ -338,7 +340,7 @@ class Study:
         score-only one); a line for each content or set of tools it no longer matches, where
         that costs a rerun."""
         with self._store() as store:
-            earlier = [e for e in self._evaluated(store) if e.key in keys and not (measured and _score_only(e.run))]
+            earlier = [e for e in self._evaluated(store, keys) if not (measured and _score_only(e.run))]
         if not earlier:
             return {}
         (now, names), tools = self._content(), compiler_class(self.backend)().describe()
@@ -358,7 +360,7 @@ class Study:
         """The study's reference as authored now: its base and frame files read afresh."""
         with scratch("gen") as tmp:
             check_generation(Path(tmp), f"{self.name}-now", self.base, self.backend, [{"name": "base"}], self.settings)
-            return reference_content(parse(Path(tmp) / "sweep.yaml"))
+            return reference_content(parse(Path(tmp) / "sweep.yaml", generated=True))
 
     def _same(self, before: Content, now: Content) -> bool:
         """Seeded scoring frames follow from the study's fixed settings and the base's shapes, so

@@ -95,12 +95,19 @@ class SweepSpec:
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def parse(path: Path, *, check_backends: bool = False, cluster: bool = False) -> SweepSpec:
+def parse(path: Path, *, check_backends: bool = False, cluster: bool = False, generated: bool = False) -> SweepSpec:
     """Parse and validate ``path`` (layers included); raise :class:`LoopError` on anything bad.
 
     ``check_backends`` refuses a backend or device that cannot run on this machine (the CLI
     asks, so a sweep fails up front rather than in every variant); with ``cluster`` the
-    compiler runs elsewhere, so only the devices, which always run here, are checked."""
+    compiler runs elsewhere, so only the devices, which always run here, are checked.
+    ``generated``: a file loop wrote itself (a generation's), read with the fast loader, which
+    knows no lines; one it finds bad is parsed again line by line, so the error still names its line."""
+    if generated:
+        try:
+            return _parse(path, check_backends, cluster, fast=True)
+        except LoopError:
+            pass  # said again below, with its line
     try:
         return _parse(path, check_backends, cluster)
     except LoopError as exc:
@@ -110,8 +117,8 @@ def parse(path: Path, *, check_backends: bool = False, cluster: bool = False) ->
         raise exc.where(file=schema.printable(path)) from None
 
 
-def _parse(path: Path, check_backends: bool, cluster: bool) -> SweepSpec:
-    raw = load_yaml(path)
+def _parse(path: Path, check_backends: bool, cluster: bool, fast: bool = False) -> SweepSpec:
+    raw = load_yaml(path, fast=fast)
     foreign = _foreign_keys(raw)
     model = schema.validate(_without(raw, foreign) if foreign else raw, path.parent)
     devices = _check_names(model, raw)

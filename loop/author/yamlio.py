@@ -135,12 +135,41 @@ def read_text(path: Path, limit: int = MAX_BYTES) -> str:
         raise LoopError(f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})", line=line) from None
 
 
-def load_yaml(path: Path) -> Any:
-    """Parse ``path``; any failure is a :class:`LoopError` naming the file and line."""
+def load_yaml(path: Path, fast: bool = False) -> Any:
+    """Parse ``path``; any failure is a :class:`LoopError` naming the file and line.
+
+    ``fast``: a file loop wrote itself (a generation's sweep file), parsed by libyaml where
+    PyYAML has it, its mappings and lists knowing no lines (each ``line`` 0): the line-tracking
+    loader costs a second a generation of thousands of values. A caller that finds it bad parses
+    it again without ``fast`` to say where (:func:`loop.author.sweepfile.parse`)."""
     try:
-        return _load(read_text(path))
+        text = read_text(path)
+        return _lineless(_load_fast(text)) if fast and _FAST is not None else _load(text)
     except LoopError as exc:
         raise exc.where(file=str(path)) from None
+
+
+_FAST: Any = getattr(yaml, "CSafeLoader", None) if getattr(yaml, "__with_libyaml__", False) else None
+
+
+def _load_fast(text: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_FAST)  # CSafeLoader: the safe loader, in C
+    except (yaml.YAMLError, TypeError, ValueError, RecursionError) as exc:
+        raise LoopError(f"malformed YAML: {exc}".splitlines()[0]) from None
+
+
+def _lineless(value: Any) -> Any:
+    """``value`` with its mappings and lists as the line-tracking loader gives them, lines unknown."""
+    if isinstance(value, dict):
+        out = LineDict((k, _lineless(v)) for k, v in value.items())
+        out.key_lines = {}
+        return out
+    if isinstance(value, list):
+        items = LineList(_lineless(v) for v in value)
+        items.item_lines = [0] * len(items)
+        return items
+    return value
 
 
 def _load(text: str) -> Any:

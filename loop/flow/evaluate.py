@@ -6,7 +6,9 @@ chip) scores the same inputs, and how far it disagrees with the first is recorde
 from __future__ import annotations
 
 import shlex
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +21,7 @@ from loop.author.author import Authored
 from loop.author.cut import cut_model, cut_of
 from loop.author.sweepfile import SweepSpec
 from loop.core.errors import LoopError
+from loop.core.hashing import array_sha, bytes_sha
 from loop.core.kinds import Flag, Stage, Status, Verdict
 from loop.core.record import Change, Measurement
 from loop.core.registry import compiler_class
@@ -197,12 +200,47 @@ class FloatOutputs:
     raw: Raw
 
 
+# The float model's outputs by (model, frames) hash: a generation of patches of one base (a
+# scale-only search) scores every candidate against the same float model on the same frames,
+# and running it again for each cost a session and every frame (issue 43). A few entries: the
+# sweeps of one process share a base or two.
+_FLOAT_CACHE: OrderedDict[tuple[str, str], FloatOutputs] = OrderedDict()
+_FLOAT_CACHE_SIZE = 4
+_FLOAT_LOCK = threading.Lock()
+
+
 def float_outputs(model: bytes, inputs: frames_mod.Frames) -> FloatOutputs:
-    """The unquantized model of the same variant, for SNR and cosine."""
+    """The unquantized model of the same variant, for SNR and cosine (its arrays read-only: one
+    answer serves every variant of that model on those frames)."""
+    key = (bytes_sha(model), _frames_sha(inputs))
+    with _FLOAT_LOCK:
+        if key in _FLOAT_CACHE:
+            _FLOAT_CACHE.move_to_end(key)
+            return _FLOAT_CACHE[key]
+    found = _float_outputs(model, inputs)
+    with _FLOAT_LOCK:
+        _FLOAT_CACHE[key] = found
+        while len(_FLOAT_CACHE) > _FLOAT_CACHE_SIZE:
+            _FLOAT_CACHE.popitem(last=False)
+    return found
+
+
+def _float_outputs(model: bytes, inputs: frames_mod.Frames) -> FloatOutputs:
     session = onnx_session(model, optimize="all")
     names = [i.name for i in session.get_inputs()]
     raw = [session.run(None, frames_mod.feed(inputs, j, names)) for j in range(frames_mod.count(inputs))]
+    for outs in raw:
+        for o in outs:
+            if isinstance(o, np.ndarray):
+                o.flags.writeable = False
     return FloatOutputs(tuple(o.name for o in session.get_outputs()), raw)
+
+
+def _frames_sha(inputs: frames_mod.Frames) -> str:
+    """The frames' names, and each one's dtype, shape and bytes, hashed."""
+    arrays = inputs if isinstance(inputs, Mapping) else {"": inputs}
+    names = sorted(arrays)
+    return bytes_sha(f"{names}|{array_sha(*(np.asarray(arrays[n]) for n in names))}".encode())
 
 
 def model_order(layouts: tuple[TensorLayout, ...], names: tuple[str, ...], renamed: dict[str, str]) -> list[int]:

@@ -1,6 +1,8 @@
 """Arrays a run's perturbations were given as, kept under ``runs/arrays/<sha>.npy`` (named by
 :func:`loop.core.hashing.array_sha`), so the ledger's reference to one rebuilds the run; written
-to a temporary name, fsynced and renamed, and read back hash-checked (:mod:`loop.core.arrays`)."""
+to a temporary name, fsynced and renamed, and read back hash-checked (:mod:`loop.core.arrays`).
+A scratch copy (a generation checked before anything lands under ``runs``) is thrown away, so it
+is written plainly: an fsync there buys nothing and costs a disk flush per array."""
 
 from __future__ import annotations
 
@@ -23,8 +25,10 @@ def array_path(runs: Path, sha: str) -> Path:
     return Path(runs).resolve() / FOLDER / safe_component(f"{sha}.npy", "array")
 
 
-def store_array(runs: Path, a: np.ndarray, sha: str | None = None) -> Path:
-    """Keep ``a`` under ``runs``: a file already there is kept only if it holds this very array."""
+def store_array(runs: Path, a: np.ndarray, sha: str | None = None, durable: bool = True) -> Path:
+    """Keep ``a`` under ``runs``: a file already there is kept only if it holds this very array
+    (the name is the content's hash, so a good file is never written twice). ``durable=False``:
+    ``runs`` is a scratch folder about to be thrown away, so the file is written without fsync."""
     sha = sha or array_sha(a)
     path = array_path(runs, sha)
     if path.is_file():
@@ -33,6 +37,10 @@ def store_array(runs: Path, a: np.ndarray, sha: str | None = None) -> Path:
             return path
         except LoopError:
             warnings.warn(f"{path} did not hold its array; rewritten", StoreWarning, stacklevel=2)
+    if not durable:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(npy_bytes(a))
+        return path
     return atomic_write(path, npy_bytes(a))
 
 

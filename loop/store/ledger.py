@@ -443,8 +443,18 @@ def to_row(run: RunRecord) -> dict[str, Any]:
         "compiled_on": run.compiled_on,
         "cache_hit": int(run.cache_hit),
         "flags": json.dumps(list(run.flags)),
-        "record": json.dumps(_finite(record), default=repr),
+        "record": _record_json(record),
     }
+
+
+def _record_json(record: dict[str, Any]) -> str:
+    """The record as JSON. Most are plain already, and walking a record's per-layer prints to
+    make them so cost more than writing it (issue 43): JSON is tried first, and only a record
+    that holds numpy values or inf/nan, which it refuses, is walked by :func:`_finite`."""
+    try:
+        return json.dumps(record, allow_nan=False)
+    except (TypeError, ValueError):
+        return json.dumps(_finite(record), default=repr)
 
 
 _TEXT, _INT, _REAL = (str,), (int,), (int, float)

@@ -24,9 +24,10 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from loop.author.frames import frames_sha
 from loop.core.errors import LoopError
@@ -38,6 +39,9 @@ from loop.store.files import StoreWarning, atomic_write, read_regular, safe_comp
 SPEED_ONLY = ("threads", "timeout_s")  # options that change how fast, not what comes out
 META, BLOB = ".meta.json", ".blob"
 LEGACY = (".pkl", ".json")  # the pickled format before; never read, `loop doctor` removes it
+
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -104,25 +108,17 @@ class Cache:
 
     def lookup(self, key: str) -> CompileResult | None:
         """The stored result, as a fresh copy marked ``cache_hit``; None on a miss."""
-        try:
-            meta = read_regular(self.path(key, META))
-            blob = read_regular(self.path(key, BLOB))
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            self._damaged(key, f"unreadable ({exc.strerror or exc})")
-            return None
-        try:
-            result = verified(key, meta, blob)
-        except Damaged as exc:
-            self._damaged(key, str(exc))
-            return None
-        _touch(self.path(key, META))  # pruning drops the least recently used first
-        result.cache_hit = True
+        result = self._checked(key, verified)
+        if result is not None:
+            result.cache_hit = True
         return result
 
     def lookup_quantized(self, key: str) -> Quantized | None:
         """A stored quantized model, checked in full as a compile is; None on a miss."""
+        return self._checked(key, verified_quantized)
+
+    def _checked(self, key: str, verify: Callable[[str, bytes, bytes], T]) -> T | None:
+        """The entry ``key`` read and checked by ``verify``; None on a miss, or on damage (said)."""
         try:
             meta, blob = read_regular(self.path(key, META)), read_regular(self.path(key, BLOB))
         except FileNotFoundError:
@@ -131,12 +127,12 @@ class Cache:
             self._damaged(key, f"unreadable ({exc.strerror or exc})")
             return None
         try:
-            quantized = verified_quantized(key, meta, blob)
+            found = verify(key, meta, blob)
         except Damaged as exc:
             self._damaged(key, str(exc))
             return None
-        _touch(self.path(key, META))
-        return quantized
+        _touch(self.path(key, META))  # pruning drops the least recently used first
+        return found
 
     def store_quantized(self, key: str, quantized: Quantized) -> bool:
         """Keep a quantized model; a write that fails is a warning, as for a compile."""

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from loop.author.author import Authored
+from loop.core.registry import compiler_class
 
 Decision = Literal["kept", "dropped"]
 
@@ -30,9 +31,10 @@ def decision(info: Mapping[str, Any]) -> Decision | None:
     return "dropped" if guard == "dropped" else None
 
 
-def leads(a: Authored) -> bool:
-    """A reference whose variants wait for its decision: its guard runs."""
-    return a.reference and _guarded(a)
+def leads(a: Authored, backend: str) -> bool:
+    """A reference whose variants wait for its decision: its guard runs (a backend whose
+    compiler refuses the guard, the Dataflow Compiler's, has none to wait for)."""
+    return a.reference and _guarded(a) and "bias_correction_guard" not in compiler_class(backend).refused_compile_keys
 
 
 def following(a: Authored, decided: Mapping[str, Decision | None]) -> Authored:

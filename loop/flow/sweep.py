@@ -106,7 +106,7 @@ def _compile_stream(
     earlier one is in. A reference whose guard decides its group's bias correction compiles
     before its variants, which then follow its decision (``decided``, filled as it comes).
     Each artifact goes to disk as it arrives, so finished compiles do not pile up in memory."""
-    first = [a for a in todo if leads(a) and a.group not in decided]
+    first = [a for a in todo if leads(a, spec.backend) and a.group not in decided]
     bar = tqdm(total=len(todo), desc="optimize+compile", unit="variant", disable=not options.progress)
     edited = {a.group for a in todo if a.options.rescales}  # groups whose reference keeps its quantized model
     held = list(_in_order(spec, first, jobs, runs, options, bar, len(first), edited))
@@ -268,7 +268,7 @@ def _run(
         against = {g: _resumed_reference(runs, a, state.finished, outputs_of) for g, a in refs.items()}
         if "" not in refs:
             against[""] = _resumed_reference(runs, None, state.finished, outputs_of)
-        decided = _decided(refs, state.finished)
+        decided = _decided(refs, state.finished, spec.backend)
         compiled = _progress(_compiled(spec, todo, jobs, options, runs, runner, decided), len(todo), options)
         here = {g: a for g, a in refs.items() if any(a is t for t in todo)}
         found = evaluated(
@@ -286,9 +286,9 @@ def _run(
     return result
 
 
-def _decided(refs: dict[str, Authored], finished: dict[str, RunRecord]) -> dict[str, Decision | None]:
+def _decided(refs: dict[str, Authored], finished: dict[str, RunRecord], backend: str) -> dict[str, Decision | None]:
     """The guard decisions of the references an earlier run of this sweep finished."""
-    done = {g: finished.get(a.variant.name) for g, a in refs.items() if leads(a)}
+    done = {g: finished.get(a.variant.name) for g, a in refs.items() if leads(a, backend)}
     return {g: decision(run.info) for g, run in done.items() if run is not None and run.status == Status.OK}
 
 

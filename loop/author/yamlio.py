@@ -144,7 +144,7 @@ def load_yaml(path: Path, fast: bool = False) -> Any:
     it again without ``fast`` to say where (:func:`loop.author.sweepfile.parse`)."""
     try:
         text = read_text(path)
-        return _lineless(_load_fast(text)) if fast and _FAST is not None else _load(text)
+        return _load_fast(text) if fast and _FAST is not None else _load(text)
     except LoopError as exc:
         raise exc.where(file=str(path)) from None
 
@@ -153,8 +153,10 @@ _FAST: Any = getattr(yaml, "CSafeLoader", None) if getattr(yaml, "__with_libyaml
 
 
 def _load_fast(text: str) -> Any:
+    """Without the line-tracking loader's limits (aliases, depth, nodes): a self-referencing alias
+    or deep nesting becomes a LoopError here, and the caller parses again with those limits."""
     try:
-        return yaml.load(text, Loader=_FAST)  # CSafeLoader: the safe loader, in C
+        return _lineless(yaml.load(text, Loader=_FAST))  # CSafeLoader: the safe loader, in C
     except (yaml.YAMLError, TypeError, ValueError, RecursionError) as exc:
         raise LoopError(f"malformed YAML: {exc}".splitlines()[0]) from None
 

@@ -56,6 +56,10 @@ class Compiler(ABC):
     options_model: ClassVar[type[BackendOptions] | None] = None
     # common compile keys this backend would silently ignore, with why: a sweep file that sets one is refused
     refused_compile_keys: ClassVar[Mapping[str, str]] = {}
+    # whether the layer prints are read from the compiled artifact itself (so an edit they show
+    # is an edit that runs); False where they are read from the compiler's parameters, which a
+    # compile may not carry into what runs (the Dataflow Compiler's translated params)
+    prints_from_artifact: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod

@@ -37,6 +37,7 @@ REVISION = "6"
 
 class OnnxRuntimeCompiler(Compiler):
     name = "onnxruntime"
+    prints_from_artifact = True  # the fingerprint reads the QDQ model the artifact is compiled from
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

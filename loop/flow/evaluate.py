@@ -121,12 +121,14 @@ UNAPPLIED = (
 
 
 def _unapplied(
-    authored: Authored, first: DeviceOutputs, reference: Reference | None, found: audit_mod.Audit
+    backend: str, authored: Authored, first: DeviceOutputs, reference: Reference | None, found: audit_mod.Audit
 ) -> audit_mod.Audit:
     """A scale-only edit whose device outputs come back bit for bit the reference's did nothing,
     whatever the compiler's parameters say (a compiler may ignore an edited parameter when it
     compiles): ``no-effect``, with the line that says so. The audit reads what ran."""
     if not authored.options.rescales or reference is None or reference.raw is None:
+        return found
+    if compiler_class(backend).prints_from_artifact:  # the prints are what ran: an unmoved output is a small edit
         return found
     if found.verdict not in (Verdict.CLEAN, Verdict.CONFOUNDED) or not _same_raw(first.raw, reference.raw):
         return found
@@ -377,7 +379,7 @@ def evaluate_variant(
     verdict = verdict_for(spec, authored, compiled, against)
     clock.lap("audit_s")
     scores, first = scored(authored, compiled, ran, prepared.task.inputs, against.reference, scorer)  # made once
-    verdict = _unapplied(authored, first, against.reference, verdict)
+    verdict = _unapplied(spec.backend, authored, first, against.reference, verdict)
     made = reference_of(compiled, first, scores) if authored.reference else None
     flags = _calibration_flags(spec, authored, scores, against.reference)
     clock.lap("score_s")

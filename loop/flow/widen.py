@@ -11,6 +11,7 @@ base's in interleaved rounds (:mod:`loop.measure.rounds`), briefly: a cost to re
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,6 +37,7 @@ from loop.judge.falls import RUNGS, first_guess, float_inputs, widened
 from loop.judge.noise import NoiseReport
 from loop.judge.widen import EVERY, RateCost, Step, Target, Widening, target_of
 from loop.store.cache import Cache
+from loop.store.files import StoreWarning
 from loop.store.ledger import Ledger
 
 RATE_BUDGET_S = 20.0  # the rounds' most: the rate is said beside the SNR, not raced on
@@ -106,19 +108,24 @@ def measure_flagged(spec: SweepSpec, outcomes: Iterable[RunOutcome], runs: Path)
             chosen = variant_named(spec, outcome.variant)
             widening = widen_until(spec, chosen, of_variant(spec, chosen, runs), target_for(chosen, None), runs, False)
             measured_try: dict[str, Any] = {"try_measured": True, "widening": widening.to_json()}
-            if widening.chosen() is not None:
-                measured_try["try"] = widening.to_json()["variant"]
+            step = widening.chosen()
+            if step is not None and step.layers:  # never the base as quantized in place of the first guess
+                measured_try["try"] = step.entries()
+            else:
+                measured_try = {"try_measured_error": "no widened step could be compiled and scored"}
         except Exception as exc:  # the run stands with its first guess
             measured_try = {"try_measured_error": f"{type(exc).__name__}: {exc}"}
-        _rewrite_flag(runs, outcome.run_id, measured_try)
+        try:
+            _rewrite_flag(runs, outcome.run_id, measured_try)
+        except Exception as exc:  # a finished run is never lost to its advice
+            line = f"{outcome.variant}: the measured variant was not recorded: {exc}"
+            warnings.warn(line, StoreWarning, stacklevel=2)
 
 
 def _rewrite_flag(runs: Path, run_id: int, update: dict[str, Any]) -> None:
+    """The flag's record in run ``run_id``'s info updated, and nothing else of the row touched."""
     with Ledger(runs / "ledger.sqlite") as ledger:
-        run = ledger.record(run_id)
-        found = run.info.get("quantization_ruined")
-        found = {**(found if isinstance(found, dict) else {}), **update}
-        ledger.finish(run_id, replace(run, info={**run.info, "quantization_ruined": found}))
+        ledger.amend_info(run_id, "quantization_ruined", update)
 
 
 def _short(tried: _Tried, target: Target) -> bool:

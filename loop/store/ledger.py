@@ -340,6 +340,26 @@ class Ledger:
                 [(time.time(), i, Status.RUNNING) for i in run_ids],
             )
 
+    def amend_info(self, run_id: int, key: str, update: Mapping[str, Any]) -> bool:
+        """Merge ``update`` into ``info[key]`` of finished run ``run_id`` in its stored record, touching nothing else
+        of the row (status, error, times); False, and nothing written, where the row is not an
+        ``ok`` run whose record reads as a mapping (a corrupt row is left for ``loop doctor``)."""
+        with self.write() as db:
+            found = db.execute("SELECT status, record FROM runs WHERE id=?", (run_id,)).fetchone()
+            if found is None or found[0] != Status.OK:
+                return False
+            try:
+                record = json.loads(found[1])
+            except ValueError:
+                return False
+            if not isinstance(record, dict) or not isinstance(record.get("info", {}), dict):
+                return False
+            info = record.get("info", {})
+            before = info.get(key) if isinstance(info.get(key), dict) else {}
+            record["info"] = {**info, key: {**before, **update}}
+            db.execute("UPDATE runs SET record=? WHERE id=?", (json.dumps(record, allow_nan=False), run_id))
+            return True
+
     def finish(self, run_id: int, run: RunRecord) -> None:
         """Write ``run``, finished, into row ``run_id`` (see :func:`to_row` for what it writes)."""
         row = to_row(run)

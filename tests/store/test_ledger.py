@@ -273,3 +273,17 @@ def test_a_huge_error_is_read_back_cut_by_sqlite_and_a_short_one_whole(tmp_path:
     assert cut == "E" * ERROR_CHARS + CUT_MARK and ledger.record(short).error == "short"
     assert [r.error for r in ledger.records()] == [cut, "short"]
     ledger.close()
+
+
+def test_amend_info_merges_into_an_ok_run_and_touches_nothing_else(tmp_path: Path):
+    with Ledger(tmp_path / "ledger.sqlite") as ledger:
+        ok = ledger.begin("s", "key", "ok", "spec", "onnxruntime")
+        ledger.finish(ok, RunRecord(ok, "s", "ok", Status.OK, info={"flag": {"snr_db": 3.0, "try": ["a"]}}))
+        failed = ledger.begin("s", "key", "failed", "spec", "onnxruntime")
+        ledger.finish(failed, RunRecord(failed, "s", "failed", Status.FAILED, "boom", "optimize"))
+        (finished,) = ledger.query("SELECT finished FROM runs WHERE id=?", (ok,))[0]
+        assert ledger.amend_info(ok, "flag", {"try": ["b"], "try_measured": True})
+        assert not ledger.amend_info(failed, "flag", {"try": ["b"]})  # only an ok run's advice is amended
+        assert ledger.record(ok).info["flag"] == {"snr_db": 3.0, "try": ["b"], "try_measured": True}
+        assert ledger.query("SELECT finished FROM runs WHERE id=?", (ok,))[0][0] == finished
+        assert "flag" not in ledger.record(failed).info and ledger.record(failed).error == "boom"

@@ -44,6 +44,13 @@ MEASURE = {
     "min_duration_s": 0.1,
     "threads": 1,
 }
+# the generation's study settings, shared with score_only.py: one search protocol, two benchmarks
+SETTINGS = {
+    "compile": {"bias_correction": False},
+    "calibration": {"count": 16},
+    "inputs": {"count": 4},
+    "measure": MEASURE,
+}
 
 
 def candidates() -> list[list[dict[str, Any]]]:
@@ -57,15 +64,7 @@ def one(runs: Path, model: Path) -> dict[str, Any]:
 
     waited = _time_lock_waits()
     warm = not (runs / "ledger.sqlite").exists()  # the first generation in this folder fills its cache
-    study = Study(
-        "cost",
-        base=model,
-        runs=runs,
-        compile={"bias_correction": False},
-        calibration={"count": 16},
-        inputs={"count": 4},
-        measure=MEASURE,
-    )
+    study = Study("cost", base=model, runs=runs, **SETTINGS)
     t0 = time.perf_counter()
     results = study.evaluate(candidates(), remeasure=not warm)
     wall = time.perf_counter() - t0

@@ -29,7 +29,7 @@ from typing import Any
 import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from generation_cost import MEASURE, _time_lock_waits
+from generation_cost import SETTINGS, _time_lock_waits
 
 HERE = Path(__file__).resolve().parent.parent
 
@@ -44,15 +44,7 @@ def generation(runs: Path, model: Path, layer: str, n: int, measure: bool, warm:
     """One generation of ``n`` candidates in ``runs``; its wall in seconds."""
     from loop.study import Study
 
-    study = Study(
-        "bench",
-        base=model,
-        runs=runs,
-        compile={"bias_correction": False},
-        calibration={"count": 16},
-        inputs={"count": 4},
-        measure=MEASURE,
-    )
+    study = Study("bench", base=model, runs=runs, **SETTINGS)
     candidates = [[{"op": "scale_weights", "layer": layer, "factor": 1.0 + 0.01 * (i + 1)}] for i in range(n)]
     t0 = time.perf_counter()
     study.evaluate(candidates, remeasure=not warm, measure=measure)

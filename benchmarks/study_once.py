@@ -123,12 +123,13 @@ def one_side(kind: str, path: Path, runs: Path, tally: Path) -> tuple[float, Cou
 
 
 def compare(args: argparse.Namespace, folder: Path) -> None:
-    from loop.api import write_generation
     from loop.author.sweepfile import parse
     from loop.flow.sweep import SweepOptions, run_sweep
+    from loop.store.generations import prepare, write
 
     runs = folder / "runs"
-    path = write_generation(runs, "once-g0", args.model, "onnxruntime", candidates(args.layer), settings(args))
+    asked = prepare(runs, "once-g0", args.model, "onnxruntime", candidates(args.layer), settings(args))
+    path = write(asked, "once-g0").path
     doc = path.read_text().replace("backend: onnxruntime", "backend: onnxruntime\ndevices: [counting]")
     path.write_text(doc)
     run_sweep(parse(path), runs, SweepOptions(progress=False, generation=0))  # fills the compile cache

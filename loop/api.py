@@ -9,25 +9,21 @@ scale-only search can drop ``confounded`` ones), or an ONNX model (its own base:
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
-import yaml
 
 from loop.author.sweepfile import parse
-from loop.core.arrays import ref_of
 from loop.core.errors import LoopError
 from loop.core.leftovers import scratch
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.hailort.hef import HefInfo, inspect_hef
 from loop.judge.noise import NoiseReport
 from loop.measure.results import Result, result_of
-from loop.store.arrays import store_array
-from loop.store.files import atomic_write, safe_component, store_verified
+from loop.store.files import store_verified
+from loop.store.generations import prepare, write
 from loop.store.ledger import Ledger
 
 Candidate = Sequence[Mapping[str, Any]] | onnx.ModelProto | bytes | str | Path
@@ -45,48 +41,6 @@ def _variant(runs: Path, i: int, candidate: Candidate) -> dict[str, Any]:
     if isinstance(candidate, (onnx.ModelProto, bytes, str, Path)):
         return {"name": f"c{i}", "base": _model_path(runs, candidate)}
     return {"name": f"c{i}", "perturb": [dict(op) for op in candidate]}
-
-
-def _with_arrays(variants: list[dict], runs: Path, sweep_dir: Path, durable: bool = True) -> list[dict]:
-    """The variants with each numpy array among their values kept under ``runs/arrays`` and
-    named there by reference, relative to a sweep file in ``sweep_dir``: the file stays plain
-    YAML, and the ledger records the array by the same hash. ``durable=False``: ``runs`` is a
-    scratch folder (:func:`loop.store.arrays.store_array`)."""
-
-    def swap(value: Any) -> Any:
-        if isinstance(value, np.ndarray):
-            ref = ref_of(value)
-            path = store_array(runs, value, ref["array"], durable=durable)
-            return {**ref, "path": os.path.relpath(path, sweep_dir.resolve())}
-        if isinstance(value, Mapping):
-            return {k: swap(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [swap(v) for v in value]
-        return value
-
-    return [swap(v) for v in variants]
-
-
-def _sweep_text(
-    sweep: str, base: str | Path | None, backend: str, variants: list[dict], settings: Mapping[str, Any]
-) -> str:
-    needs_base = any("perturb" in v for v in variants)
-    if needs_base and base is None:
-        raise ValueError("perturbation candidates need a base (base=...)")
-    reference = [{"name": "base"}] if needs_base else []
-    doc = {
-        "sweep": sweep,
-        "base": str(Path(base).resolve()) if base else variants[0]["base"],
-        "backend": backend,
-        **settings,
-        "variants": reference + variants,
-    }
-    return yaml.dump(doc, Dumper=_DUMPER, sort_keys=False)
-
-
-# libyaml's emitter writes what SafeDumper writes, some 20 times faster: a generation of 64
-# candidates over 26 weight grids is a sweep file of thousands of values (issue 43)
-_DUMPER: Any = yaml.CSafeDumper if getattr(yaml, "__with_libyaml__", False) else yaml.SafeDumper
 
 
 def evaluate(
@@ -110,47 +64,17 @@ def evaluate(
     runs = Path(runs)
     if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
         raise LoopError(f"generation must be a whole number >= 0, not {generation!r}", field="generation")
-    with scratch("gen") as tmp:  # validated before anything lands under runs/
+    sweep = f"{name}-g{generation}"
+    with scratch("gen") as tmp:  # validated before anything lands under runs/ (a model candidate's file too)
         staged = [_variant(Path(tmp), i, c) for i, c in enumerate(candidates)]
-        check_generation(Path(tmp), f"{name}-g{generation}", base, backend, staged, settings)
-    variants = [_variant(runs, i, c) for i, c in enumerate(candidates)]
-    path = write_generation(runs, f"{name}-g{generation}", base, backend, variants, settings, checked=True)
+        prepare(Path(tmp), sweep, base, backend, staged, settings)
+    prepared = prepare(runs, sweep, base, backend, [_variant(runs, i, c) for i, c in enumerate(candidates)], settings)
     result = run_sweep(
-        parse(path, generated=True),
+        write(prepared, sweep),
         runs,
         SweepOptions(jobs=jobs, progress=progress, scorer=scorer, generation=generation),
     )
     return _results(runs, result.outcomes, len(candidates))
-
-
-def check_generation(
-    folder: Path, sweep: str, base: str | Path | None, backend: str, variants: list[dict], settings: Mapping[str, Any]
-) -> None:
-    """Refuse, in one line, a generation that would not parse (nothing written under runs: its
-    arrays are kept in ``folder`` too)."""
-    held = _with_arrays(variants, folder, folder, durable=False)
-    (folder / "sweep.yaml").write_text(_sweep_text(sweep, base, backend, held, settings))
-    parse(folder / "sweep.yaml", generated=True)
-
-
-def write_generation(
-    runs: Path,
-    sweep: str,
-    base: str | Path | None,
-    backend: str,
-    variants: list[dict],
-    settings: Mapping[str, Any],
-    checked: bool = False,
-) -> Path:
-    """The generation's sweep file under ``runs/generations`` (the record of what was asked),
-    naming the arrays it holds, which are kept under ``runs/arrays``. ``checked``: the caller
-    has just checked these very variants (:func:`check_generation`), so they are not parsed again."""
-    file_name = safe_component(f"{sweep}.yaml", "name")  # never a path of the caller's
-    if not checked:
-        with scratch("gen") as tmp:
-            check_generation(Path(tmp), sweep, base, backend, variants, settings)
-    held = _with_arrays(variants, runs, runs / "generations")
-    return atomic_write(runs / "generations" / file_name, _sweep_text(sweep, base, backend, held, settings).encode())
 
 
 def _results(runs: Path, outcomes: Sequence[Any], count: int) -> list[Result]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -38,21 +39,21 @@ from typing import Any
 
 import numpy as np
 
-from loop.api import check_generation, write_generation
 from loop.author.sweepfile import parse
 from loop.author.yamlio import load_yaml
 from loop.core.arrays import numbers
 from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha
 from loop.core.kinds import Flag
-from loop.core.leftovers import scratch
 from loop.core.record import RunRecord
 from loop.core.registry import compiler_class
 from loop.core.text import for_person
 from loop.flow.generation import run_generation
+from loop.flow.local_runner import LocalRunner
 from loop.flow.resume import Content, ContentChanged, Named, moved
 from loop.flow.sweep import SweepOptions, reference_content
 from loop.measure.results import PARETO_KEYS, RATE_KEYS, SCORE_ONLY, Result, pareto, result_of, with_race
+from loop.store.generations import Prepared, prepare, write
 from loop.store.ledger import Ledger
 from loop.store.studies import Asked, StudyStore, ratios
 from loop.store.study_files import import_files
@@ -167,6 +168,22 @@ class Study:
                     raise LoopError(f"study '{name}' was just started by another process with {found}", field="name")
         self.base, self.backend, self.settings = asked["base"], asked["backend"], dict(asked["settings"])
         self._compile: dict[str, Any] = json.loads(json.dumps(self.settings.get("compile") or {}, default=str))
+        # One runner for every generation: its device children are kept from one to the next (a
+        # search's step is a generation, and starting a device process costs more than scoring two
+        # candidates), and end with the study (close, or when it is collected or the process exits).
+        self._runner = LocalRunner()
+        self._closed = weakref.finalize(self, self._runner.close)
+
+    def close(self) -> None:
+        """End the device processes this study's generations ran on; a later ``evaluate`` starts
+        them again."""
+        self._runner.close()
+
+    def __enter__(self) -> Study:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
     @contextmanager
     def _store(self, readonly: bool = False) -> Iterator[StudyStore]:
@@ -228,12 +245,12 @@ class Study:
         groups = self._groups(todo, named)
         if not groups and self._replays(generation, keys):
             return self._answered(keys, done)
-        self._check(groups)  # bad input: one line, and nothing claimed
+        checked = self._check(groups)  # bad input: one line, and nothing claimed
         with self._store() as store:
             number, _ = store.claim(
                 [Asked(i, k, v) for i, (k, v) in enumerate(zip(keys, variants, strict=True))], generation
             )
-        fresh = self._run(number, groups, measure) if groups else {}
+        fresh = self._run(number, groups, checked, measure) if groups else {}
         answers = [
             (i, fresh[k][2], fresh[k][0], fresh[k][1], None)
             if k in fresh
@@ -278,33 +295,35 @@ class Study:
             out.append((suffix, settings, [{"name": named[k], "perturb": todo[k][0]} for k in members], members))
         return out
 
-    def _check(self, groups: Sequence[tuple[str, dict[str, Any], list[dict[str, Any]], list[str]]]) -> None:
+    def _check(self, groups: Sequence[tuple[str, dict[str, Any], list[dict[str, Any]], list[str]]]) -> list[Prepared]:
         """Refuse a generation that would not parse, in one line, before a number is claimed."""
-        with scratch("gen") as tmp:
-            for suffix, settings, variants, _ in groups:
-                check_generation(Path(tmp), f"{self.name}-check{suffix}", self.base, self.backend, variants, settings)
+        return [
+            prepare(self.runs, f"{self.name}-check{suffix}", self.base, self.backend, variants, settings)
+            for suffix, settings, variants, _ in groups
+        ]
 
     def _run(
         self,
         generation: int,
         groups: Sequence[tuple[str, dict[str, Any], list[dict[str, Any]], list[str]]],
+        checked: Sequence[Prepared],
         measure: bool = True,
     ) -> dict[str, tuple[RunRecord, RunRecord | None, str]]:
         """Each group as one generation flow with its own base, its ratios recorded; runs by
         content key."""
         found: dict[str, tuple[RunRecord, RunRecord | None, str]] = {}
-        for suffix, settings, variants, members in groups:
+        for (suffix, _, variants, members), prepared in zip(groups, checked, strict=True):
             sweep = f"{self.name}-g{generation}{suffix}"
-            # for people; _check parsed these very variants before the number was claimed
-            path = write_generation(self.runs, sweep, self.base, self.backend, variants, settings, checked=True)
+            spec = write(prepared, sweep)  # the file for people; the spec _check parsed, renamed
             options = SweepOptions(
+                runner=self._runner,
                 jobs=self.jobs,
                 progress=self.progress,
                 scorer=self.scorer,
                 generation=generation,
                 score_only=not measure,
             )
-            ran = run_generation(parse(path, generated=True), self.runs, options)
+            ran = run_generation(spec, self.runs, options)
             if ran.error:  # the runs are recorded, unmeasured: their results say so
                 warnings.warn(f"{sweep}: {ran.error}; no rates", LoopWarning, stacklevel=3)
             with self._store() as store:
@@ -358,9 +377,8 @@ class Study:
 
     def _content(self) -> tuple[Content, Named]:
         """The study's reference as authored now: its base and frame files read afresh."""
-        with scratch("gen") as tmp:
-            check_generation(Path(tmp), f"{self.name}-now", self.base, self.backend, [{"name": "base"}], self.settings)
-            return reference_content(parse(Path(tmp) / "sweep.yaml", generated=True))
+        now = prepare(self.runs, f"{self.name}-now", self.base, self.backend, [{"name": "base"}], self.settings)
+        return reference_content(now.spec)
 
     def _same(self, before: Content, now: Content) -> bool:
         """Seeded scoring frames follow from the study's fixed settings and the base's shapes, so

@@ -43,3 +43,17 @@ def _hang(pidfile: Path) -> None:
     helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     pidfile.write_text(f"{os.getpgrp()} {os.getpid()} {helper.pid}")
     time.sleep(600)
+
+
+class PatchMisbehavingTestDouble(OnnxRuntimeCompiler):
+    """A TEST DOUBLE for a compiler whose patch (``scale_grid``) crashes or hangs its process, for
+    the patch child's tests: a first factor of 13 exits the process, one of 7 never returns."""
+
+    name = "patch-misbehaving"
+
+    def rescale(self, quantized: Quantized, edits):  # type: ignore[no-untyped-def]
+        if edits and edits[0].factors[0] == 13.0:
+            os._exit(139)
+        if edits and edits[0].factors[0] == 7.0:
+            time.sleep(600)
+        return super().rescale(quantized, edits)

@@ -265,14 +265,15 @@ def test_a_study_lives_in_the_ledger_alone(tmp_path, recipe):
 def test_a_study_of_the_file_layout_opens_and_moves_into_the_ledger(tmp_path, recipe):
     """A study written before the ledger held studies (its settings file, its generation file,
     its race file) is read once into the ledger; its ratios are the race file's."""
-    from loop.api import write_generation
     from loop.author.sweepfile import parse
     from loop.flow.sweep import SweepOptions, run_sweep
+    from loop.store.generations import prepare, write
     from loop.store.ledger import Ledger
 
     runs = tmp_path / "runs"
     settings = {"inputs": {"count": 2}, "measure": {**MEASURE, "budget_s": 2}}
-    path = write_generation(runs, "s-g0", recipe, "onnxruntime", [{"name": "c0", "perturb": scale(1.05)}], settings)
+    asked = [{"name": "c0", "perturb": scale(1.05)}]
+    path = write(prepare(runs, "s-g0", recipe, "onnxruntime", asked, settings), "s-g0").path
     run_sweep(parse(path), runs, SweepOptions(progress=False, generation=0))
     with Ledger(runs / "ledger.sqlite", readonly=True) as ledger:
         ids = {r.variant: r.id for r in ledger.records("s-g0")}
@@ -534,6 +535,21 @@ def test_array_valued_candidates_are_kept_by_hash_and_are_the_list_of_their_numb
     with pytest.raises(LoopError, match=r"range"):
         s.evaluate([ranged(np.zeros(3))], measure=False)
     assert s.generations() == {0: "done", 1: "done"}
+
+
+def test_per_channel_factors_are_recorded_by_reference_and_kept(tmp_path, recipe):
+    """A scale_grid's factors are in its op (by reference) and in the compile options it became:
+    there too by reference, not thousands of numbers in every record, and the array is kept."""
+    from loop.core.arrays import ref_of
+    from loop.store.arrays import load_array
+
+    factors = np.linspace(0.9, 1.1, 8)
+    s = study(tmp_path, recipe, compile={"bias_correction": False})
+    (r,) = s.evaluate([[{"op": "scale_grid", "layer": "conv1", "of": "weights", "factors": factors}]], measure=False)
+    assert r.verdict == "clean"
+    (recorded,) = r.run.options["rescales"]
+    assert recorded["factors"] == ref_of(factors) and recorded["layer"] == "conv1"
+    assert np.array_equal(load_array(tmp_path / "runs", recorded["factors"]), factors)
 
 
 def test_the_qzo_example_steps_on_scale_only_candidates(tmp_path):

@@ -14,6 +14,7 @@ coerces by accident (``'5'`` for 5, ``true`` for 1); ``allow_inf_nan=False`` ref
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from copy import copy
 from functools import lru_cache
 from pathlib import Path
@@ -174,9 +175,11 @@ def _array_values(value: Any, handler: ValidatorFunctionWrapHandler, info: Valid
         source = numbers(value)
         return ArrayValues(handler(source.tolist()), source, ref_of(source))
     if is_ref(value):
-        folder = (info.context or {}).get("folder")
-        source = numbers(referenced(value, folder))
-        return ArrayValues(handler(source.tolist()), source, ref_of(source))
+        context = info.context or {}
+        source = numbers(referenced(value, context.get("folder"), context.get("held")))
+        # its hash is the reference's, checked where the array was read or held
+        ref = {"array": value["array"], "dtype": str(source.dtype), "shape": list(source.shape)}
+        return ArrayValues(handler(source.tolist()), source, ref)
     return handler(value)
 
 
@@ -422,14 +425,15 @@ def section_model(name: str) -> type[BaseModel] | None:
     return None if found is Section else found
 
 
-def validate(raw: Any, folder: Path | None = None) -> Sweep:
+def validate(raw: Any, folder: Path | None = None, held: Mapping[str, np.ndarray] | None = None) -> Sweep:
     """``raw`` (from :func:`loop.author.yamlio.load_yaml`) as a :class:`Sweep`, or a LoopError at its
-    line; ``folder``: the sweep file's, which the paths of its array references are relative to."""
+    line; ``folder``: the sweep file's, which the paths of its array references are relative to;
+    ``held``: arrays by hash that references name before their files are written."""
     if not isinstance(raw, dict):
         raise LoopError("a sweep file is a mapping with 'sweep', 'base' and 'variants'", line=line_of_doc(raw))
     root = sweep_model()
     try:
-        return root.model_validate(raw, context={"folder": folder})
+        return root.model_validate(raw, context={"folder": folder, "held": held})
     except ValidationError as exc:
         raise locate(exc, raw, root) from None
 

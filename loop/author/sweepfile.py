@@ -10,14 +10,17 @@ import json
 import math
 import os
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from loop.author import schema
 from loop.author.graphs import load
 from loop.author.perturb import Calibration, Expect, Op, op_from, parse_expect
-from loop.author.yamlio import LineDict, LineList, line_of, load_yaml, regular_file
+from loop.author.yamlio import LineDict, LineList, line_of, lineless, load_yaml, regular_file
 from loop.core.errors import LoopError
 from loop.core.vocab import CompileOptions, CompileSettings
 from loop.judge.structure import Structure
@@ -117,10 +120,25 @@ def parse(path: Path, *, check_backends: bool = False, cluster: bool = False, ge
         raise exc.where(file=schema.printable(path)) from None
 
 
-def _parse(path: Path, check_backends: bool, cluster: bool, fast: bool = False) -> SweepSpec:
-    raw = load_yaml(path, fast=fast)
+def parse_document(raw: dict[str, Any], path: Path, held: Mapping[str, np.ndarray]) -> SweepSpec:
+    """``raw`` as :func:`parse` reads the file at ``path`` holding it, before that file is written:
+    a generation's document, its array references resolved from ``held`` (arrays by hash, hashed by
+    the caller) rather than files. It knows no lines: a caller whose document is refused writes it
+    and parses the file, so the error names its line (:mod:`loop.store.generations`)."""
+    return _parse(path, False, False, raw=lineless(raw), held=held)
+
+
+def _parse(
+    path: Path,
+    check_backends: bool,
+    cluster: bool,
+    fast: bool = False,
+    raw: Any = None,
+    held: Mapping[str, np.ndarray] | None = None,
+) -> SweepSpec:
+    raw = load_yaml(path, fast=fast) if raw is None else raw
     foreign = _foreign_keys(raw)
-    model = schema.validate(_without(raw, foreign) if foreign else raw, path.parent)
+    model = schema.validate(_without(raw, foreign) if foreign else raw, path.parent, held)
     devices = _check_names(model, raw)
     if check_backends:
         _available(model.backend, devices, cluster, raw)
@@ -145,7 +163,7 @@ def _parse(path: Path, check_backends: bool, cluster: bool, fast: bool = False) 
         params=dict(model.params or {}),
         measure=measure,
         variants=variants,
-        sha=_sha(raw),
+        sha=document_sha(raw),
         input_shapes={k: tuple(v) for k, v in (model.input_shapes or {}).items()},
     )
     _check_layers(spec, raw)
@@ -600,5 +618,6 @@ def _check_frame_files(
     return totals
 
 
-def _sha(raw: Any) -> str:
+def document_sha(raw: Any) -> str:
+    """What identifies a sweep file: its document, keys sorted."""
     return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()

@@ -156,19 +156,19 @@ def _load_fast(text: str) -> Any:
     """Without the line-tracking loader's limits (aliases, depth, nodes): a self-referencing alias
     or deep nesting becomes a LoopError here, and the caller parses again with those limits."""
     try:
-        return _lineless(yaml.load(text, Loader=_FAST))  # CSafeLoader: the safe loader, in C
+        return lineless(yaml.load(text, Loader=_FAST))  # CSafeLoader: the safe loader, in C
     except (yaml.YAMLError, TypeError, ValueError, RecursionError) as exc:
         raise LoopError(f"malformed YAML: {exc}".splitlines()[0]) from None
 
 
-def _lineless(value: Any) -> Any:
+def lineless(value: Any) -> Any:
     """``value`` with its mappings and lists as the line-tracking loader gives them, lines unknown."""
     if isinstance(value, dict):
-        out = LineDict((k, _lineless(v)) for k, v in value.items())
+        out = LineDict((k, lineless(v)) for k, v in value.items())
         out.key_lines = {}
         return out
     if isinstance(value, list):
-        items = LineList(_lineless(v) for v in value)
+        items = LineList(lineless(v) for v in value)
         items.item_lines = [0] * len(items)
         return items
     return value

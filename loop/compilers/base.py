@@ -60,6 +60,10 @@ class Compiler(ABC):
     # is an edit that runs); False where they are read from the compiler's parameters, which a
     # compile may not carry into what runs (the Dataflow Compiler's translated params)
     prints_from_artifact: ClassVar[bool] = False
+    # Whether a patch of a quantized model (scale_grid) is compiled in a child kept across patches
+    # (loop.flow.patch_child), which holds the base and what the compiler derives from it: a patch
+    # costing milliseconds is not worth a fork. False: each is forked as any compile is.
+    patches_warm: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod

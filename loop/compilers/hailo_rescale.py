@@ -34,9 +34,7 @@ def rescale_params(
         for key, index in keys:
             out[key] = _times(out[key], edit.factors, index)
         moved = list(dict.fromkeys(key for key, _ in keys))
-        done.append(
-            {"layer": edit.layer, "compiled_layer": layer, "of": edit.of, "factors": list(edit.factors), "keys": moved}
-        )
+        done.append({"layer": edit.layer, "compiled_layer": layer, "of": edit.of, "keys": moved})
     return out, done
 
 

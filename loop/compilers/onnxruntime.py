@@ -38,6 +38,10 @@ REVISION = "6"
 class OnnxRuntimeCompiler(Compiler):
     name = "onnxruntime"
     prints_from_artifact = True  # the fingerprint reads the QDQ model the artifact is compiled from
+    patches_warm = True  # a scale patch, its fingerprint and graph compile: tens of milliseconds
+
+    def __init__(self) -> None:
+        self._sources: dict[bytes, qdq.FloatSource] = {}
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -94,8 +98,18 @@ class OnnxRuntimeCompiler(Compiler):
         return Quantized(self.name, model.SerializeToString(), info=info, stages={}, source=quantized.source)
 
     def fingerprint(self, quantized: Quantized) -> list[LayerPrint]:
-        source = onnx.load_from_string(quantized.source) if quantized.source else None
-        return qdq.fingerprint(onnx.load_from_string(quantized.data), source)
+        return qdq.fingerprint(onnx.load_from_string(quantized.data), self._float_source(quantized.source))
+
+    def _float_source(self, source: bytes | None) -> qdq.FloatSource | None:
+        """The float model read once per compiler for every patch of one base (a patch child's
+        compiler lives across them): keyed by the bytes themselves, two at most."""
+        if not source:
+            return None
+        if source not in self._sources:
+            self._sources[source] = qdq.FloatSource(onnx.load_from_string(source))
+            while len(self._sources) > 2:
+                self._sources.pop(next(iter(self._sources)))
+        return self._sources[source]
 
     def noise(self, quantized: Quantized, frames: Frames) -> list[TensorNoise]:
         """By ``qdq_loss_debug`` on the QDQ model before the boundary strip and graph compile

@@ -159,33 +159,46 @@ def off_grid(q: np.ndarray, w: np.ndarray, scale: np.ndarray, zero_point: np.nda
     return int(np.count_nonzero(~(near | clipped)))
 
 
-def _source_kernel(
-    node: onnx.NodeProto, source: dict[str, onnx.NodeProto], consts: dict[str, np.ndarray]
-) -> np.ndarray | None:
-    """The float kernel a layer was quantized from: the float model's node of the same name
-    (the quantizer keeps node names) and its weight input."""
-    original = source.get(node.name)
-    if original is None or len(original.input) < 2:
-        return None
-    return consts.get(original.input[1])
+class FloatSource:
+    """The float model a QDQ model was quantized from, read once: each layer's float kernel (the
+    float model's node of the same name, as the quantizer keeps names, and its weight input) and
+    that kernel's hash, made on first use. A compiler that fingerprints many patches of one base
+    keeps one (:class:`loop.compilers.onnxruntime.OnnxRuntimeCompiler`)."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.nodes = {n.name: n for n in model.graph.node}
+        self.consts = constants(model.graph)
+        self._shas: dict[str, str] = {}
+
+    def kernel(self, name: str) -> np.ndarray | None:
+        original = self.nodes.get(name)
+        if original is None or len(original.input) < 2:
+            return None
+        return self.consts.get(original.input[1])
+
+    def sha(self, name: str, kernel: np.ndarray) -> str:
+        if name not in self._shas:
+            self._shas[name] = array_sha(kernel.astype(np.float32))
+        return self._shas[name]
 
 
-def _float_kernel(g: QdqGraph, node: onnx.NodeProto, kernel: np.ndarray | None) -> tuple[str | None, int | None]:
+def _float_kernel(g: QdqGraph, node: onnx.NodeProto, source: FloatSource | None) -> tuple[str | None, int | None]:
     w = g.weight(node)
-    if w is None or kernel is None:
+    kernel = source.kernel(node.name) if source is not None else None
+    if w is None or kernel is None or source is None:
         return None, None
     q = g.required(w.values)
     if kernel.shape != q.shape:
-        return array_sha(kernel.astype(np.float32)), None
+        return source.sha(node.name, kernel), None
     dq = g.producer[node.input[1]]
     axis = next((a.i for a in dq.attribute if a.name == "axis"), 1)
     grid_off = off_grid(q, kernel, g.required(w.scale), g.array(w.zero_point), axis)
-    return array_sha(kernel.astype(np.float32)), grid_off
+    return source.sha(node.name, kernel), grid_off
 
 
-def layer_print(g: QdqGraph, node: onnx.NodeProto, kernel: np.ndarray | None = None) -> LayerPrint:
+def layer_print(g: QdqGraph, node: onnx.NodeProto, source: FloatSource | None = None) -> LayerPrint:
     kernel_sha, kernel_int_sha, w_scale, w_zp = _kernel(g, node)
-    float_sha, grid_off = _float_kernel(g, node, kernel)
+    float_sha, grid_off = _float_kernel(g, node, source)
     x = g.dq_param(node.input[0])
     q, _ = g.out_q(node.output[0])
     bias_sha = bias_int_sha = bias = step = None
@@ -238,13 +251,12 @@ def _int(v: float | None) -> int | None:
     return None if v is None else int(v)
 
 
-def fingerprint(model: onnx.ModelProto, source: onnx.ModelProto | None = None) -> list[LayerPrint]:
+def fingerprint(model: onnx.ModelProto, source: onnx.ModelProto | FloatSource | None = None) -> list[LayerPrint]:
     """One print per quantized layer; with ``source`` (the float model the quantizer was
     given) each print also says what float kernel it stands for and how far from it."""
     g = QdqGraph(model)
-    nodes = {n.name: n for n in source.graph.node} if source is not None else {}
-    consts = constants(source.graph) if source is not None else {}
-    return [layer_print(g, node, _source_kernel(node, nodes, consts)) for node in g.layers()]
+    float_source = FloatSource(source) if isinstance(source, onnx.ModelProto) else source
+    return [layer_print(g, node, float_source) for node in g.layers()]
 
 
 def wide_grids(model: onnx.ModelProto) -> dict[str, dict[str, object]]:

@@ -8,6 +8,7 @@ runs such a model as it runs any QDQ model (checked with 1.32: weight scales edi
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,19 +22,22 @@ Slot = tuple[onnx.NodeProto, int]  # a node and the input index that names a sca
 
 
 def rescale(model: onnx.ModelProto, edits: Sequence[Rescale]) -> list[dict[str, object]]:
-    """Apply ``edits`` to ``model`` in place, in order; what each moved, by initializer."""
+    """Apply ``edits`` to ``model`` in place, in order; what each moved, by initializer (the
+    factors are the edit's own, recorded with the run's options)."""
+    g = QdqGraph(model)  # one index for all the edits: they rename scale inputs, never tensors
+    layers = {n.name: n for n in g.layers()}
+    readers = Counter(x for n in model.graph.node for x in n.input)
     done: list[dict[str, object]] = []
     for k, edit in enumerate(edits):
-        g = QdqGraph(model)
-        node = _layer(g, edit.layer)
+        node = _layer(layers, edit.layer)
         slots = _weight_slots(g, node, edit) if edit.of == "weights" else _output_slots(g, node, edit)
-        moved = [_scaled(g, group, np.asarray(edit.factors, np.float64), f"{k}") for group in slots]
-        done.append({"layer": edit.layer, "of": edit.of, "factors": list(edit.factors), "scales": moved})
+        moved = [_scaled(g, readers, group, np.asarray(edit.factors, np.float64), f"{k}") for group in slots]
+        done.append({"layer": edit.layer, "of": edit.of, "scales": moved})
     return done
 
 
-def _layer(g: QdqGraph, name: str) -> onnx.NodeProto:
-    node = next((n for n in g.layers() if n.name == name), None)
+def _layer(layers: dict[str, onnx.NodeProto], name: str) -> onnx.NodeProto:
+    node = layers.get(name)
     if node is None:
         raise ValueError(f"scale_grid: the quantized model has no quantized layer '{name}'")
     return node
@@ -106,7 +110,7 @@ def _reader_bias(g: QdqGraph, reader: onnx.NodeProto, tensor: str) -> Slot | Non
     return bias if bias is not None and _is_int32(g, bias[0]) else None
 
 
-def _scaled(g: QdqGraph, slots: list[Slot], factors: np.ndarray, tag: str) -> dict[str, object]:
+def _scaled(g: QdqGraph, readers: Counter[str], slots: list[Slot], factors: np.ndarray, tag: str) -> dict[str, object]:
     """Multiply the scale every slot names; an initializer that something outside ``slots`` also
     reads (exports and quantizers share equal constants) is copied first, so only they move."""
     names = dict.fromkeys(node.input[i] for node, i in slots)
@@ -116,7 +120,7 @@ def _scaled(g: QdqGraph, slots: list[Slot], factors: np.ndarray, tag: str) -> di
         old = g.required(name)
         by = factors[0] if factors.size == 1 else factors.reshape(old.shape)
         new = (old.astype(np.float64) * by).astype(old.dtype)
-        if _readers(g, name) == len(mine):
+        if readers[name] == len(mine):
             g.set_array(name, new)
             out[name] = name
             continue
@@ -125,9 +129,7 @@ def _scaled(g: QdqGraph, slots: list[Slot], factors: np.ndarray, tag: str) -> di
         g.inits[own] = g.model.graph.initializer[-1]
         for n, i in mine:
             n.input[i] = own
+        readers[name] -= len(mine)
+        readers[own] += len(mine)
         out[name] = own
     return out
-
-
-def _readers(g: QdqGraph, name: str) -> int:
-    return sum(1 for n in g.model.graph.node for x in n.input if x == name)

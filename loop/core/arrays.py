@@ -64,9 +64,11 @@ def read_array(path: Path, sha: str) -> np.ndarray:
     return found
 
 
-def referenced(ref: Mapping[str, Any], folder: Path | None) -> np.ndarray:
+def referenced(ref: Mapping[str, Any], folder: Path | None, held: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     """The array a sweep file's reference names (its ``path`` relative to ``folder``), checked
-    against its hash, and against its dtype and shape where the reference gives them."""
+    against its hash, and against its dtype and shape where the reference gives them. ``held``:
+    arrays by hash, hashed by the caller, whose files are not written yet (a generation checked
+    before anything lands under ``runs``): one named there is not read from its file."""
     unknown = set(ref) - set(REF_KEYS)
     if unknown:
         raise ValueError(f"an array reference takes {list(REF_KEYS)}, not {sorted(map(str, unknown))}")
@@ -75,14 +77,16 @@ def referenced(ref: Mapping[str, Any], folder: Path | None) -> np.ndarray:
         raise ValueError("an array reference's 'array' is the SHA-256 of its array, 64 hex digits")
     if not isinstance(path, str) or not path:
         raise ValueError("an array reference names its .npy file in 'path' (relative to the sweep file)")
-    try:
-        found = read_array((folder or Path.cwd()) / path, sha)
-    except LoopError as exc:
-        raise ValueError(exc.message) from None
-    held = ref_of(found)
+    found = (held or {}).get(sha)
+    if found is None:
+        try:
+            found = read_array((folder or Path.cwd()) / path, sha)
+        except LoopError as exc:
+            raise ValueError(exc.message) from None
+    kept = {"dtype": str(found.dtype), "shape": list(found.shape)}
     for key in ("dtype", "shape"):
-        if key in ref and ref[key] != held[key]:
-            raise ValueError(f"array {sha[:12]} has {key} {held[key]}, not {ref[key]}")
+        if key in ref and ref[key] != kept[key]:
+            raise ValueError(f"array {sha[:12]} has {key} {kept[key]}, not {ref[key]}")
     return found
 
 

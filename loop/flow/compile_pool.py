@@ -17,7 +17,7 @@ import itertools
 import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, as_completed, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +26,7 @@ from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha
 from loop.core.registry import COMPILERS, compiler_class
 from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized
-from loop.flow import supervise
+from loop.flow import patch_child, supervise
 from loop.flow.compile_child import compile_with, resolve, run_isolated
 from loop.flow.follow import decision
 from loop.store.cache import Cache, calibration_sha, key_of, quantized_key
@@ -99,12 +99,14 @@ def iter_compiled(
         if hits:
             yield hits
         base = _Quantized(backend, versions, cache, todo)
+        if base.wanted and client is None and resolve(ref).patches_warm:
+            patch_child.warm(ref, _patchers(jobs, len(todo)))
         for phase in base.phases():
-            for key, result in _compile(ref, phase, jobs, client, base.held):
+            for key, result, entry in _compile(ref, phase, jobs, client, base.held):
                 base.keep(todo[key], result)
                 result.info.setdefault("versions", versions)
                 if cache is not None:
-                    cache.store(key, result)
+                    cache.store_encoded(key, *entry) if entry is not None else cache.store(key, result)
                 yield _settle(keys, {key: result})
 
 
@@ -126,9 +128,13 @@ class _Quantized:
         return quantized_key(job.model_sha, job.calib_sha, options, self.backend, self.versions)
 
     @property
-    def held(self) -> dict[str, Quantized | None]:
-        """Each compile key's quantized model to start from (None: optimize)."""
-        return {k: self.models.get(self.of[k]) if j.options.rescales else None for k, j in self.todo.items()}
+    def held(self) -> dict[str, tuple[str, Quantized] | None]:
+        """Each compile key's quantized model to start from, with its own key (None: optimize)."""
+        out: dict[str, tuple[str, Quantized] | None] = {}
+        for k, j in self.todo.items():
+            found = self.models.get(self.of[k]) if j.options.rescales else None
+            out[k] = None if found is None else (self.of[k], found)
+        return out
 
     def phases(self) -> list[dict[str, Job]]:
         """Compiles that need no one else's quantized model first (plain ones, and one edited
@@ -180,10 +186,25 @@ def _split(keys: list[str], items: list[Job], cache: Cache | None) -> tuple[dict
 
 
 def _compile(
-    ref: str, todo: dict[str, Job], jobs: int, client: Any, held: dict[str, Quantized | None] | None = None
-) -> Iterator[tuple[str, CompileResult]]:
-    """Each compile as it finishes, with at most two per worker in flight, so each job loads
-    its bytes just in time. One loop for both pools: each is a ``concurrent.futures.Executor``."""
+    ref: str,
+    todo: dict[str, Job],
+    jobs: int,
+    client: Any,
+    held: dict[str, tuple[str, Quantized] | None] | None = None,
+) -> Iterator[tuple[str, CompileResult, tuple[bytes, bytes] | None]]:
+    """Each compile as it finishes (with its cache entry's bytes, where a patch child made
+    them), with at most two per worker in flight, so each job loads
+    its bytes just in time. One loop for both pools: each is a ``concurrent.futures.Executor``.
+    Patches of a held quantized model go to patch children where the compiler keeps them warm
+    (:mod:`loop.flow.patch_child`); a cluster's workers compile everything."""
+    held = held or {}
+    warm = client is None and resolve(ref).patches_warm
+    patches = {k: held[k] for k in todo if warm and held.get(k) is not None}
+    if patches:
+        yield from _patched(
+            ref, {k: (todo[k].options, p) for k, p in patches.items() if p}, _patchers(jobs, len(patches))
+        )
+    todo = {k: j for k, j in todo.items() if k not in patches}
     if not todo:
         return
     executor, workers = _executor(client, max(1, min(jobs, len(todo))))
@@ -191,15 +212,48 @@ def _compile(
     try:
         while True:
             for key, job in itertools.islice(queue, 2 * workers - len(running)):
-                start = (held or {}).get(key)
-                running.add(executor.submit(_task, key, ref, *job.load(), job.options, start))
+                start = held.get(key)
+                quantized = start[1] if start is not None else None
+                running.add(executor.submit(_task, key, ref, *job.load(), job.options, quantized))
             if not running:
                 return
             done, running = wait(running, return_when=FIRST_COMPLETED)
-            yield from (future.result() for future in done)
+            yield from ((*future.result(), None) for future in done)
     finally:  # a caller that stops early leaves nothing queued behind it
         for future in running:
             future.cancel()
+
+
+def _patchers(jobs: int, count: int) -> int:
+    """Patch children for ``count`` patches: a core fewer than the compile jobs, since a patch
+    costs less than what this process does with its result (audit, score, record) and the device
+    answering it; one at least."""
+    return max(1, min(jobs, count) - 1)
+
+
+def _patched(
+    ref: str, todo: dict[str, tuple[CompileOptions, tuple[str, Quantized]]], jobs: int
+) -> Iterator[tuple[str, CompileResult, tuple[bytes, bytes] | None]]:
+    """Each patch compiled by one of ``jobs`` patch children, as it finishes, with its cache
+    entry's bytes (None for a failure, which is never cached)."""
+
+    def one(key: str) -> tuple[str, CompileResult, tuple[bytes, bytes] | None]:
+        options, (qkey, quantized) = todo[key]
+        process = patch_child.borrow()
+        try:
+            result, entry = process.call(ref, qkey, quantized, options, key)
+        finally:
+            patch_child.give_back(process)
+        return key, result, entry
+
+    with ThreadPoolExecutor(max(1, min(jobs, len(todo))), thread_name_prefix="loop-patch") as pool:
+        running = {pool.submit(one, key) for key in todo}
+        try:
+            for future in as_completed(running):
+                yield future.result()
+        finally:  # a caller that stops early leaves nothing queued behind it
+            for future in running:
+                future.cancel()
 
 
 def _executor(client: Any, jobs: int) -> tuple[Executor, int]:

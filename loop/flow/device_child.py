@@ -79,7 +79,8 @@ def _checked(outputs: list[np.ndarray], layouts: tuple[TensorLayout, ...]) -> li
 def answer(device: Device, artifact: Artifact, inputs: Frames, stage: Callable[[str], None]) -> DeviceRun:
     """Each controlled input through the device, and whether a repeat of the first matched."""
     stage("open")
-    with device.open(artifact, RuntimeOptions()) as session:
+    # nothing here is timed: idle threads sleep rather than spin against the compiles beside it
+    with device.open(artifact, RuntimeOptions(spin=False)) as session:
         stage("inputs")
         layouts, outs = tuple(session.inputs), tuple(session.outputs)
         run = lambda j: _checked(session.infer(device_frame(inputs, j, layouts)), outs)  # noqa: E731

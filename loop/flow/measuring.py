@@ -162,6 +162,10 @@ def evaluated(
     """Each compiled variant run and evaluated, as results come back; ``refs``: each group's
     reference when it is evaluated in this stream (else ``against`` has what it set)."""
     state = _Measuring(spec, runner, dict(against), scorer, set(refs))
+    # Answering the inputs only, one task more than the runner's slots waits in its queue, so
+    # the device runs the next variant while this process audits, scores and records the last;
+    # a measurement never has this process busy beside it (its timing would pay for that)
+    queued = runner.slots + (0 if measure else 1)
     for item in reference_first(stream, refs):
         a, c, _ = item
         try:
@@ -176,7 +180,7 @@ def evaluated(
                 yield from state.release(a.group)
             continue
         state.running[runner.submit(prepared.task)] = (item, prepared)
-        yield from state.settle(block=len(state.running) >= runner.slots)
+        yield from state.settle(block=len(state.running) >= queued)
     while state.running:
         yield from state.settle(block=True)
     for group in list(state.pending):  # a reference never came back: the rest still runs

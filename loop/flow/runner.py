@@ -161,8 +161,10 @@ class Runner(ABC):
         return None
 
     def close(self) -> None:
+        """Wait for the tasks running, cancel those queued; a later ``submit`` starts afresh."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
     def __enter__(self) -> Runner:
         return self

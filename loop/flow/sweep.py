@@ -28,12 +28,13 @@ from tqdm import tqdm
 
 from loop.author.author import Authored, author, references, with_reference
 from loop.author.sweepfile import MeasureSpec, SweepSpec
+from loop.core.arrays import ref_of
 from loop.core.errors import LoopError
 from loop.core.kinds import Flag, Stage, Status
 from loop.core.leftovers import remove_stale_scratch, scratch
 from loop.core.record import RunRecord, Scores
 from loop.core.registry import make_device
-from loop.core.vocab import Artifact, CompileResult, Frames
+from loop.core.vocab import Artifact, CompileOptions, CompileResult, Frames, Rescale
 from loop.flow.compile_pool import Job, check_cluster, compile_hosts, iter_compiled
 from loop.flow.evaluate import Against, Reference, RunOutcome, bias_guard_of
 from loop.flow.follow import Decision, decision, following, leads
@@ -43,7 +44,7 @@ from loop.flow.resume import Claim, Content, ContentChanged, Heartbeat, Named, c
 from loop.flow.runner import Runner, RunResult, RunTask, StageTimeouts
 from loop.judge import fingerprint as fp
 from loop.measure import hostlock
-from loop.store.arrays import store_array
+from loop.store.arrays import keep_arrays
 from loop.store.artifacts import load_artifact, recorded_sha, spill
 from loop.store.cache import Cache
 from loop.store.files import StoreWarning, check_runs, remove_stale_temps, runs_artifact
@@ -197,10 +198,30 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
 
 
 def _keep_arrays(runs: Path, authored: list[Authored]) -> None:
-    """Every array the variants' ops were given as, kept under ``runs/arrays`` before any run
-    records it by hash: what the ledger names, the runs folder holds."""
-    for sha, a in {sha: a for x in authored for op in x.variant.ops for sha, a in op.arrays().items()}.items():
-        store_array(runs, a, sha)
+    """Every array the variants' ops were given as, and every per-channel ``scale_grid``'s
+    factors, kept under ``runs/arrays`` before any run records it by hash: what the ledger
+    names, the runs folder holds."""
+    kept = {sha: a for x in authored for op in x.variant.ops for sha, a in op.arrays().items()}
+    for x in authored:
+        kept.update((ref["array"], a) for ref, a in map(_factors, x.options.rescales) if ref is not None)
+    keep_arrays(runs, kept)
+
+
+def _factors(rescale: Rescale) -> tuple[dict[str, Any] | None, np.ndarray]:
+    """A per-channel edit's factors as an array, and its reference (None: a single factor)."""
+    a = np.asarray(rescale.factors, np.float64)
+    return (ref_of(a) if a.size > 1 else None), a
+
+
+def recorded_options(options: CompileOptions) -> dict[str, Any]:
+    """The options as a run records them: a per-channel ``scale_grid``'s factors by the reference
+    of their array (kept by :func:`_keep_arrays`), not thousands of numbers in every record."""
+    dumped = options.model_dump()
+    dumped["rescales"] = [
+        {**r, "factors": ref} if (ref := _factors(rescale)[0]) is not None else r
+        for r, rescale in zip(dumped.get("rescales", ()), options.rescales, strict=True)
+    ]
+    return dumped
 
 
 def identity(spec: SweepSpec, authored: list[Authored], score_only: bool = False) -> str:
@@ -473,7 +494,7 @@ def _finished_run(run_id: int, spec: SweepSpec, a: Authored, c: CompileResult, o
         cache_hit=c.cache_hit,
         perturb=tuple(op.record() for op in a.variant.ops),
         calib_sha=a.calib_sha,
-        options=a.options.model_dump(),
+        options=recorded_options(a.options),
         versions=c.info.get("versions", {}),
         host=(o.info.get("runner") or {}).get("host") or socket.gethostname(),  # where it was measured
         stderr_tail="" if c.ok else c.stderr_tail,

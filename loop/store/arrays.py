@@ -1,8 +1,8 @@
 """Arrays a run's perturbations were given as, kept under ``runs/arrays/<sha>.npy`` (named by
 :func:`loop.core.hashing.array_sha`), so the ledger's reference to one rebuilds the run; written
-to a temporary name, fsynced and renamed, and read back hash-checked (:mod:`loop.core.arrays`).
-A scratch copy (a generation checked before anything lands under ``runs``) is thrown away, so it
-is written plainly: an fsync there buys nothing and costs a disk flush per array."""
+to temporary names and renamed, made durable together (two disk flushes for a generation's
+hundreds: :func:`loop.store.files.atomic_writes`), and read back hash-checked
+(:mod:`loop.core.arrays`)."""
 
 from __future__ import annotations
 
@@ -16,32 +16,61 @@ import numpy as np
 from loop.core.arrays import npy_bytes, read_array
 from loop.core.errors import LoopError
 from loop.core.hashing import array_sha
-from loop.store.files import StoreWarning, atomic_write, safe_component
+from loop.store.files import StoreWarning, atomic_writes, safe_component
 
 FOLDER = "arrays"
 
 
 def array_path(runs: Path, sha: str) -> Path:
-    return Path(runs).resolve() / FOLDER / safe_component(f"{sha}.npy", "array")
+    return _in(Path(runs).resolve() / FOLDER, sha)
 
 
-def store_array(runs: Path, a: np.ndarray, sha: str | None = None, durable: bool = True) -> Path:
+def _in(folder: Path, sha: str) -> Path:
+    return folder / safe_component(f"{sha}.npy", "array")
+
+
+# Files this process wrote or read back whole, by path, with what stat said of them then: a
+# generation's arrays are read back once, not again by the sweep that runs it, unless changed since.
+_KEPT: dict[Path, tuple[int, int, int]] = {}
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def store_array(runs: Path, a: np.ndarray, sha: str | None = None) -> Path:
     """Keep ``a`` under ``runs``: a file already there is kept only if it holds this very array
-    (the name is the content's hash, so a good file is never written twice). ``durable=False``:
-    ``runs`` is a scratch folder about to be thrown away, so the file is written without fsync."""
+    (the name is the content's hash, so a good file is never written twice)."""
     sha = sha or array_sha(a)
-    path = array_path(runs, sha)
-    if path.is_file():
-        try:
-            read_array(path, sha)
-            return path
-        except LoopError:
-            warnings.warn(f"{path} did not hold its array; rewritten", StoreWarning, stacklevel=2)
-    if not durable:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(npy_bytes(a))
-        return path
-    return atomic_write(path, npy_bytes(a))
+    keep_arrays(runs, {sha: a})
+    return array_path(runs, sha)
+
+
+def keep_arrays(runs: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """Keep each array (by its hash) under ``runs``, those not there yet written together and made
+    durable at once (:func:`loop.store.files.atomic_writes`)."""
+    missing, folder = {}, Path(runs).resolve() / FOLDER
+    for sha, a in arrays.items():
+        path = _in(folder, sha)
+        stamp = _stamp(path)
+        if stamp is not None and _KEPT.get(path) == stamp:
+            continue
+        if stamp is not None:
+            try:
+                read_array(path, sha)
+                _KEPT[path] = stamp
+                continue
+            except LoopError:
+                warnings.warn(f"{path} did not hold its array; rewritten", StoreWarning, stacklevel=3)
+        missing[path] = a
+    if missing:
+        atomic_writes(folder, {path.name: npy_bytes(a) for path, a in missing.items()})
+    for path in missing:
+        _KEPT[path] = _stamp(path)  # type: ignore[assignment]  # just written
 
 
 def load_array(runs: Path, ref: Mapping[str, Any]) -> np.ndarray:
@@ -49,4 +78,4 @@ def load_array(runs: Path, ref: Mapping[str, Any]) -> np.ndarray:
     return read_array(array_path(runs, str(ref["array"])), str(ref["array"]))
 
 
-__all__ = ["array_path", "load_array", "store_array"]
+__all__ = ["array_path", "keep_arrays", "load_array", "store_array"]

@@ -158,8 +158,11 @@ class Cache:
         The cache only saves time, so a write that fails (a full disk) is a warning."""
         if not result.ok or result.artifact is None:
             return False
-        stored = dataclasses.replace(result, cache_hit=False, quantized=None)
-        meta, blob = encode(stored, {"key": key, "summary": _summary(result)})
+        return self.store_encoded(key, *entry_bytes(key, result))
+
+    def store_encoded(self, key: str, meta: bytes, blob: bytes) -> bool:
+        """Keep an entry :func:`entry_bytes` made (a patch child makes its own: the parent then
+        stores its very bytes rather than encoding the result a second time)."""
         try:
             atomic_write(self.path(key, BLOB), blob)
             atomic_write(self.path(key, META), meta)  # last: an entry without it is not one
@@ -262,6 +265,12 @@ def _scaled(text: str, units: dict[str, int], default: str, what: str) -> float:
     if value < 0:
         raise LoopError(f"'{text}' is not {what}")
     return value * units[unit]
+
+
+def entry_bytes(key: str, result: CompileResult) -> tuple[bytes, bytes]:
+    """A successful compile's entry as the cache keeps it under ``key``: meta and blob."""
+    stored = dataclasses.replace(result, cache_hit=False, quantized=None)
+    return encode(stored, {"key": key, "summary": _summary(result)})
 
 
 def _summary(result: CompileResult) -> dict[str, Any]:

@@ -514,21 +514,23 @@ def _column_reason(key: str, value: Any) -> str | None:
     return None
 
 
-def corrupt_reason(row: sqlite3.Row) -> str | None:
+def _parsed_or_why(row: sqlite3.Row) -> str | dict[str, Any]:
     """Why ``row`` cannot be read as a run (flipped bytes, a torn record, a column of another
-    type, JSON nested past :data:`loop.core.jsondepth.MAX_DEPTH`), or None."""
+    type, JSON nested past :data:`loop.core.jsondepth.MAX_DEPTH`); else its ``record`` and
+    ``flags`` as parsed, by column (parsed once: a record of per-layer prints is large)."""
     for key in row.keys():  # noqa: SIM118 - iterating a sqlite3.Row gives its values
         reason = _column_reason(key, row[key])
         if reason is not None:
             return reason
+    parsed: dict[str, Any] = {}
     for key, kind in (("record", dict), ("flags", list)):
         try:
-            value = jsondepth.loads(row[key])
+            parsed[key] = jsondepth.loads(row[key])
         except (TypeError, ValueError) as exc:
             return f"its {key} does not parse ({exc})"
-        if not isinstance(value, kind):
+        if not isinstance(parsed[key], kind):
             return f"its {key} is not a JSON {kind.__name__}"
-    return None
+    return parsed
 
 
 def _column(row: sqlite3.Row, name: str) -> Any:
@@ -539,13 +541,13 @@ def from_row(row: sqlite3.Row) -> RunRecord:
     """The run :func:`to_row` wrote (and :meth:`Ledger.begin` began); a row that cannot be read
     comes back with status ``corrupt``, its id and why (naming the column), so one bad row never
     hides the rest, and no reader past this one meets its values."""
-    reason = corrupt_reason(row)
-    if reason is None:
-        try:
-            return _run(row, json.loads(row["record"]), json.loads(row["flags"]))
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            reason = f"its record has an unexpected shape ({type(exc).__name__}: {exc})"
-    return _corrupt(row, reason)
+    found = _parsed_or_why(row)
+    if isinstance(found, str):
+        return _corrupt(row, found)
+    try:
+        return _run(row, found["record"], found["flags"])
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        return _corrupt(row, f"its record has an unexpected shape ({type(exc).__name__}: {exc})")
 
 
 def _corrupt(row: sqlite3.Row, reason: str) -> RunRecord:

@@ -77,3 +77,43 @@ def test_a_scorer_that_raises_fails_its_variant_and_the_sweep_goes_on(write_swee
     failed = {o.variant: (o.stage, o.error) for o in result.failed}
     assert failed == {"v1": ("score", "RuntimeError: the user's scorer broke")}
     assert [o.status for o in result.outcomes].count("ok") == 3
+
+
+class QueueSeenTestDouble(LocalRunner):
+    """A TEST DOUBLE that runs locally and notes, as each task ends, how many tasks the sweep had
+    handed it by then (its first task ends late, so every compile is in)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handed, self.seen = 0, list[int]()
+
+    def submit(self, task: RunTask):  # type: ignore[no-untyped-def]
+        self.handed += 1
+        return super().submit(task)
+
+    def run(self, task: RunTask) -> RunResult:
+        result = self._run(task)
+        if not self.seen:
+            import time
+
+            time.sleep(1.0)
+        self.seen.append(self.handed)
+        return result
+
+
+def _queued(write_sweep, tmp_path: Path, monkeypatch, score_only: bool) -> list[int]:
+    runner = QueueSeenTestDouble()
+    monkeypatch.setattr(sweep_mod, "LocalRunner", lambda overlap=False: runner)
+    path = write_sweep(f"sweep: q\nbase: tiny.yaml\ninputs: {{count: 2}}\n{FAST_MEASURE}\nvariants:\n{FOUR}\n")
+    options = SweepOptions(jobs=1, progress=False, score_only=score_only)
+    assert not run_sweep(parse(path), tmp_path / "runs", options).failed
+    return runner.seen
+
+
+def test_answering_inputs_only_keeps_a_task_queued_for_the_device(write_sweep, tmp_path, monkeypatch):
+    assert _queued(write_sweep, tmp_path, monkeypatch, score_only=True)[0] == 2  # the next one queued meanwhile
+
+
+def test_a_measured_task_never_has_another_queued_beside_it(write_sweep, tmp_path, monkeypatch):
+    seen = _queued(write_sweep, tmp_path, monkeypatch, score_only=False)
+    assert all(handed == i + 1 for i, handed in enumerate(seen)), seen

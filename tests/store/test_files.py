@@ -16,6 +16,7 @@ from loop.store.files import (
     StoreFault,
     StoreWarning,
     atomic_write,
+    atomic_writes,
     check_runs,
     read_regular,
     remove_stale_temps,
@@ -123,3 +124,22 @@ def test_stale_temporary_files_of_dead_writers_are_removed(tmp_path: Path) -> No
         path.write_bytes(b"")
     assert remove_stale_temps(tmp_path) == [dead, old_style]
     assert mine.exists()
+
+
+def test_many_files_are_written_whole_together_and_a_link_among_them_is_replaced(tmp_path: Path) -> None:
+    folder = tmp_path / "arrays"
+    folder.mkdir()
+    (tmp_path / "elsewhere").write_bytes(b"keep")
+    (folder / "b").symlink_to(tmp_path / "elsewhere")
+    atomic_writes(folder, {"a": b"1" * 100, "b": b"2", "c": b""})
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == {"a": b"1" * 100, "b": b"2", "c": b""}
+    assert not (folder / "b").is_symlink() and (tmp_path / "elsewhere").read_bytes() == b"keep"
+
+
+def test_a_full_disk_midway_leaves_none_of_the_files_and_no_temporary_one(tmp_path: Path) -> None:
+    with small_filesystem(tmp_path / "small", 64 * 1024) as small:
+        filler = fill(small, leave=8 * 1024)
+        with pytest.raises(OSError) as full:
+            atomic_writes(small, {"a": b"x" * 4096, "b": b"y" * 64 * 1024})
+        assert full.value.errno == errno.ENOSPC
+        assert sorted(p.name for p in small.iterdir()) == [filler.name]

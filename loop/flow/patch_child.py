@@ -1,0 +1,227 @@
+"""Scale-only compiles in a child process kept from one to the next (issue 43).
+
+A ``scale_grid`` candidate is a patch of its base's quantized model: its scales multiplied, then
+fingerprinted and graph-compiled. Forked one by one, each patch paid for a fork of a large parent,
+a parse of every model it read, and a file round trip, more than the patch itself; here one child
+holds the base it was sent once (and what its compiler derives from it, such as the float model's
+kernels), and patches it as often as asked. Isolation is what a compile child gives: a child that
+dies or outlives the compile's timeout fails that compile alone (its stage named), and the next
+compile starts another. Used for backends whose compiler says so (``Compiler.patches_warm``);
+the Dataflow Compiler's compile of a patched HAR is a whole compile, forked as any other.
+
+Everything crosses the private socket as data (:mod:`loop.store.codec`'s hash-checked frames and
+JSON), never pickles. Run as ``python -m loop.flow.patch_child FD PARENT`` by
+:func:`loop.flow.supervise.connected`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import socket
+import sys
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from loop.core.vocab import CompileOptions, CompileResult, Quantized
+from loop.flow import supervise
+from loop.store.cache import entry_bytes
+from loop.store.codec import (
+    Damaged,
+    decode,
+    decode_quantized,
+    encode,
+    encode_quantized,
+    options_from_json,
+    options_to_json,
+)
+
+HELD = 2  # quantized bases a child keeps: a study's, and another group's
+EXIT_GRACE_S = 5.0
+
+
+class PatchProcess:
+    """One patch child, started on first use and replaced after it dies or hangs."""
+
+    def __init__(self) -> None:
+        self._child: supervise.Child | None = None
+        self._conn: supervise.Connection | None = None
+        self._sent: OrderedDict[str, None] = OrderedDict()  # the bases the child holds
+
+    def call(
+        self, ref: str, key: str, quantized: Quantized, options: CompileOptions, entry: str
+    ) -> tuple[CompileResult, tuple[bytes, bytes] | None]:
+        """The patch of ``quantized`` (known as ``key``) that ``options.rescales`` asks, compiled;
+        and, if it succeeded, its compile cache entry under ``entry`` as the child encoded it
+        (:func:`loop.store.cache.entry_bytes`), which is also what the result was read from."""
+        try:
+            self._ensure()
+            assert self._conn is not None
+            if key not in self._sent:
+                self._conn.send_bytes(b"base")
+                self._conn.send_bytes(key.encode())
+                for part in encode_quantized(quantized):
+                    self._conn.send_bytes(part)
+                self._sent[key] = None
+                while len(self._sent) > HELD:
+                    self._sent.popitem(last=False)
+            self._sent.move_to_end(key)
+            for part in (b"patch", ref.encode(), key.encode(), entry.encode(), options_to_json(options).encode()):
+                self._conn.send_bytes(part)
+            return self._answer(options.timeout_s)
+        except (OSError, EOFError) as exc:
+            return self._ended("startup", f"patch process unreachable: {exc}"), None
+
+    def warm(self, ref: str) -> None:
+        """Start the child now and have it import ``ref``'s compiler, so that overlaps whatever
+        comes before the first patch (the base's compile, or reading it from the cache)."""
+        try:
+            self._ensure()
+            assert self._conn is not None
+            self._conn.send_bytes(b"warm")
+            self._conn.send_bytes(ref.encode())
+        except OSError:
+            self.stop()  # the first call starts another
+
+    def _ensure(self) -> None:
+        if self._child is None or self._child.poll() is not None:
+            self.stop()
+            self._child, self._conn = _STARTER.submit(supervise.connected, "loop.flow.patch_child").result()
+
+    def _answer(self, timeout_s: float | None) -> tuple[CompileResult, tuple[bytes, bytes] | None]:
+        assert self._conn is not None and self._child is not None
+        stage, deadline = "startup", time.monotonic() + (timeout_s or float("inf"))
+        self._child.clear()
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return self._ended(stage, f"timeout after {timeout_s:g} s"), None
+            try:
+                ready = self._conn.poll(min(left, 1.0))
+                kind = self._conn.recv_bytes() if ready else None
+            except (EOFError, OSError):
+                kind, ready = None, True
+            if kind is None:
+                if ready or self._child.poll() is not None:
+                    self._child.wait(EXIT_GRACE_S)
+                    died = supervise.how_it_died(self._child.kill())
+                    return self._ended(stage, f"compile process died ({died})"), None
+                continue
+            if kind == b"stage":
+                stage = self._conn.recv_bytes().decode()
+                continue
+            meta, blob = self._conn.recv_bytes(), self._conn.recv_bytes()
+            try:
+                result = decode(meta, blob)[0]
+            except Damaged as exc:
+                return self._ended(stage, f"compile result unreadable: {exc}"), None
+            return result, ((meta, blob) if result.ok and result.artifact is not None else None)
+
+    def _ended(self, stage: str, error: str) -> CompileResult:
+        tail = self._child.tail() if self._child is not None else ""
+        self.stop()
+        result = CompileResult(ok=False, stage=stage, error=error, stderr_tail=tail)
+        result.info["host"] = socket.gethostname()
+        return result
+
+    def stop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        if self._child is not None:
+            self._child.close()
+        self._child = self._conn = None
+        self._sent.clear()
+
+
+# The patch children of this process, kept across sweeps (a search runs a generation a step) and
+# ended with it; each is used by one thread at a time.
+_IDLE: list[PatchProcess] = []
+_LOCK = threading.Lock()
+# Every patch child is started from this one thread, which lives as long as the process: a child
+# dies with the thread that started it (Linux's parent-death signal is the thread's), and the
+# threads that compile a sweep's patches end with the sweep.
+_STARTER = ThreadPoolExecutor(1, thread_name_prefix="loop-patch-start")
+
+
+def warm(ref: str, count: int) -> None:
+    """At least ``count`` idle patch children, each started and importing ``ref``'s compiler."""
+    with _LOCK:
+        while len(_IDLE) < count:
+            _IDLE.append(PatchProcess())
+        for process in _IDLE[:count]:
+            process.warm(ref)
+
+
+def borrow() -> PatchProcess:
+    with _LOCK:
+        return _IDLE.pop() if _IDLE else PatchProcess()
+
+
+def give_back(process: PatchProcess) -> None:
+    with _LOCK:
+        _IDLE.append(process)
+
+
+@atexit.register
+def _stop_all() -> None:
+    with _LOCK:
+        for process in _IDLE:
+            process.stop()
+        _IDLE.clear()
+
+
+# ---- in the child -------------------------------------------------------------------------
+
+
+def _serve(conn: Any) -> None:
+    from loop.flow.compile_child import STAGES, compile_with, resolve
+
+    bases: OrderedDict[str, Quantized] = OrderedDict()
+    compilers: dict[str, Any] = {}
+    while True:
+        kind = conn.recv_bytes()
+        if kind == b"base":
+            key = conn.recv_bytes().decode()
+            bases[key] = decode_quantized(conn.recv_bytes(), conn.recv_bytes())[0]
+            while len(bases) > HELD:
+                bases.popitem(last=False)
+            continue
+        ref = conn.recv_bytes().decode()
+        if ref not in compilers:
+            compilers[ref] = _told(resolve(ref)(), STAGES, conn)
+        if kind == b"warm":
+            continue
+        key, entry, options = (conn.recv_bytes().decode() for _ in range(3))
+        result = compile_with(compilers[ref], b"", {}, options_from_json(options), bases[key])
+        # a success as the cache keeps it (the parent stores these very bytes); a failure as it is
+        encoded = entry_bytes(entry, result) if result.ok and result.artifact is not None else encode(result)
+        for part in (b"done", *encoded):
+            conn.send_bytes(part)
+
+
+def _told(compiler: Any, stages: tuple[str, ...], conn: Any) -> Any:
+    """``compiler`` with each stage told to the parent as it starts, so a timeout names it."""
+    for stage in stages:
+        method = getattr(compiler, stage)
+
+        def call(*args: Any, _m: Any = method, _s: str = stage, **kwargs: Any) -> Any:
+            conn.send_bytes(b"stage")
+            conn.send_bytes(_s.encode())
+            return _m(*args, **kwargs)
+
+        setattr(compiler, stage, call)
+    return compiler
+
+
+def main(fd: int, parent: int) -> None:
+    supervise.as_child(parent)
+    try:
+        _serve(supervise.Connection(fd))
+    except (EOFError, OSError):
+        return  # the parent closed the socket: nothing more to do
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]))

@@ -22,6 +22,7 @@ candidates were ``clean``.
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -81,39 +82,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=96)
     parser.add_argument("--candidates", type=int, default=64)
     parser.add_argument("--full", type=int, default=8)
+    parser.add_argument("--passes", type=int, default=3)
     args = parser.parse_args(argv)
-    model = args.model.resolve()
+    model, n = args.model.resolve(), args.candidates
     with tempfile.TemporaryDirectory() as tmp:
         full = Study("full", runs=Path(tmp) / "full", **settings(model, args.size))
         grid = Study("grid", runs=Path(tmp) / "grid", **settings(model, args.size))
         full.evaluate([[]])  # the base, compiled and measured: untimed
-        asked = grid_candidates(grid, 2 * args.candidates, 0)
-        first, second = asked[: args.candidates], asked[args.candidates :]
-        t0 = time.perf_counter()
-        weights = [
-            [{"op": "scale_weights", "layer": "/features/features.0/Conv", "factor": 1 + 0.01 * (i + 1)}]
-            for i in range(args.full)
-        ]
-        full.evaluate(weights)
-        full_s = time.perf_counter() - t0
-        grid_s, grid_results = [], []
-        for asked in (first, second):  # the first starts this process's patch children
-            t0 = time.perf_counter()
-            grid_results += grid.evaluate(asked, measure=False)
-            grid_s.append(time.perf_counter() - t0)
-        limit_s = bare(Path(tmp) / "grid", grid_results[: args.candidates], args.size)
-    n, per_min = args.candidates, lambda count, s: count / s * 60
-    clean = sum(r.run.verdict == "clean" for r in grid_results)
-    rate = per_min(args.full, full_s)
-    print(f"full: {args.full} scale_weights candidates, measured, in {full_s:.1f} s: {rate:.0f} a minute")
-    for label, s in zip(("first", "second"), grid_s, strict=True):
-        print(f"scale-only, {label} generation: {n} scale_grid candidates, in {s:.1f} s: {per_min(n, s):.0f} a minute")
-    print(f"limit: a session on each artifact and its 8 frames, in {limit_s:.2f} s: {per_min(n, limit_s):.0f} a minute")
-    ratios = ", ".join(f"{per_min(n, s) / per_min(args.full, full_s):.1f}x" for s in grid_s)
-    limits = ", ".join(f"{per_min(n, limit_s) / per_min(n, s):.1f}x" for s in grid_s)
-    print(f"scale-only / full (first, second): {ratios}; limit / scale-only: {limits}")
-    print(f"clean: {clean} of {len(grid_results)}")
+        asked = grid_candidates(grid, (args.passes + 1) * n, 0)
+        first = _timed(lambda: grid.evaluate(asked[:n], measure=False))  # starts the patch children
+        results, rows = list(first[1]), []
+        for k in range(args.passes):  # side by side, pass by pass: new candidates each time
+            full_s = _timed(lambda k=k: full.evaluate(weights(k, args.full)))[0]  # type: ignore[misc]
+            grid_s, found = _timed(lambda k=k: grid.evaluate(asked[(k + 1) * n : (k + 2) * n], measure=False))  # type: ignore[misc]
+            results += found
+            rows.append((args.full / full_s * 60, n / grid_s * 60))
+            print(f"pass {k + 1}: full {rows[-1][0]:.0f}, scale-only {rows[-1][1]:.0f} a minute")
+        limit_s = bare(Path(tmp) / "grid", first[1], args.size)
+    clean = sum(r.run.verdict == "clean" for r in results)
+    full_rate, grid_rate = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+    print(f"first scale-only generation (starting the patch children): {n / first[0] * 60:.0f} a minute")
+    print(f"limit: a session on each artifact and its 8 frames: {n / limit_s * 60:.0f} a minute")
+    print(
+        f"median of {args.passes} passes: full {full_rate:.0f}, scale-only {grid_rate:.0f} a minute; "
+        f"scale-only / full {statistics.median(r[1] / r[0] for r in rows):.1f}x; "
+        f"limit / scale-only {n / limit_s * 60 / grid_rate:.1f}x; clean: {clean} of {len(results)}"
+    )
     return 0
+
+
+def weights(k: int, count: int) -> list[list[dict[str, Any]]]:
+    """Pass ``k``'s full candidates: ``scale_weights`` on the first conv, new factors each pass."""
+    return [
+        [{"op": "scale_weights", "layer": "/features/features.0/Conv", "factor": 1 + 0.001 * (100 * k + i + 1)}]
+        for i in range(count)
+    ]
+
+
+def _timed(call: Any) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = call()
+    return time.perf_counter() - t0, out
 
 
 if __name__ == "__main__":

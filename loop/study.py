@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import warnings
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
@@ -48,6 +49,7 @@ from loop.core.kinds import Flag
 from loop.core.record import RunRecord
 from loop.core.registry import compiler_class
 from loop.core.text import for_person
+from loop.flow.compile_pool import warm_patches
 from loop.flow.generation import run_generation
 from loop.flow.local_runner import LocalRunner
 from loop.flow.resume import Content, ContentChanged, Named, moved
@@ -242,6 +244,8 @@ class Study:
             if key not in done:
                 todo.setdefault(key, (perturb, options))
                 named.setdefault(key, variant)
+        if any(op.get("op") == "scale_grid" for perturb, _ in todo.values() for op in perturb):
+            warm_patches(self.backend, self.jobs or (os.cpu_count() or 1))  # their imports overlap what follows
         groups = self._groups(todo, named)
         if not groups and self._replays(generation, keys):
             return self._answered(keys, done)

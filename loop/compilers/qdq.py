@@ -147,16 +147,24 @@ def _per_axis(a: np.ndarray, like: np.ndarray, axis: int) -> np.ndarray:
 def off_grid(q: np.ndarray, w: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, axis: int) -> int:
     """How many integers of ``q`` are not their float value ``w`` rounded to the nearest step
     of their own grid (or held at the grid's end when the float lies past it). Zero means the
-    kernel is only the float kernel rounded: a moved scale can change it, nothing else has."""
+    kernel is only the float kernel rounded: a moved scale can change it, nothing else has.
+    In float64 (float32 moves a count at the tolerance's edge), in place: every patch of a
+    search is fingerprinted."""
     s = _per_axis(np.asarray(scale, np.float64), q, axis)
     zp = _per_axis(np.asarray(zero_point if zero_point is not None else 0, np.float64), q, axis)
-    exact = np.asarray(w, np.float64) / np.where(s > 0, s, np.inf) + zp
-    info = np.iinfo(q.dtype)
-    qf = q.astype(np.float64)
+    exact = np.divide(w, np.where(s > 0, s, np.inf), dtype=np.float64)
+    exact += zp
+    gap = q.astype(np.float64)
+    gap -= exact
+    np.abs(gap, out=gap)
     # float32 arithmetic in the quantizer may round a value lying a hair from a half step either way
-    near = np.abs(qf - exact) <= 0.5 + 1e-3
-    clipped = ((qf == info.min) & (exact < info.min)) | ((qf == info.max) & (exact > info.max))
-    return int(np.count_nonzero(~(near | clipped)))
+    far = np.flatnonzero(~(gap <= 0.5 + 1e-3))  # a NaN is off the grid, as before
+    if far.size == 0:
+        return 0
+    info = np.iinfo(q.dtype)
+    qf, ef = q.reshape(-1)[far], exact.reshape(-1)[far]
+    clipped = ((qf == info.min) & (ef < info.min)) | ((qf == info.max) & (ef > info.max))
+    return int(far.size - np.count_nonzero(clipped))
 
 
 class FloatSource:

@@ -139,8 +139,8 @@ class Cache:
         summary = {"backend": quantized.backend, "kind": "quantized", "stages": quantized.stages, "stored": time.time()}
         meta, blob = encode_quantized(quantized, {"key": key, "summary": summary})
         try:
-            atomic_write(self.path(key, BLOB), blob)
-            atomic_write(self.path(key, META), meta)
+            atomic_write(self.path(key, BLOB), blob, durable=False)  # a miss if torn, as a compile's
+            atomic_write(self.path(key, META), meta, durable=False)
         except (OSError, LoopError) as exc:
             warnings.warn(f"cache entry {key[:16]} not stored: {exc}", StoreWarning, stacklevel=2)
             self.remove(key)
@@ -164,8 +164,9 @@ class Cache:
         """Keep an entry :func:`entry_bytes` made (a patch child makes its own: the parent then
         stores its very bytes rather than encoding the result a second time)."""
         try:
-            atomic_write(self.path(key, BLOB), blob)
-            atomic_write(self.path(key, META), meta)  # last: an entry without it is not one
+            # no fsync: an entry only saves time, and one torn by a power cut is a miss (its hashes)
+            atomic_write(self.path(key, BLOB), blob, durable=False)
+            atomic_write(self.path(key, META), meta, durable=False)  # last: an entry without it is not one
         except (OSError, LoopError) as exc:
             warnings.warn(f"cache entry {key[:16]} not stored: {exc}", StoreWarning, stacklevel=2)
             self.remove(key)

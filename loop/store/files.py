@@ -106,22 +106,25 @@ def temp_name(name: str) -> str:
     return f".{name}.{os.getpid()}-{secrets.token_hex(8)}.tmp"
 
 
-def atomic_write(path: Path, data: bytes) -> Path:
+def atomic_write(path: Path, data: bytes, durable: bool = True) -> Path:
     """Write ``data`` to ``path`` all at once: a crash or a full disk leaves the old file (or
-    none), and no temporary file behind."""
+    none), and no temporary file behind. ``durable=False``: no fsync, for a file that only saves
+    time and is checked against its hashes when read (a compile cache entry): after a power cut
+    it may be torn, which its reader takes as a miss."""
     with _folder(path.parent) as dir_fd:
         tmp = _at(path.parent, dir_fd, temp_name(path.name))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | FLAGS, 0o644, dir_fd=dir_fd)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+                if durable:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.replace(tmp, _at(path.parent, dir_fd, path.name), src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             _unlink(tmp, dir_fd)
             raise
-        if dir_fd is not None:  # the rename itself is made durable; Windows cannot open a folder for it
+        if durable and dir_fd is not None:  # the rename itself is made durable; Windows cannot open a folder for it
             os.fsync(dir_fd)
     return path
 

@@ -139,9 +139,12 @@ def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path
     precisions = with_tensors(precisions, data, structure)
     base_options = variant.compile or spec.compile
     rescales = tuple(r for op in variant.ops for r in op.rescales(structure))
+    # a later op on the same layer wins, as a later line of a model script does
+    weight_bits = tuple({w.layer: w for op in variant.ops for w in op.weight_bits(structure)}.values())
     derived = {
         "overrides": overrides,
         "precisions": precisions,
+        "weight_bits": weight_bits,
         "rescales": rescales,
         "threads": threads or base_options.threads,
     }
@@ -184,7 +187,7 @@ def _used_notes(
 def _judged(options: CompileOptions) -> CompileOptions:
     """What of the options changes what a compile makes (not its timeout or threads)."""
     return options.model_copy(
-        update={"threads": 0, "timeout_s": None, "overrides": (), "precisions": (), "rescales": ()}
+        update={"threads": 0, "timeout_s": None, "overrides": (), "precisions": (), "rescales": (), "weight_bits": ()}
     )
 
 

@@ -21,7 +21,7 @@ from onnx import numpy_helper
 from loop.author import schema
 from loop.core.errors import LoopError
 from loop.core.footprint import WHATS, Allow, Expect, parse_expect  # noqa: F401 - re-exported beside the ops
-from loop.core.vocab import CompileOptions, Precision, RangeOverride, Rescale
+from loop.core.vocab import CompileOptions, Precision, RangeOverride, Rescale, WeightPrecision
 from loop.judge.structure import Structure, constants, follow_activations
 
 SCALES = ("in_scale", "out_scale")
@@ -67,6 +67,10 @@ class Op:
         return ()
 
     def precisions(self, structure: Structure) -> tuple[Precision, ...]:
+        return ()
+
+    def weight_bits(self, structure: Structure) -> tuple[WeightPrecision, ...]:
+        """Kernels quantized at another width than 8 bits (``precision`` with ``weights:``)."""
         return ()
 
     def rescales(self, structure: Structure) -> tuple[Rescale, ...]:
@@ -298,8 +302,11 @@ class LayerPrecision(schema.PrecisionOp, Op):
     name: ClassVar[str] = "precision"
 
     def names(self, structure: Structure) -> list[str]:
-        """The nodes it names: quantized layers first, then any other node, in graph order."""
+        """The nodes it names: quantized layers first, then any other node, in graph order; for
+        ``weights:``, the weighted layers only (a node with no kernel has no weights to narrow)."""
         layers = [lp.name for lp in structure.layers if fnmatch.fnmatchcase(lp.name, self.layer or "")]
+        if self.weights is not None:
+            return [name for name in layers if structure.layer(name).weight]  # type: ignore[union-attr]
         others = [n for n in structure.node_names if fnmatch.fnmatchcase(n, self.layer or "") and n not in layers]
         return layers + others
 
@@ -307,6 +314,10 @@ class LayerPrecision(schema.PrecisionOp, Op):
         if self.names(structure):
             return
         known = [lp.name for lp in structure.layers]
+        if self.weights is not None and structure.layer(self.layer or "") is not None:
+            raise LoopError(
+                f"layer '{self.layer}' has no kernel; precision weights: needs a weighted layer", field="layer"
+            )
         if any(c in (self.layer or "") for c in "*?[") and known:
             raise LoopError(
                 f"'{self.layer}' matches none of the {len(known)} quantized layers nor any other node "
@@ -315,9 +326,19 @@ class LayerPrecision(schema.PrecisionOp, Op):
             )
         raise LoopError(unknown_layer(self.layer or "", known), field="layer")
 
+    def weight_bits(self, structure: Structure) -> tuple[WeightPrecision, ...]:
+        if self.weights is None:
+            return ()
+        return tuple(
+            WeightPrecision(name, self.weights, structure.layer(name).weight or "")  # type: ignore[union-attr]
+            for name in self.names(structure)
+        )
+
     def precisions(self, structure: Structure) -> tuple[Precision, ...]:
         """One per node named; a node that is not a layer has its tensor left "" for
         :func:`with_tensors`, which reads the model (the structure keeps layers' tensors only)."""
+        if self.bits is None:
+            return ()
         found = []
         for name in self.names(structure):
             lp = structure.layer(name)
@@ -325,6 +346,8 @@ class LayerPrecision(schema.PrecisionOp, Op):
         return tuple(found)
 
     def footprint(self, structure: Structure, options: CompileOptions) -> list[Allow]:
+        if self.weights is not None:
+            return self._weights_footprint(structure, options)
         names = set(self.names(structure))
         mine = [p for p in options.precisions if p.layer in names and p.bits == self.bits]
         order = {n: i for i, n in enumerate(structure.node_names)}
@@ -341,6 +364,20 @@ class LayerPrecision(schema.PrecisionOp, Op):
                 # every layer from this node on is corrected against an error the new grid changed
                 at = order.get(p.layer, 0)
                 rules += [Allow(lp.name, "bias") for lp in structure.layers if order.get(lp.name, 0) >= at]
+        return list(dict.fromkeys(rules))
+
+    def _weights_footprint(self, structure: Structure, options: CompileOptions) -> list[Allow]:
+        """A kernel at the width asked: each named layer's kernel on its new grid (``kernel-bits``:
+        the same float kernel rounded at that width; re-derived integers stay outside) and its
+        int32 bias, whose grid is the input's scale times the weight's; with bias correction,
+        every layer's bias from the first named on, corrected against an error the new kernel
+        changed."""
+        names = self.names(structure)
+        rules = [Allow(name, what) for name in names for what in ("kernel-bits", "bias")]
+        if options.bias_correction and names:
+            order = {n: i for i, n in enumerate(structure.node_names)}
+            first = min(order.get(n, 0) for n in names)
+            rules += [Allow(lp.name, "bias") for lp in structure.layers if order.get(lp.name, 0) >= first]
         return list(dict.fromkeys(rules))
 
 

@@ -252,9 +252,21 @@ class PrecisionOp(Strict):
     layer: Annotated[
         str, Field(min_length=1, max_length=1024, description="an ONNX node name, or a glob as in `expect:`")
     ]
-    bits: Literal[16, 32] = Field(
-        description="16: the layer's output activations at 16 bits; 32: the layer kept in float (onnxruntime)"
+    bits: Literal[16, 32] | None = Field(
+        default=None,
+        description="16: the layer's output activations at 16 bits; 32: the layer kept in float (onnxruntime)",
     )
+    weights: Literal[4, 8, 16] | None = Field(
+        default=None,
+        description="the layer's kernel at 4, 8 or 16 bits (a glob: every weighted layer it matches); "
+        "give bits or weights",
+    )
+
+    @model_validator(mode="after")
+    def _one(self) -> PrecisionOp:
+        if (self.bits is None) == (self.weights is None):
+            raise ValueError("give exactly one of bits (its output activations) and weights (its kernel)")
+        return self
 
 
 OpModel = Annotated[

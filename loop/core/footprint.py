@@ -7,7 +7,8 @@ may import the other's side of that exchange.
 A footprint is a set of :class:`Allow` rules over observed changes. ``what`` is one of
 ``kernel`` (what a kernel stands for changed), ``kernel-rounding`` (the same float kernel
 re-rounded on a moved weight grid), ``kernel-scale`` (the same integers, only the weight scales
-moved), ``bias`` (a real bias change), ``bias-rounding`` (a dequantized bias that moved no more
+moved), ``kernel-bits`` (the same float kernel rounded on a grid of another width: 4-bit weights),
+``bias`` (a real bias change), ``bias-rounding`` (a dequantized bias that moved no more
 than half an old step plus half a new one), ``bias-scale`` (the same integers on a moved
 scale), ``in_scale`` and ``out_scale`` (scale, zero point or bits of the tensor a layer reads or
 writes), and ``function`` (what a layer computes). Rounding is never a confound: the audit allows
@@ -32,6 +33,7 @@ WHATS = (
     "kernel",
     "kernel-rounding",
     "kernel-scale",
+    "kernel-bits",
     "bias",
     "bias-rounding",
     "bias-scale",
@@ -39,7 +41,8 @@ WHATS = (
     "out_scale",
     "function",
 )
-SUBKINDS = ("bias-rounding", "kernel-rounding", "bias-scale", "kernel-scale")  # each allowed by its head's rule
+# each allowed by its head's rule
+SUBKINDS = ("bias-rounding", "kernel-rounding", "bias-scale", "kernel-scale", "kernel-bits")
 RATIO_TOLERANCE = 1e-6  # a float32 scale times a factor, rounded to float32: well inside this
 
 

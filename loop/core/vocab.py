@@ -208,6 +208,16 @@ class Precision:
     tensor: str  # the tensor actually quantized for the layer's output (after removed activations)
 
 
+@dataclass(frozen=True)
+class WeightPrecision:
+    """A weighted layer's kernel quantized at ``bits`` (4, 8 or 16) rather than 8: the precision
+    op's ``weights:``, the lever that decides whether a large model fits its device."""
+
+    layer: str
+    bits: int
+    tensor: str  # the kernel's initializer (ONNX Runtime quantizes it by that name)
+
+
 class DeviceSettings(BaseModel):
     """The measure settings a device takes (no recompile when these change), each declared here
     once with its bounds, default and the README's description: the sweep file's ``measure:``
@@ -275,6 +285,14 @@ class CompileSettings(BaseModel):
         description="keep bias correction only where it lowers the output error on held-out frames, decided on the "
         "reference and followed by its variants (false: always keep it)",
     )
+    # loop's counterpart of the DFC's auto_4bit_weights_ratio: that share of the weights at 4 bits
+    weights_4bit_share: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="put that share of the weights (by count) at 4 bits, the layers chosen by the backend "
+        "(onnxruntime: the rule in docs/precision.md; hailo: the DFC's auto_4bit_weights_ratio)",
+    )
     threads: int = Field(default=0, ge=0, le=1024, description="compile threads (0: the tool's choice)")
     timeout_s: float | None = Field(default=None, gt=0, le=7 * 86_400, description="kill a compile running longer")
 
@@ -286,6 +304,7 @@ class CompileOptions(CompileSettings):
 
     overrides: tuple[RangeOverride, ...] = ()
     precisions: tuple[Precision, ...] = ()
+    weight_bits: tuple[WeightPrecision, ...] = ()
     # scale-only edits applied after quantization: never an input of ``optimize``
     rescales: tuple[Rescale, ...] = ()
     backend_options: tuple[tuple[str, Any], ...] = ()

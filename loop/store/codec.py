@@ -25,6 +25,7 @@ from loop.core.vocab import (
     RangeOverride,
     Rescale,
     TensorLayout,
+    WeightPrecision,
 )
 
 FORMAT = "loop-result-1"
@@ -201,6 +202,7 @@ def options_from_json(text: str) -> CompileOptions:
     data = json.loads(text)
     data["overrides"] = tuple(RangeOverride(**o) for o in data["overrides"])
     data["precisions"] = tuple(Precision(**p) for p in data.get("precisions", ()))
+    data["weight_bits"] = tuple(WeightPrecision(**p) for p in data.get("weight_bits", ()))
     data["rescales"] = tuple(
         Rescale(r["layer"], r["of"], tuple(r["factors"]), tuple(r["tensors"])) for r in data.get("rescales", ())
     )

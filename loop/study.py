@@ -54,7 +54,16 @@ from loop.flow.generation import run_generation
 from loop.flow.local_runner import LocalRunner
 from loop.flow.resume import Content, ContentChanged, Named, moved
 from loop.flow.sweep import SweepOptions, reference_content
-from loop.measure.results import PARETO_KEYS, RATE_KEYS, SCORE_ONLY, Result, pareto, result_of, with_race
+from loop.measure.results import (
+    PARETO_KEYS,
+    RATE_KEYS,
+    SCORE_ONLY,
+    Result,
+    pareto,
+    result_of,
+    signed_interval,
+    with_race,
+)
 from loop.store.generations import Prepared, prepare, write
 from loop.store.ledger import Ledger
 from loop.store.studies import Asked, StudyStore, ratios
@@ -400,18 +409,22 @@ class Study:
             raced = ratios(store.ledger, [run.id or 0 for run, _ in latest.values()])
         return [with_race(result_of(i, run, ref), raced) for i, (run, ref) in enumerate(latest.values())]
 
-    def best(self, key: str = "snr_db", usable_only: bool = True) -> Result | None:
-        """The result with the highest ``key`` (a score, ``rate_fps`` or ``rate_ratio``); its
-        ``tied`` holds the others whose interval on ``key`` reaches into its own: within noise,
-        any of them may be the better one."""
+    def best(
+        self, key: str = "snr_db", usable_only: bool = True, within: Mapping[str, float] | None = None
+    ) -> Result | None:
+        """The result best on ``key`` (a score, ``rate_fps`` or ``rate_ratio``: the highest;
+        ``weight_bytes`` or ``ttfo_ms``: the lowest) among those ``within`` bounds, each a most,
+        such as ``{"weight_bytes": 8 * 2**30}`` (the best that fits; a result with no such value
+        is out); its ``tied`` holds the others whose interval on ``key`` reaches into its own:
+        within noise, any of them may be the better one."""
         pool = [r for r in self.results() if r.usable or not usable_only]
-        _refuse_unmeasured(pool, (key,))
-        pool = [r for r in pool if r.value(key) is not None]
-        found = max(pool, key=lambda r: float(r.value(key) or 0.0), default=None)
+        _refuse_unmeasured(pool, (key, *(within or {})))
+        pool = [r for r in pool if r.value(key) is not None and _within(r, within or {})]
+        found = max(pool, key=lambda r: float(r.better(key) or 0.0), default=None)
         if found is None:
             return None
-        low = found.interval(key)[0]
-        return replace(found, tied=[r for r in pool if r is not found and r.interval(key)[1] >= low])
+        low = signed_interval(found, key)[0]
+        return replace(found, tied=[r for r in pool if r is not found and signed_interval(r, key)[1] >= low])
 
     def pareto(self, keys: Sequence[str] = PARETO_KEYS) -> list[Result]:
         """The usable results no other beats on every key beyond their intervals
@@ -430,6 +443,10 @@ class Study:
         except ImportError:
             raise LoopError("study.dataframe() needs pandas (pip install pandas)", field="dataframe") from None
         return pd.DataFrame(self.records())
+
+
+def _within(result: Result, bounds: Mapping[str, float]) -> bool:
+    return all((v := result.value(k)) is not None and v <= bound for k, bound in bounds.items())
 
 
 def _score_only(run: RunRecord) -> bool:

@@ -50,6 +50,7 @@ RUN_KEYS = [
     "perturb",
     "warnings",
     "no_reference",  # added: why a no-reference run had none (None for every other run)
+    "weight_bytes",  # added (issue 44): the weights at their compiled precision, None where not recorded
 ]
 
 

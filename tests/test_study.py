@@ -584,3 +584,28 @@ def test_the_qzo_example_steps_on_scale_only_candidates(tmp_path):
     assert found["candidates"] == 4 and found["clean"] == 4
     assert np.isfinite(found["heldout_snr_db_before"]) and np.isfinite(found["heldout_snr_db_after"])
     assert "step 2: candidates" in ran.stdout
+
+
+def test_the_fit_budget_example_finds_the_best_snr_that_fits(tmp_path):
+    """graphs/fit_budget.py on the example graph: a candidate within the budget, the best SNR of
+    those it tried that fit, and on the study's front over SNR and weight bytes."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    script, sweep = str(root / "graphs" / "fit_budget.py"), str(root / "graphs" / "variants.yaml")
+    runs = tmp_path / "runs"
+    ran = subprocess.run(
+        [sys.executable, script, sweep, "--budget-frac", "0.7", "--runs", str(runs), "--trials", "3"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    found = json.loads(ran.stdout.strip().splitlines()[-1])
+    best = found["best"]
+    assert best["weight_bytes"] <= found["budget_bytes"] < found["base_bytes"] and best["layers_4bit"]
+    assert found["on_pareto"] and found["tried"] >= 4
+    tried = Study("fit-variants", runs=runs).results()
+    fitting = [r.value("snr_db") for r in tried if r.usable and (r.weight_bytes or 0) <= found["budget_bytes"]]
+    assert best["snr_db"] == max(v for v in fitting if v is not None)

@@ -21,18 +21,19 @@ import onnxruntime as ort
 from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
 from loop.author.frames import Frames, count, feed
-from loop.compilers import bias_correction, biasing, boundary, calibration, qdq, qdq_rescale
+from loop.compilers import bias_correction, biasing, boundary, calibration, qdq, qdq_rescale, qdq_weights
 from loop.compilers.base import Compiler
 from loop.core.leftovers import scratch
 from loop.core.sessions import session
 from loop.core.vocab import Artifact, CompileOptions, LayerPrint, Quantized, Rescale
 from loop.judge.noise import TensorNoise
+from loop.judge.structure import analyse
 from loop.store.artifacts import with_layout
 
 # 2: float kernels in fingerprints, held-out bias correction (issue 32); 3: the guard recorded;
 # 4: grids wider than 8 bits recorded (issue 36); 5: the guard on four folds, clear of their spread (issue 42);
-# 6: integer-only kernel and bias hashes in fingerprints (issue 43)
-REVISION = "6"
+# 6: integer-only kernel and bias hashes in fingerprints (issue 43); 7: weights weighed, INT4 kernels (issue 44)
+REVISION = "7"
 
 
 class OnnxRuntimeCompiler(Compiler):
@@ -71,7 +72,13 @@ class OnnxRuntimeCompiler(Compiler):
             if given:
                 info["zero_bias_added"] = given
                 model = float_model.SerializeToString()
+        if options.weights_4bit_share is not None:
+            chosen, info["weights_4bit_share"] = qdq_weights.share_layers(
+                float_model, analyse(float_model), options.weights_4bit_share, options.weight_bits
+            )
+            options = options.model_copy(update={"weight_bits": (*options.weight_bits, *chosen)})
         quantized = _quantize(model, calibration, options)
+        info["weights"] = qdq_weights.weighed(quantized)
         info["overrides"], warnings = biasing.used_ranges(quantized, options.overrides)
         info["removed_clamps"] = biasing.removed_clamps(float_model, quantized)
         info["wide_grids"] = qdq.wide_grids(quantized)
@@ -157,7 +164,12 @@ def tensor_overrides(options: CompileOptions) -> dict[str, list[dict[str, Any]]]
     for p in options.precisions:
         if p.bits == 16:
             found.setdefault(p.tensor, {})["quant_type"] = QuantType.QUInt16
+    for w in options.weight_bits:  # a kernel's width: INT4 is stored two to a byte (docs/onnxruntime.md)
+        found.setdefault(w.tensor, {})["quant_type"] = WEIGHT_TYPES[w.bits]
     return {tensor: [entry] for tensor, entry in found.items()}
+
+
+WEIGHT_TYPES = {4: QuantType.QInt4, 8: QuantType.QInt8, 16: QuantType.QInt16}
 
 
 def _extra_options(overrides: dict[str, Any], options: CompileOptions) -> dict[str, Any]:

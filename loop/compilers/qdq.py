@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -161,10 +162,21 @@ def off_grid(q: np.ndarray, w: np.ndarray, scale: np.ndarray, zero_point: np.nda
     far = np.flatnonzero(~(gap <= 0.5 + 1e-3))  # a NaN is off the grid, as before
     if far.size == 0:
         return 0
-    info = np.iinfo(q.dtype)
+    info = int_info(q.dtype)
     qf, ef = q.reshape(-1)[far], exact.reshape(-1)[far]
     clipped = ((qf == info.min) & (ef < info.min)) | ((qf == info.max) & (ef > info.max))
     return int(far.size - np.count_nonzero(clipped))
+
+
+def int_info(dtype: np.dtype) -> Any:
+    """The range of an integer dtype, 4-bit ones included (``ml_dtypes``, which ONNX reads INT4
+    and UINT4 as, and which ``np.iinfo`` does not know)."""
+    try:
+        return np.iinfo(dtype)
+    except ValueError:
+        import ml_dtypes
+
+        return ml_dtypes.iinfo(dtype)
 
 
 class FloatSource:
@@ -252,7 +264,15 @@ def _bits(g: QdqGraph, *names: str | None) -> int | None:
     init = next((g.inits[n] for n in names if n and n in g.inits), None)
     if init is None:
         return None
-    return int(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(init.data_type)).itemsize * 8)
+    return bits_of(init.data_type)
+
+
+PACKED_BITS: dict[int, int] = {onnx.TensorProto.INT4: 4, onnx.TensorProto.UINT4: 4}  # stored two to a byte
+
+
+def bits_of(data_type: int) -> int:
+    """An ONNX element type's width in bits (INT4 and UINT4: 4, though NumPy holds them a byte each)."""
+    return PACKED_BITS.get(data_type) or int(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize * 8)
 
 
 def _int(v: float | None) -> int | None:

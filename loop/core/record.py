@@ -333,6 +333,7 @@ PINNED = (
     "perturb",
     "warnings",
     "no_reference",
+    "weight_bytes",
 )
 # what ``loop runs --json`` shows of a layer print: the hashes and the scales a reader compares
 LAYER_KEYS = ("name", "kernel_sha", "bias_sha", "in_scale", "out_scale")
@@ -423,6 +424,14 @@ class RunRecord:
         rest = self.sweep[len(name) + 2 :] if self.sweep.startswith(f"{name}-g") else ""
         number = rest.split("-o", 1)[0]
         return number.isdigit() and (rest == number or len(rest.split("-o", 1)[1]) == 8)
+
+    @property
+    def weight_bytes(self) -> int | None:
+        """What the run's weights weigh at their compiled precision (4-bit ones packed two to a
+        byte), as its compile recorded them (``info.weights.bytes``); None where it did not."""
+        weights = self.info.get("weights")
+        found = weights.get("bytes") if isinstance(weights, Mapping) else None
+        return found if isinstance(found, int) and not isinstance(found, bool) else None
 
     @property
     def perturbed_layers(self) -> list[str]:

@@ -27,7 +27,7 @@ from loop.core.record import Change, Measurement
 from loop.core.registry import compiler_class
 from loop.core.sessions import session as onnx_session
 from loop.core.text import for_person
-from loop.core.vocab import CompileResult, LayerPrint, TensorLayout
+from loop.core.vocab import CompileResult, LayerPrint, TensorLayout, WeightPrecision
 from loop.devices.base import VENDOR_CHECK_FAILED, VENDOR_DISAGREES
 from loop.flow.runner import DeviceRun, RunResult, RunTask, StageTimeouts, device_refs
 from loop.judge import audit as audit_mod
@@ -108,10 +108,27 @@ def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult, ag
     found = audit_mod.audit(
         against.reference.layers, compiled.layers, authored.footprint, v.expect, _clamps(authored, compiled), grids
     )
+    found = _unapplied_bits(found, authored.options.weight_bits, compiled.layers)
     found = _guard_cause(found, against.reference.bias_guard, bias_guard_of(compiled.info))
     causes = compiled.info.get("kernel_causes") or {}
     moved = _float_moved(against.reference.layers, compiled.layers) if causes else set()
     return _named_causes(found, {k: c for k, c in causes.items() if k in moved})
+
+
+def _unapplied_bits(
+    found: audit_mod.Audit, asked: Sequence[WeightPrecision], layers: Sequence[LayerPrint]
+) -> audit_mod.Audit:
+    """A kernel asked at a width the compiled layer does not hold: the precision was not applied,
+    whatever else moved, so the run is kept apart (its bytes and score are not the asked ones)."""
+    held = {n: lp.weight_bits or 8 for lp in layers for n in lp.answers_to}
+    missed = [
+        Change(w.layer, "function", f"weights asked at {w.bits} bits; the compiled layer holds {held[w.layer]}", False)
+        for w in asked
+        if w.layer in held and held[w.layer] != w.bits
+    ]
+    if not missed:
+        return found
+    return audit_mod.Audit(Verdict.CONFOUNDED, (*found.changes, *missed))
 
 
 UNAPPLIED = (

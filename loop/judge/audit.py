@@ -149,6 +149,13 @@ def _kernel_change(b: LayerPrint, v: LayerPrint) -> Change:
     anything else is a change of what the kernel stands for."""
     detail = _kernel_detail(b, v)
     same_float = b.float_sha is not None and b.float_sha == v.float_sha
+    widths = (b.weight_bits or 8, v.weight_bits or 8)
+    if widths[0] != widths[1]:
+        rounded = same_float and v.off_grid == 0
+        how = "the float kernel rounded on its grid" if rounded else "not the float kernel rounded: re-derived"
+        return Change(
+            b.name, "kernel-bits" if rounded else "kernel", f"{detail}; {widths[0]} -> {widths[1]} bits, {how}"
+        )
     if same_float and b.off_grid == 0 and v.off_grid == 0:
         return Change(b.name, "kernel-rounding", f"{detail}; float kernel unchanged, re-rounded: {_moved_grid(b, v)}")
     if b.kernel_int_sha is not None and b.kernel_int_sha == v.kernel_int_sha:

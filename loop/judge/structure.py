@@ -66,6 +66,7 @@ class Layer:
     in_tensor: str
     out_tensor: str
     channels: int | None = None  # output channels, from the kernel's shape (None: no kernel)
+    weight_count: int = 0  # the kernel's values (what its precision weighs)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ def describe(structure: Structure) -> list[dict[str, object]]:
             "layer": lp.name,
             "op": lp.op,
             "weights": lp.weight is not None,
+            "weight_count": lp.weight_count,  # at 8 bits, bytes; at 4, half (precision's weights:)
             "in_tensor": structure.grid(lp.in_tensor),
             "out_tensor": structure.grid(lp.out_tensor),
             "out_bounds": _bounds(structure, lp.out_tensor),
@@ -195,7 +197,8 @@ def analyse(model: onnx.ModelProto) -> Structure:
         if bound != (-np.inf, np.inf):
             bounds[out] = bound
         channels = _channels(node, consts[weight]) if weight is not None else None
-        layers.append(Layer(node.name, node.op_type, len(layers), weight, bias, node.input[0], out, channels))
+        count = int(consts[weight].size) if weight is not None else 0
+        layers.append(Layer(node.name, node.op_type, len(layers), weight, bias, node.input[0], out, channels, count))
     values = [v for v in graph.input if v.name not in inits]
     shape = tuple(int(d.dim_value) for d in values[0].type.tensor_type.shape.dim) if values else ()
     grids, clamps = _grids(graph, consts, _opset(model), consumers)

@@ -25,6 +25,7 @@ from loop.store.studies import Ratio, RatioRow
 
 HOST_BUSY = "measured host-busy"
 PARETO_KEYS = ("snr_db", "rate_ratio")  # what a search trades: accuracy against speed
+LOWER_KEYS = ("weight_bytes", "ttfo_ms")  # fewer bytes and sooner outputs are better; higher is, elsewhere
 RATE_KEYS = ("rate_fps", "rate_ratio", "ttfo_ms")  # what the protocol or the rounds measure; a score-only run has none
 SCORE_ONLY = str(Flag.SCORE_ONLY)  # why a score-only run has no rate
 # The keys of ``to_dict``, in order: the view's shape for JSON, CSV and data frames.
@@ -37,6 +38,7 @@ VIEW_KEYS = (
     "scores",
     "ttfo_ms",
     "rate_fps",
+    "weight_bytes",
     "bytes_in",
     "bytes_out",
     "error",
@@ -100,6 +102,10 @@ class Result:
     @property
     def ttfo_ms(self) -> float | None:
         return self.run.measure.ttfo_ms
+
+    @property
+    def weight_bytes(self) -> int | None:
+        return self.run.weight_bytes
 
     @property
     def bytes_in(self) -> int | None:
@@ -221,9 +227,16 @@ class Result:
         return self.why is None
 
     def value(self, key: str) -> float | None:
-        """A score by name, or ``rate_fps``, ``rate_ratio``, ``ttfo_ms``."""
-        found = getattr(self, key) if key in ("rate_fps", "rate_ratio", "ttfo_ms") else self.scores.get(key)
+        """A score by name, or ``rate_fps``, ``rate_ratio``, ``ttfo_ms``, ``weight_bytes``."""
+        own = ("rate_fps", "rate_ratio", "ttfo_ms", "weight_bytes")
+        found = getattr(self, key) if key in own else self.scores.get(key)
         return None if found is None else float(found)
+
+    def better(self, key: str) -> float | None:
+        """``value(key)`` signed so that higher is better (``LOWER_KEYS`` negated): what ``best``
+        and ``pareto`` rank by."""
+        found = self.value(key)
+        return None if found is None else -found if key in LOWER_KEYS else found
 
     def interval(self, key: str) -> tuple[float, float]:
         """The value's 95% interval where it has one (a raced ratio's already holds its A/A
@@ -267,8 +280,15 @@ def with_race(result: Result, raced: dict[int, RatioRow]) -> Result:
     return result if row is None else replace(result, race=row)
 
 
+def signed_interval(result: Result, key: str) -> tuple[float, float]:
+    """The key's interval with higher better: a ``LOWER_KEYS`` one negated (its ends swapped)."""
+    low, high = result.interval(key)
+    return (-high, -low) if key in LOWER_KEYS else (low, high)
+
+
 def pareto(results: Sequence[Result], keys: Sequence[str] = PARETO_KEYS) -> list[Result]:
-    """The usable results no other usable one beats on ``keys`` (higher is better), in order: one
+    """The usable results no other usable one beats on ``keys`` (higher is better, fewer for
+    ``LOWER_KEYS``: ``weight_bytes``, ``ttfo_ms``), in order: one
     beats another when it is better beyond both intervals on one key and not worse beyond them on
     any, so two within noise of each other are both kept. ``Study.pareto`` and the report's front.
 
@@ -277,7 +297,9 @@ def pareto(results: Sequence[Result], keys: Sequence[str] = PARETO_KEYS) -> list
     pool = [r for r in results if r.usable and all(r.value(k) is not None for k in keys)]
     if not pool:
         return []
-    spans = np.array([[r.interval(k) for k in keys] for r in pool], dtype=float).reshape(len(pool), len(keys), 2)
+    spans = np.array([[signed_interval(r, k) for k in keys] for r in pool], dtype=float).reshape(
+        len(pool), len(keys), 2
+    )
     low, high = spans[..., 0], spans[..., 1]
     front = []
     for i, r in enumerate(pool):

@@ -86,7 +86,7 @@ def layers_table(rows: Sequence[dict[str, Any]]) -> str:
             [
                 str(r["layer"]),
                 str(r["op"]),
-                "yes" if r["weights"] else "no",
+                f"{r['weight_count']:,}" if r["weights"] else "-",
                 str(r["in_tensor"]),
                 clamp(r["in_bounds"]),
                 str(r["out_tensor"]),

@@ -38,6 +38,7 @@ MARKS = {
     "kernel": ("K", "kernel"),
     "kernel-rounding": ("k", "kernel re-rounded on a moved grid"),
     "kernel-scale": ("S", "kernel's scale alone (its integers the base's)"),
+    "kernel-bits": ("W", "kernel at another width (4-bit weights), the float kernel rounded"),
     "bias": ("B", "bias (or its rounding)"),
     "bias-scale": ("s", "bias's scale alone (its integers the base's)"),
     "in_scale": ("I", "input scale"),

@@ -49,3 +49,14 @@ def test_ties_within_noise_stay_on_the_front() -> None:
 def test_unusable_or_unscored_results_are_never_on_it() -> None:
     apart = raced(0, 40.0, (1.5, 1.6, 1.7), verdict="confounded")
     assert pareto([apart]) == [] and pareto([raced(1, 30.0, (0.9, 1.0, 1.1))], ("output_mean",)) == []
+
+
+def test_fewer_weight_bytes_are_better_on_the_front() -> None:
+    """``weight_bytes`` (and ``ttfo_ms``) rank lower-is-better: a smaller model at the same SNR
+    beats a larger one, and the smallest is on the front whatever its SNR."""
+    made = []
+    for i, (snr, size) in enumerate(((30.0, 1000), (30.0, 600), (20.0, 500), (10.0, 500))):
+        r = raced(i, snr, (1.0, 1.0, 1.0))
+        made.append(replace(r, run=replace(r.run, info={"weights": {"bytes": size}})))
+    assert [r.index for r in pareto(made, ("snr_db", "weight_bytes"))] == [1, 2]
+    assert made[1].better("weight_bytes") == -600 and made[1].value("weight_bytes") == 600

@@ -81,10 +81,7 @@ class DeviceProcess:
 
     def stop(self) -> None:
         """Kill the child, its group and its keeper; a no-op when there is none."""
-        if self._conn is not None:
-            self._conn.close()
-        if self._child is not None:
-            self._child.close()
+        supervise.end(self._child, self._conn)
         self._child = self._conn = None
 
 

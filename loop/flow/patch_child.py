@@ -127,10 +127,7 @@ class PatchProcess:
         return result
 
     def stop(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-        if self._child is not None:
-            self._child.close()
+        supervise.end(self._child, self._conn)
         self._child = self._conn = None
         self._sent.clear()
 

@@ -13,7 +13,6 @@ child talks over a private socket pair (:func:`connected`), never its stdout, wh
 from __future__ import annotations
 
 import faulthandler
-import gc
 import os
 import select
 import shutil
@@ -163,12 +162,7 @@ def fork(work: Callable[[], None], folder: Path) -> Child:
     """``work`` in a forked child (if :func:`can_fork`), its log in ``folder``. Its imports are
     warm: a fresh interpreter pays them per child (0.8 s for ONNX Runtime, seconds for Hailo's)."""
     log, parent = _log(folder), os.getpid()
-    # What the parent holds moves out of the collector's reach first: a collection in the child
-    # would touch every object, copying the parent's whole heap page by page (copy on write)
-    gc.freeze()
     pid = os.fork()
-    if pid != 0:
-        gc.unfreeze()
     if pid == 0:
         _forked(work, log.fileno(), parent)
     return Child(pid, log, None, folder)
@@ -204,6 +198,15 @@ def connected(module: str) -> tuple[Child, Connection]:
     ids = [str(os.getpid()), str(child.pid)]
     child.keeper = _start([sys.executable, "-I", "-S", keeper.__file__, *ids], None, (), None)
     return child, Connection(mine.detach())
+
+
+def end(child: Child | None, conn: Connection | None) -> None:
+    """End a child :func:`connected` started: its socket, then it, its group and its keeper;
+    either may be None (never started, or ended already)."""
+    if conn is not None:
+        conn.close()
+    if child is not None:
+        child.close()
 
 
 def _log(folder: Path | None) -> IO[bytes]:

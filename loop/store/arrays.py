@@ -7,6 +7,7 @@ hundreds: :func:`loop.store.files.atomic_writes`), and read back hash-checked
 from __future__ import annotations
 
 import warnings
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,9 @@ def _in(folder: Path, sha: str) -> Path:
 
 # Files this process wrote or read back whole, by path, with what stat said of them then: a
 # generation's arrays are read back once, not again by the sweep that runs it, unless changed since.
-_KEPT: dict[Path, tuple[int, int, int]] = {}
+# The latest 65,536 files: a search of many steps does not grow it for ever.
+_KEPT: OrderedDict[Path, tuple[int, int, int]] = OrderedDict()
+KEPT_MAX = 1 << 16
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
@@ -71,6 +74,8 @@ def keep_arrays(runs: Path, arrays: Mapping[str, np.ndarray]) -> None:
         atomic_writes(folder, {path.name: npy_bytes(a) for path, a in missing.items()})
     for path in missing:
         _KEPT[path] = _stamp(path)  # type: ignore[assignment]  # just written
+    while len(_KEPT) > KEPT_MAX:
+        _KEPT.popitem(last=False)
 
 
 def load_array(runs: Path, ref: Mapping[str, Any]) -> np.ndarray:

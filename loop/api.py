@@ -18,9 +18,12 @@ import onnx
 from loop.author.sweepfile import parse
 from loop.core.errors import LoopError
 from loop.core.leftovers import scratch
+from loop.core.registry import DEFAULT_CHIP, DEFAULT_LINK
+from loop.flow import fit as fitting
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.hailort.hef import HefInfo, inspect_hef
 from loop.judge.noise import NoiseReport
+from loop.measure.fit import FitReport
 from loop.measure.results import Result, result_of
 from loop.store.files import store_verified
 from loop.store.generations import prepare, write
@@ -93,6 +96,22 @@ def inspect(hef: str | Path, device: str | None = None, sweep: str | Path | None
     With no ``device``, a ``sweep`` file names it: the chip its hailo backend compiles for.
     ``.to_json()`` is ``loop inspect --json``. A file that is not a readable HEF raises LoopError."""
     return inspect_hef(hef, device or (sweep_device(Path(sweep)) if sweep is not None else None))
+
+
+def fit(
+    model: str | Path,
+    device: str = DEFAULT_CHIP,
+    link: str = DEFAULT_LINK,
+    run: int | None = None,
+    runs: str | Path = "runs",
+) -> FitReport:
+    """What a model's weights weigh against ``device``'s memory, read from the file alone
+    (``loop fit``): an ONNX model's weights (every floating-point initializer and Constant, and
+    each integer tensor a DequantizeLinear reads: :mod:`loop.judge.weights`) as stored and at bf16,
+    int8 and int4, each fitting or not, with its one load over ``link`` (a lower bound: a HEF holds
+    at least its weights); a HEF's own size as compiled. ``run``: that run's recorded weights beside
+    them (``runs``'s ledger). ``.to_json()`` is ``loop fit --json``. Bad input raises LoopError."""
+    return fitting.fit(Path(model), device, link, Path(runs), run)
 
 
 def sweep_device(path: Path) -> str | None:

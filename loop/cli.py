@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 
 from loop.core.errors import LoopError
-from loop.core.registry import DEFAULT_LINK
+from loop.core.registry import DEFAULT_CHIP, DEFAULT_LINK
 from loop.core.text import for_person
 from loop.store.files import StoreFault
 
@@ -547,6 +547,37 @@ def inspect_command(hef: Path, device: str | None, sweep: Path | None, as_json: 
 
     info = inspect(hef, device, sweep)
     click.echo(json.dumps(info.to_json(), indent=2) if as_json else "\n".join(map(for_person, describe(info))))
+
+
+@main.command("fit")
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--device", default=DEFAULT_CHIP, show_default=True, help="The device whose memory the weights must fit.")
+@click.option(
+    "--link",
+    "link_name",
+    default=DEFAULT_LINK,
+    show_default=True,
+    help="The link a load crosses: a shipped link, one fitted with 'loop link fit', or 300MB/s+0.9ms.",
+)
+@click.option("--run", "run_id", type=int, default=None, help="Also this run's weights as its compile recorded them.")
+@RUNS
+@JSON
+def fit_cmd(model: Path, device: str, link_name: str, run_id: int | None, runs: Path, as_json: bool) -> None:
+    """What MODEL's weights (.onnx, or a .hef) weigh against the device's memory: as stored and at
+    bf16, int8 and int4 (int4 packed two to a byte), whether each fits, and its one load over the
+    link when the model is created (HailoRT sends the whole HEF; nothing streams). A weight is every
+    element of a floating-point initializer or Constant, and of each integer tensor a
+    DequantizeLinear reads; counted from shapes, external data never read. A HEF is weighed as
+    compiled: its own size."""
+    from loop.api import fit
+    from loop.measure.fit import describe
+
+    report = fit(model, device, link_name, run_id, runs)
+    click.echo(
+        json.dumps(report.to_json(), indent=2)
+        if as_json
+        else "\n".join(for_person(x, LINE_LIMIT) for x in describe(report))
+    )
 
 
 @main.command("noise")

@@ -377,3 +377,38 @@ def dynamic_detector(opset: int = 17) -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 7
     return model
+
+
+def weighed_model() -> onnx.ModelProto:
+    """Conv (float32 kernel and bias), a quantized per-channel factor (int8 read by a
+    DequantizeLinear, its float32 scale; its int8 zero point is no weight), a float16 Constant,
+    and an int64 shape (no weight): 216 + 8 + 8 + 1 + 6 = 239 weights."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.normal(size=(8, 3, 3, 3)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.normal(size=8).astype(np.float32), "b"),
+        numpy_helper.from_array(rng.integers(-127, 127, size=8).astype(np.int8), "q"),
+        numpy_helper.from_array(np.array(0.05, np.float32), "q_scale"),
+        numpy_helper.from_array(np.array(0, np.int8), "q_zero"),
+        numpy_helper.from_array(np.array([1, 8, 1, 1], np.int64), "shape"),
+    ]
+    half = numpy_helper.from_array(rng.normal(size=6).astype(np.float16), "c")
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv"),
+        helper.make_node("DequantizeLinear", ["q", "q_scale", "q_zero"], ["d"], name="dq"),
+        helper.make_node("Reshape", ["d", "shape"], ["r"], name="reshape"),
+        helper.make_node("Mul", ["y", "r"], ["m"], name="mul"),
+        helper.make_node("Constant", [], ["c"], name="const", value=half),
+        helper.make_node("Cast", ["c"], ["cf"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("Add", ["m", "cf"], ["out"], name="add"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "small",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 8, 6, 6])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model

@@ -33,6 +33,8 @@ BACKEND_BY_SUFFIX: dict[str, str] = {".onnx": "onnxruntime", ".hef": "hailo"}
 DEVICE_BY_SUFFIX: dict[str, str] = {".onnx": "onnxruntime", ".hef": "hailort"}
 # The shipped link (loop.devices.links) a roofline is drawn against unless another is named
 DEFAULT_LINK = "hailo10h-usb-1.5a"
+# The chip ``loop fit`` weighs a model against unless another is named: the seed's (8 GB)
+DEFAULT_CHIP = "hailo10h"
 
 
 @dataclass(frozen=True)

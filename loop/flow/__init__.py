@@ -6,5 +6,6 @@ interface; ``local_runner`` and ``device_child``: each device in a child process
 ``remote``: the same on Dask workers holding devices), ``measuring`` (each variant run as it is
 compiled), ``evaluate`` (audit and score what a runner returned), resume and claims; and
 ``supervise``, the one module that starts a child process (``keeper``: beside a device child).
-The only role that puts the others together; the face calls it.
+Also ``fit``: a model file weighed against a device (``loop fit``). The only role that puts the
+others together; the face calls it.
 """

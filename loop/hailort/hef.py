@@ -249,11 +249,17 @@ def _mux(mux: Any, direction: str, meta: Any, network: str) -> HefStream:
     return HefStream(mux.name, direction, shape, padded, order, dtype, 0.0, 0.0, (0.0, 0.0), 0, network, ())
 
 
-def _with_fit(info: HefInfo, device: str) -> HefInfo:
+def device_memory(device: str) -> tuple[int | None, str]:
+    """What ``device`` can allocate for a HEF and where the figure comes from; (None, "") for a
+    known device with no figure. An unknown device raises :class:`LoopError`."""
     if device not in COMPATIBLE:
         raise LoopError(f"unknown device '{device}' (known: {', '.join(sorted(COMPATIBLE))})")
+    return DEVICE_BYTES.get(device, (None, ""))
+
+
+def _with_fit(info: HefInfo, device: str) -> HefInfo:
+    capacity, source = device_memory(device)
     arch_ok = info.hw_arch in COMPATIBLE[device]
-    capacity, source = DEVICE_BYTES.get(device, (None, ""))
     fits = None if capacity is None else info.size <= capacity
     if capacity is None:
         arithmetic = f"no figure for what {device} can allocate for a HEF: fit by size not judged"

@@ -1,0 +1,70 @@
+"""``loop fit``: a model file weighed against a device, read from the file alone.
+
+An ONNX model is read without its external data (``load_external_data=False``) and weighed from
+its tensors' dims (:mod:`loop.judge.weights`), so a 24 GB model is weighed in the time it takes to
+parse its graph; a HEF by its size (:func:`loop.hailort.hef.inspect_hef`). What a device holds is
+:data:`loop.hailort.hef.DEVICE_BYTES`; the link is a shipped, inline or fitted one
+(:func:`loop.measure.link.load`); the arithmetic is :mod:`loop.measure.fit`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import onnx
+
+from loop.core.errors import LoopError
+from loop.core.record import RunRecord
+from loop.hailort.hef import device_memory, inspect_hef
+from loop.judge.weights import Weights, weigh
+from loop.measure.fit import FitReport, Memory, compiled, weighed, with_run
+from loop.measure.link import load
+
+HEF_SUFFIX = ".hef"
+
+
+def fit(model: Path, device: str, link: str, runs: Path, run: int | None = None) -> FitReport:
+    """``model`` (an ONNX model, or a HEF by its suffix) against ``device`` and over ``link``,
+    with run ``run``'s recorded weights beside it when one is given (``runs``'s ledger)."""
+    memory = Memory(device, *device_memory(device))
+    chosen = load(runs, link)
+    if model.suffix.lower() == HEF_SUFFIX:
+        info = inspect_hef(model, device)
+        ok = info.fit is None or info.fit.architecture_ok
+        refused = None if ok else f"{device} refuses {info.hw_arch} HEFs (HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE)"
+        report = compiled(str(model), info.size, refused, memory, chosen)
+    else:
+        report = weighed(str(model), weigh_file(model), memory, chosen)
+    return report if run is None else with_run(report, _record(runs, run))
+
+
+def weigh_file(path: Path) -> Weights:
+    """The weights of the ONNX model at ``path``, its external data never opened; a file that is
+    not a readable ONNX model raises :class:`LoopError` naming it."""
+    return weigh(_graph_only(path))
+
+
+def _graph_only(path: Path) -> onnx.ModelProto:
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a device would hang the read
+            raise LoopError(f"unreadable ONNX model {path}: not a regular file")
+        model = onnx.load(str(path), load_external_data=False)
+    except LoopError:
+        raise
+    except OSError as exc:
+        raise LoopError(f"unreadable ONNX model {path}: {exc.strerror or exc}") from None
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise LoopError(f"unreadable ONNX model {path}: {first}") from None
+    if not model.ir_version or not model.HasField("graph"):  # an empty file parses as an empty model
+        raise LoopError(f"unreadable ONNX model {path}: no graph in it (not an ONNX model)")
+    return model
+
+
+def _record(runs: Path, run: int) -> RunRecord:
+    from loop.store.ledger import Ledger
+
+    with Ledger.open_existing(runs / "ledger.sqlite") as book:
+        return book.record(run)

@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ import numpy as np
 
 from loop.author.cut import cut_model, cut_of
 from loop.compilers.base import Compiler
-from loop.compilers.hailo_options import REFUSED, HailoOptions
+from loop.compilers.hailo_options import REFUSED, HailoOptions, target_arch
 from loop.compilers.hailo_params import (
     HailoCompileError,
     Layouts,
@@ -46,10 +45,17 @@ from loop.compilers.hailo_params import (
     output_names,
     saved_translated_params,
 )
+from loop.compilers.hailo_precision import (
+    dfc_layer,
+    num,
+    precision_lines,
+    refuse_float_layers,
+    refuse_mixed_modes,
+    share_lines,
+)
 from loop.compilers.hailo_rescale import rescale_params
-from loop.compilers.hailo_weights import hef_residency, hn_model_layers, layer_bits, residency
+from loop.compilers.hailo_weights import four_bit, hef_residency, hn_model_layers, layer_bits, residency
 from loop.core.hashing import bytes_sha
-from loop.core.text import for_person
 from loop.core.vocab import (
     Artifact,
     CompileOptions,
@@ -60,12 +66,6 @@ from loop.core.vocab import (
     Rescale,
     TensorLayout,
 )
-
-
-def target_arch(options: CompileOptions) -> str:
-    """The chip a compile targets: ``hw_arch``, else the backend's default."""
-    return HailoOptions.of(options).hw_arch or "hailo10h"
-
 
 _LEVEL_MENTION = re.compile(r"optimization[ _]level", re.IGNORECASE)
 # The DFC's wording when it lowers the level is UNCONFIRMED: any "reduce/lower/set ... level ... to N".
@@ -129,12 +129,6 @@ def named_errors(stage: str) -> Iterator[None]:
         raise HailoCompileError(f"{stage}: {line}") from exc
 
 
-def _num(x: float) -> str:
-    """Fixed-point, as public model scripts write them: ``repr`` gives ``1e-05``, which the
-    DFC's script parser is not known to accept."""
-    return np.format_float_positional(float(x), trim="0")
-
-
 def refuse_ignored_options(options: CompileOptions) -> None:
     """Options the DFC has no verified model-script equivalent for are refused, not ignored,
     unless left at their defaults (the Dataflow Compiler's own weights are per channel)."""
@@ -186,36 +180,19 @@ def optimization_level(requested: int | None, lines: list[str]) -> dict[str, Any
     }
 
 
-def dfc_layer(onnx_node: str, layer_names: dict[str, str]) -> str:
-    """The DFC layer an ONNX node became, or a refusal naming the node and the nearest DFC layers:
-    a name the DFC does not know would be refused by it, or matched to another layer."""
-    if onnx_node in layer_names:
-        return layer_names[onnx_node]
-    best: dict[str, tuple[float, str]] = {}  # each DFC layer once, by its closest name
-    for onnx, dfc in layer_names.items():
-        score = max(SequenceMatcher(None, onnx_node, name).ratio() for name in (onnx, dfc))
-        if score > best.get(dfc, (-1.0, ""))[0]:
-            best[dfc] = (score, onnx)
-    ranked = sorted(best.items(), key=lambda item: -item[1][0])[:3]
-    near = ", ".join(f"{for_person(dfc)} (from {for_person(onnx)})" for dfc, (_, onnx) in ranked)
-    raise HailoCompileError(
-        f"ONNX node '{for_person(onnx_node)}' has no Dataflow Compiler layer (no layer of the parsed "
-        f"network lists it among its original names); nearest DFC layers: {near or 'none'}"
-    )
-
-
 def model_script(options: CompileOptions, calibration_count: int, layer_names: dict[str, str]) -> str:
     """The model script (``.alls``) for a compile: one command per line, in a fixed order.
     ``layer_names`` maps ONNX node names to DFC layer names (:func:`layer_names_from_hn`)."""
     lines = []
     for o in options.overrides:
         side = {"out": "force_range_out", "in": "force_range_in"}[o.side]
-        lines.append(f"quantization_param({dfc_layer(o.layer, layer_names)}, {side}=[{_num(o.lo)}, {_num(o.hi)}])")
+        lines.append(f"quantization_param({dfc_layer(o.layer, layer_names)}, {side}=[{num(o.lo)}, {num(o.hi)}])")
     lines += precision_lines(options, layer_names)
     own = HailoOptions.of(options)
     levels = [("optimization_level", own.optimization_level), ("compression_level", own.compression_level)]
     if any(v is not None for _, v in levels):
         lines.append(f"model_optimization_flavor({', '.join(f'{k}={v}' for k, v in levels if v is not None)})")
+    lines += share_lines(options)  # after the flavor, as public scripts write it beside a compression_level
     # Written either way, in the words hailo_model_zoo's scripts use (centernet_resnet_v1_50_postprocess.alls):
     # left to the DFC, the same sweep could audit differently on two DFC versions.
     lines.append(f"pre_quantization_optimization(equalization, policy={own.equalization})")
@@ -228,25 +205,6 @@ def model_script(options: CompileOptions, calibration_count: int, layer_names: d
     lines.append(f"post_quantization_optimization(finetune, policy={'enabled' if own.finetune else 'disabled'})")
     lines.extend(own.model_script or ())
     return "\n".join(lines) + "\n"
-
-
-def precision_lines(options: CompileOptions, layer_names: dict[str, str]) -> list[str]:
-    """``precision_mode=a16_w16`` for each DFC layer a 16-bit precision names, once (the ONNX
-    nodes of a fused layer share it), as hailo_model_zoo's scripts write it (centerpose_regnetx_800mf.alls)."""
-    refuse_float_layers(options)
-    layers = dict.fromkeys(dfc_layer(p.layer, layer_names) for p in options.precisions if p.bits == 16)
-    return [f"quantization_param({layer}, precision_mode=a16_w16)" for layer in layers]
-
-
-def refuse_float_layers(options: CompileOptions) -> None:
-    """The DFC quantizes every layer it compiles (its precision modes are a8/a16 with w4/w8/w16;
-    none keeps a layer in float), so ``bits: 32`` is refused rather than compiled at 8 or 16."""
-    kept = [p.layer for p in options.precisions if p.bits == 32]
-    if kept:
-        raise HailoCompileError(
-            f"precision bits 32 on '{kept[0]}': the Dataflow Compiler has no float layer (its precision "
-            "modes are 8- and 16-bit, e.g. a16_w16); use bits: 16"
-        )
 
 
 def nchw_to_nhwc(calibration: np.ndarray) -> np.ndarray:
@@ -384,6 +342,7 @@ class HailoCompiler(Compiler):
     def optimize(self, model: bytes, calibration: Frames, options: CompileOptions) -> Quantized:
         refuse_ignored_options(options)
         refuse_float_layers(options)
+        refuse_mixed_modes(options)
         if isinstance(calibration, dict):
             # The DFC keys calibration by its parsed input layer names, which are not the ONNX
             # input names; until that mapping is read from the HN, say so instead of guessing.
@@ -409,6 +368,8 @@ class HailoCompiler(Compiler):
             layers, layers_from = layer_bits(hn_model_layers(runner), script, params)
         mapped, made_by = onnx_layers(cut_model(model, cut_of(options)), hn)
         equalized = moved_kernels(translated, self._native(runner))
+        # which layers the DFC holds at 4 bits, whoever chose them (weights: 4, the DFC's ratio, its default)
+        at4 = four_bit(layers, layers_from, options.weights_4bit_share, {k: v["name"] for k, v in mapped.items()})
         info = {
             "model_script": script,
             "param_keys": list(params),
@@ -425,6 +386,7 @@ class HailoCompiler(Compiler):
             "onnx_outputs": made_by,
             "cut": dict(zip(("start_nodes", "end_nodes"), map(list, cut_of(options)), strict=True)),
             **equalization(own.equalization, equalized, mapped),
+            **({"weights_4bit": at4} if at4 else {}),
         }
         return Quantized(self.name, data, info=info, stages=stages)
 

@@ -11,6 +11,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field
 
 from loop.core.options import BackendOptions
+from loop.core.vocab import CompileOptions
 
 NodeNames = Annotated[list[Annotated[str, Field(min_length=1, max_length=1024)]], Field(min_length=1, max_length=64)]
 
@@ -53,3 +54,8 @@ REFUSED = {
     "int32_bias_weight_adjust": "an ONNX Runtime quantizer option; the Dataflow Compiler has no such step",
     "bias_correction_guard": "loop's guard on its own bias correction; the Dataflow Compiler's has none",
 }
+
+
+def target_arch(options: CompileOptions) -> str:
+    """The chip a compile targets: ``hw_arch``, else the backend's default."""
+    return HailoOptions.of(options).hw_arch or "hailo10h"

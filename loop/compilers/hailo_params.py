@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from loop.compilers.hailo_weights import kernel_width
 from loop.core.errors import LoopError
 from loop.core.hashing import array_sha, named_sha
 from loop.core.vocab import LayerPrint, TensorLayout
@@ -343,11 +344,12 @@ def kernel_grid(
         layer = lp.compiled_name or lp.name
         q = _leaf(params, layer, "kernel")
         w = _leaf(native, layer, "kernel")
-        width = q.dtype.itemsize * 8 if q is not None and np.issubdtype(q.dtype, np.integer) else None
-        found: dict[str, Any] = {"weight_bits": lp.weight_bits or width}
+        width = kernel_width(q) if q is not None and np.issubdtype(q.dtype, np.integer) else None
+        bits = lp.weight_bits or width
+        found: dict[str, Any] = {"weight_bits": bits}
         if w is not None and np.issubdtype(w.dtype, np.floating):
             found["float_sha"] = array_sha(np.asarray(w, np.float32))
-            found["off_grid"] = _off_grid(q, w, lp.weight_scale, lp.weight_zero_point)
+            found["off_grid"] = _off_grid(q, w, lp.weight_scale, lp.weight_zero_point, bits)
         out.append(replace(lp, **found))
     return out
 
@@ -356,13 +358,24 @@ def _leaf(params: Mapping[str, np.ndarray], layer: str, leaf: str) -> np.ndarray
     return next((np.asarray(v) for k, v in params.items() if split_key(k) == (layer, leaf)), None)
 
 
-def _off_grid(q: np.ndarray | None, w: np.ndarray, scales: Sequence[float], zero_points: Sequence[int]) -> int | None:
+def _off_grid(
+    q: np.ndarray | None, w: np.ndarray, scales: Sequence[float], zero_points: Sequence[int], bits: int | None
+) -> int | None:
     if q is None or q.shape != w.shape or not np.issubdtype(q.dtype, np.integer) or not scales:
         return None
     scale = np.asarray(scales, np.float64)
     zp = np.asarray(zero_points or (0,), np.float64)
     if scale.size not in (1, q.shape[-1]) or zp.size not in (1, q.shape[-1]) or not np.all(scale > 0):
         return None  # one scale, or one per output channel (the last axis, [kh, kw, c_in, c_out])
-    info = np.iinfo(q.dtype)
-    rounded = np.clip(np.round(w.astype(np.float64) / scale) + zp, info.min, info.max)
+    lo, hi = _ends(q.dtype, bits)
+    rounded = np.clip(np.round(w.astype(np.float64) / scale) + zp, lo, hi)
     return int(np.count_nonzero(rounded != q))
+
+
+def _ends(dtype: np.dtype, bits: int | None) -> tuple[int, int]:
+    """The integers a kernel may take: its type's ends, or a narrower signed width's (a 4-bit kernel
+    kept in int8 clips at -8 and 7, not -128 and 127)."""
+    info = np.iinfo(dtype)
+    if bits and bits < info.bits and info.min < 0:
+        return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    return int(info.min), int(info.max)

@@ -63,14 +63,27 @@ def hn_model_layers(runner: Any) -> dict[str, tuple[int, Bits]] | None:
         return None
 
 
+def kernel_width(kernel: np.ndarray) -> int:
+    """The bits a quantized kernel takes: its integer type's width, or 4 when a wider signed type holds
+    only values in [-8, 7], not all zero (a 4-bit kernel kept unpacked, as the DFC's double keeps it; how
+    the DFC stores one is UNCONFIRMED). An 8-bit kernel on a grid from its own range reaches +-127, so
+    it never reads as 4. A float kernel counts at the default mode's 8."""
+    array = np.asarray(kernel)
+    if not np.issubdtype(array.dtype, np.integer):
+        return DEFAULT_BITS[1]
+    width = array.dtype.itemsize * 8
+    narrow = np.issubdtype(array.dtype, np.signedinteger) and array.size and np.any(array)
+    return 4 if narrow and width > 4 and array.min() >= -8 and array.max() <= 7 else width
+
+
 def _kernel_counts(params: Mapping[str, np.ndarray]) -> dict[str, tuple[int, int]]:
-    """Kernel values and their stored width, by layer, from parameter keys ``<net>/<layer>/kernel:0``."""
+    """Kernel values and their width (:func:`kernel_width`), by layer, from keys ``<net>/<layer>/kernel:0``."""
     counts: dict[str, tuple[int, int]] = {}
     for key, value in params.items():
         parts = key.split(":")[0].split("/")
         if len(parts) >= 2 and parts[-1] == "kernel":
             array = np.asarray(value)
-            width = array.dtype.itemsize * 8 if np.issubdtype(array.dtype, np.integer) else DEFAULT_BITS[1]
+            width = kernel_width(array)
             seen, _ = counts.get(parts[-2], (0, width))
             counts[parts[-2]] = (seen + array.size, width)
     return counts
@@ -81,13 +94,36 @@ def layer_bits(
 ) -> tuple[dict[str, tuple[int, Bits]], str]:
     """Weight count and bits by layer, and where they came from: the DFC's HN model when it
     answers; else the kernels' own sizes, at the model script's precision mode where it sets one
-    and the stored integer width otherwise."""
+    and the kernel's width otherwise (:func:`kernel_width`: a layer the DFC put at 4 bits itself,
+    ``auto_4bit_weights_ratio``, has no script line)."""
     if hn_layers:
         return dict(hn_layers), "runner.get_hn_model()"
     counts = _kernel_counts(params)
     modes = script_precisions(script, list(counts))
     found = {name: (n, modes.get(name, (DEFAULT_BITS[0], width))) for name, (n, width) in counts.items()}
-    return found, "kernel parameters, bits from the model script's precision_mode or the stored width"
+    return found, "kernel parameters, bits from the model script's precision_mode or the kernel's integers"
+
+
+def four_bit(
+    layers: Mapping[str, tuple[int, Bits]], source: str, asked: float | None, onnx_names: Mapping[str, str]
+) -> dict[str, Any] | None:
+    """The layers held at 4-bit weights and their share of the weights by count, as Hailo's compression
+    inspector counts it (``layer.weights`` of the layers whose mode ends in ``w4``,
+    Hailo-Application-Code-Examples ``inspectors/compression_inspector.py``), beside the share asked
+    (``weights_4bit_share``); None when nothing was asked and no layer is at 4 bits."""
+    total = sum(n for n, _ in layers.values())
+    at4 = [name for name, (n, (_, w)) in layers.items() if n and w == 4]
+    if asked is None and not at4:
+        return None
+    count = sum(layers[name][0] for name in at4)
+    return {
+        "asked": asked,
+        "layers": [onnx_names.get(name, name) for name in at4],
+        "dfc_layers": at4,
+        "weights": count,
+        "share": count / total if total else 0.0,
+        "from": source,
+    }
 
 
 def residency(layers: Mapping[str, tuple[int, Bits]], source: str, hw_arch: str) -> dict[str, Any]:

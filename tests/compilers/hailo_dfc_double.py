@@ -28,6 +28,18 @@ double", lists them with what is NOT confirmed):
   channel; the key ``kernel_scale`` is the double's own). Bias: int32 on the step
   ``in_scale * kernel_scale`` (ASSUMED, with the key ``bias_scale``), or kept in float for the
   layers in ``float_bias`` (ASSUMED: no public source shows when the DFC keeps a float bias).
+- **Weight precision.** ``quantization_param(L, precision_mode=a8_w4)`` quantizes L's kernel at 4 bits:
+  integers in [-8, 7] on a scale from the kernel's range over 7 (hailo_model_zoo v5.2.0
+  ``cfg/alls/generic/yolov5m.alls`` writes that line for seven convs; Hailo-10H's GenAI models are A8W4,
+  docs/hailo.md). They are kept in int8 (ASSUMED: how the DFC stores a 4-bit kernel is not public).
+  ``model_optimization_config(compression_params, auto_4bit_weights_ratio=R)`` makes the double choose
+  layers itself (:func:`auto_4bit`): the DFC's choice rule is NOT public (Hailo's compression inspector,
+  Hailo-Application-Code-Examples ``inspectors/compression_inspector.py``, only reads the outcome: the
+  share of ``layer.weights`` whose mode ends in ``w4``), so the double's rule is its own and stated
+  there: the largest kernels not named by a ``precision_mode`` line first, until R of the weights by
+  count are at 4 bits. Either way ``get_hn_model()`` reports the layer's mode as ``a8_w4`` in its
+  ``precision_config`` (the inspector reads ``layer.precision_config.precision_mode.value``). That the
+  DFC leaves a layer named by a ``precision_mode`` line out of its own choice is ASSUMED.
 - **Re-derive.** With ``post_quantization_optimization(bias_correction, policy=enabled)`` each
   layer's bias gets the mean, per channel, of its float pre-activation minus its quantized one
   over the calibration frames, in graph order (the classic bias correction; the DFC's own
@@ -82,6 +94,9 @@ WEIGHTED = {"Conv": "conv"}
 FUSED = ("BatchNormalization", "Relu")
 _PARAM = re.compile(r"^\s*quantization_param\(\s*(\[[^\]]*\]|\{[^}]*\}|[^,\s()]+)\s*,(.*)\)\s*$")
 _RANGE = re.compile(r"force_range_(out|in)\s*=\s*\[\s*([-0-9.eE+]+)\s*,\s*([-0-9.eE+]+)\s*\]")
+_RATIO = re.compile(
+    r"model_optimization_config\(\s*compression_params\s*,.*auto_4bit_weights_ratio\s*=\s*([0-9.eE+-]+)"
+)
 
 
 class FakeDfcError(RuntimeError):
@@ -389,8 +404,9 @@ class Script:
     """The model-script lines the double acts on; every other line is taken and ignored."""
 
     forced: dict[tuple[str, str], tuple[float, float]]  # (layer, "out"/"in") -> range
-    bits: dict[str, tuple[int, int]]  # layer -> (activation, weight)
+    bits: dict[str, tuple[int, int]]  # layer -> (activation, weight), as the script's precision_mode lines say
     bias_correction: bool
+    auto_4bit: float | None = None  # auto_4bit_weights_ratio, the share of the weights to put at 4 bits
 
     @classmethod
     def parse(cls, text: str, layers: list[str]) -> Script:
@@ -407,7 +423,33 @@ class Script:
             if mode:
                 bits.update({n: (int(mode.group(1)), int(mode.group(2))) for n in names if n in layers})
         enabled = re.search(r"post_quantization_optimization\(\s*bias_correction\s*,\s*policy\s*=\s*enabled", text)
-        return cls(forced, bits, bool(enabled))
+        ratios = [float(m.group(1)) for m in map(_RATIO.search, text.splitlines()) if m]
+        return cls(forced, bits, bool(enabled), ratios[-1] if ratios else None)
+
+
+def precision_modes(net: Net, text: str) -> dict[str, tuple[int, int]]:
+    """(activation, weight) bits by layer: the script's ``precision_mode`` lines, and the layers the
+    double puts at 4 bits itself for ``auto_4bit_weights_ratio`` (:func:`auto_4bit`)."""
+    script = Script.parse(text, [ly.name for ly in net.layers] + ["input_layer1"])
+    return {**script.bits, **dict.fromkeys(auto_4bit(net, script), (8, 4))}
+
+
+def auto_4bit(net: Net, script: Script) -> list[str]:
+    """The layers ``auto_4bit_weights_ratio=R`` puts at 4 bits. The DFC's rule is NOT public; the double's
+    is stated: of the layers no ``precision_mode`` line names, the largest kernels first (graph order on a
+    tie), until the 4-bit weights (those a line already put at 4 bits included) reach R of all weights
+    by count, as Hailo's compression inspector counts the share."""
+    if script.auto_4bit is None:
+        return []
+    sizes = {ly.name: int(ly.kernel.size) for ly in net.layers}
+    done = sum(n for name, n in sizes.items() if script.bits.get(name, (8, 8))[1] == 4)
+    chosen: list[str] = []
+    for name in sorted((n for n in sizes if n not in script.bits), key=lambda n: -sizes[n]):
+        if done >= script.auto_4bit * sum(sizes.values()):
+            break
+        chosen.append(name)
+        done += sizes[name]
+    return chosen
 
 
 def _grid(lo: float, hi: float, bits: int) -> tuple[float, int]:
@@ -434,6 +476,7 @@ def _kernel_ints(kernel: np.ndarray, bits: int, feedback: bool) -> tuple[np.ndar
             q[i] = np.round(row + carry)
             carry = row + carry - q[i]
         q = q.reshape(units.shape)
+    # a 4-bit kernel is kept in int8, its integers in [-8, 7] (ASSUMED: the DFC's storage is not public)
     return np.clip(q, -top - 1, top).astype(np.int16 if bits > 8 else np.int8), scale
 
 
@@ -442,13 +485,14 @@ def quantize(
 ) -> dict[str, dict[str, np.ndarray]]:
     """The translated (quantized) params, per ``<net>/<layer>``, as ``get_params_translated()`` gives them."""
     script = Script.parse(script_text, [ly.name for ly in net.layers] + ["input_layer1"])
+    modes = precision_modes(net, script_text)
     seen = float_run(net, calibration)
-    in_bits = script.bits.get("input_layer1", (8, 8))[0]
+    in_bits = modes.get("input_layer1", (8, 8))[0]
     grids = {"input_layer1": (*_grid(float(calibration.min()), float(calibration.max()), in_bits), in_bits)}
     params: dict[str, dict[str, np.ndarray]] = {}
     layers: dict[str, dict[str, Any]] = {}
     for layer in net.layers:
-        a_bits, w_bits = script.bits.get(layer.name, (8, 8))
+        a_bits, w_bits = modes.get(layer.name, (8, 8))
         post = np.maximum(seen[layer.name][1], 0) if layer.relu else seen[layer.name][1]
         calibrated = (float(post.min()), float(post.max()))
         lo, hi = script.forced.get((layer.name, "out"), calibrated)
@@ -499,8 +543,7 @@ def _correct_biases(
 def emulate(net: Net, params: dict[str, dict[str, np.ndarray]], script: str, x: np.ndarray) -> list[np.ndarray]:
     """SDK_QUANTIZED as the double has it: every layer on its quantized params, the outputs in
     the HN's output order, float32 NHWC."""
-    bits = Script.parse(script, [ly.name for ly in net.layers] + ["input_layer1"]).bits
-    width = {name: a for name, (a, _) in bits.items()}
+    width = {name: a for name, (a, _) in precision_modes(net, script).items()}
     values: dict[str, np.ndarray] = {"input_layer1": np.asarray(x, np.float64)}
     for layer in net.layers:
         leaves = params[f"{net.name}/{layer.name}"]

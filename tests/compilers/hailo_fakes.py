@@ -6,11 +6,12 @@ holds the arithmetic and cites a source for each behaviour; docs/hailo.md lists 
 confirmed): ``translate_onnx_model`` reads the ONNX and names layers ``<net>/conv1``, ... with
 Conv+BatchNormalization+Relu fused into one layer whose HN ``original_names`` lists each node;
 ``optimize`` quantizes the translated weights from the calibration frames and the model script
-(forced ranges, ``precision_mode=a16_w16``, bias correction); ``get_params()`` answers the native
-float params, ``save_params(path, ParamsKinds.TRANSLATED)`` / ``get_params_translated()`` the
-quantized ones (flat ``<net>/<layer>/kernel:0`` keys in the ``.npz``, indexed per layer in the
-view, as Hailo's clipping inspector reads it); ``infer`` emulates the quantized net. It compiles
-nothing: ``compile()`` returns fixed bytes. Install it with :meth:`FakeHailoSdkClient.modules`
+(forced ranges, ``precision_mode=a16_w16``/``a8_w4``, ``auto_4bit_weights_ratio``, bias
+correction); ``get_params()`` answers the native float params,
+``save_params(path, ParamsKinds.TRANSLATED)`` / ``get_params_translated()`` the quantized ones
+(flat ``<net>/<layer>/kernel:0`` keys in the ``.npz``, indexed per layer in the view, as Hailo's
+clipping inspector reads it); ``infer`` emulates the quantized net. It compiles nothing:
+``compile()`` returns fixed bytes. Install it with :meth:`FakeHailoSdkClient.modules`
 (it brings the ``hailo_archive`` submodule that holds ``ParamsKinds``).
 
 ``load_params(npz, params_kind=ParamsKinds.TRANSLATED)`` loads edited translated params; whether they
@@ -198,8 +199,7 @@ class FakeHailoSdkClient(types.ModuleType):
             def _hn_rows(self) -> list[tuple[str, int, str]]:
                 if self.net is None:
                     raise AttributeError("this fake DFC has no net to describe")
-                names = [layer.name for layer in self.net.layers]
-                bits = double.Script.parse(self.script, [*names, "input_layer1"]).bits
+                bits = double.precision_modes(self.net, self.script)  # the script's modes and the double's auto choice
                 rows = [("input_layer1", 0, "a{}_w{}".format(*bits.get("input_layer1", (8, 8))))]
                 for layer in self.net.layers:
                     rows.append((layer.name, int(layer.kernel.size), "a{}_w{}".format(*bits.get(layer.name, (8, 8)))))

@@ -25,7 +25,7 @@ from loop.compilers.hailo import (
     nchw_to_nhwc,
     optimization_level,
 )
-from loop.core.vocab import CompileOptions, RangeOverride
+from loop.core.vocab import CompileOptions, Precision, RangeOverride, WeightPrecision
 from loop.devices.base import RuntimeOptions
 from loop.devices.hailo_emulator import HailoEmulatorDevice
 
@@ -600,3 +600,90 @@ def test_equalization_is_written_and_recorded(fake_hailo_sdk_client: Any, tmp_pa
         assert f"pre_quantization_optimization(equalization, policy={policy})" in result.info["model_script"]
         assert result.info["equalization"] == {"policy": policy, "layers": []}
         assert "kernel_causes" not in result.info
+
+
+# -- issue 44: weight precision on the hailo backend ----------------------------------------------
+
+
+def three_conv_onnx() -> bytes:
+    """Conv_0 -> Relu_0 -> Conv_1 (3x3, 288 weights) -> Conv_2: the DFC's double fuses Conv_0 and Relu_0
+    into conv1; conv2 is the largest layer."""
+    rng = np.random.default_rng(7)
+    arrays = {"w0": (8, 3, 1, 1), "w1": (4, 8, 3, 3), "w2": (2, 4, 1, 1)}
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w0"], ["c0"], name="Conv_0"),
+            helper.make_node("Relu", ["c0"], ["r0"], name="Relu_0"),
+            helper.make_node("Conv", ["r0", "w1"], ["c1"], name="Conv_1", pads=[1, 1, 1, 1]),
+            helper.make_node("Conv", ["c1", "w2"], ["y"], name="Conv_2"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 4])],
+        [
+            helper.make_tensor(n, TensorProto.FLOAT, s, rng.normal(0, 0.5, s).ravel().tolist())
+            for n, s in arrays.items()
+        ],
+    )
+    return helper.make_model(graph).SerializeToString()
+
+
+def _weights_compile(tmp_path: Path, opts: CompileOptions) -> Any:
+    calibration = np.random.default_rng(0).random((4, 3, 4, 4), dtype=np.float32)
+    return run_compile(HailoCompiler(workdir=tmp_path), three_conv_onnx(), calibration, opts)
+
+
+def test_weights_4_quantizes_the_named_layer_at_4_bits_and_the_run_records_them(
+    fake_hailo_sdk_client: Any, tmp_path: Path
+) -> None:
+    """``weights: 4`` on Conv_1 writes a8_w4 for its DFC layer (conv2, through original_names); the
+    params hold its kernel in [-8, 7], the print and ``info.weights`` count it at 4 bits, two per byte."""
+    result = _weights_compile(tmp_path, CompileOptions(weight_bits=(WeightPrecision("Conv_1", 4, "w1"),)))
+    assert result.ok, result.error
+    assert "quantization_param(conv2, precision_mode=a8_w4)\n" in result.info["model_script"]
+    assert {p.name: p.weight_bits for p in result.layers} == {"Conv_0": 8, "Conv_1": 4, "Conv_2": 8}
+    params = _fakes().double.read_har(result.artifact.extras["har"])[1]  # the HAR's translated params
+    kernel = params["loop_net/conv2"]["kernel:0"]
+    assert kernel.min() >= -8 and kernel.max() <= 7 and np.abs(kernel).max() == 7
+    weights = result.info["weights"]
+    assert weights["weights_by_bits"] == {"4": 288, "8": 32} and weights["bytes"] == (288 * 4 + 32 * 8) // 8
+    assert result.info["weights_4bit"] == {
+        "asked": None,
+        "layers": ["Conv_1"],
+        "dfc_layers": ["conv2"],
+        "weights": 288,
+        "share": 0.9,
+        "from": "runner.get_hn_model()",
+    }
+
+
+@pytest.mark.parametrize("hn_model", [True, False])
+def test_the_4bit_share_is_asked_of_the_dfc_and_its_choice_is_read_back(
+    fake_hailo_sdk_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hn_model: bool
+) -> None:
+    """``weights_4bit_share: 0.5`` writes the DFC's ``auto_4bit_weights_ratio=0.5``; the layers the DFC
+    (here its double, largest first) put at 4 bits are read back from the HN model's precision_config,
+    or, on a DFC without ``get_hn_model``, from the kernels' integers."""
+    if not hn_model:
+        monkeypatch.delattr(fake_hailo_sdk_client.ClientRunner, "get_hn_model")
+    result = _weights_compile(tmp_path, CompileOptions(weights_4bit_share=0.5))
+    assert result.ok, result.error
+    assert "model_optimization_config(compression_params, auto_4bit_weights_ratio=0.5)" in result.info["model_script"]
+    assert "precision_mode" not in result.info["model_script"]  # the DFC chose, not loop
+    record = result.info["weights_4bit"]
+    assert (record["asked"], record["layers"], record["share"]) == (0.5, ["Conv_1"], 0.9)
+    assert record["from"] == ("runner.get_hn_model()" if hn_model else result.info["weights"]["from"])
+    assert {p.name: p.weight_bits for p in result.layers} == {"Conv_0": 8, "Conv_1": 4, "Conv_2": 8}
+    assert result.info["weights"]["bytes"] == (288 * 4 + 32 * 8) // 8
+
+
+def test_a_16_bit_output_with_4_bit_weights_fails_before_any_dfc_call(
+    fake_hailo_sdk_client: Any, tmp_path: Path
+) -> None:
+    opts = CompileOptions(
+        precisions=(Precision("Conv_0", 16, "r0"),), weight_bits=(WeightPrecision("Conv_0", 4, "w0"),)
+    )
+    result = _weights_compile(tmp_path, opts)
+    assert (result.ok, result.stage) == (False, "optimize")
+    assert "\n" not in (result.error or "") and "precision on 'Conv_0'" in (result.error or "")
+    assert "a16_w4" in (result.error or "") and fake_hailo_sdk_client.names() == []

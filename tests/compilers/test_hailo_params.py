@@ -5,6 +5,7 @@ driver runs against the DFC's TEST DOUBLE (hailo_fakes.py, hailo_dfc_double.py),
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -115,6 +116,19 @@ def test_off_grid_counts_integers_that_are_not_the_float_rounded(ints: list[int]
     q = np.asarray(ints, dtype).reshape(1, 1, 1, 3)
     (lp,) = kernel_grid({"net/conv1/kernel:0": q}, {"net/conv1/kernel:0": w}, [_print("net/conv1")])
     assert (lp.off_grid, lp.weight_bits) == (off, np.dtype(dtype).itemsize * 8)
+
+
+def test_a_4_bit_kernel_in_int8_is_read_at_4_bits_and_clips_at_its_own_ends() -> None:
+    """Issue 44: a kernel the DFC put at 4 bits, held in int8, is on a grid that ends at -8 and 7; the
+    float 4.5 (9 steps of 0.5) rounds to 9 and clips to 7 there, which is on its grid, not off it."""
+    w = np.float32([4.5, -2.0, 0.5]).reshape(1, 1, 1, 3)
+    q = np.int8([7, -4, 1]).reshape(1, 1, 1, 3)
+    (lp,) = kernel_grid({"net/conv1/kernel:0": q}, {"net/conv1/kernel:0": w}, [_print("net/conv1")])
+    assert (lp.off_grid, lp.weight_bits) == (0, 4)
+    (wide,) = kernel_grid(
+        {"net/conv1/kernel:0": q}, {"net/conv1/kernel:0": w}, [replace(_print("net/conv1"), weight_bits=8)]
+    )
+    assert wide.off_grid == 1  # read at 8 bits, 9 would fit: 7 is off that grid
 
 
 def test_outputs_are_named_by_the_onnx_output_their_stream_carries() -> None:

@@ -542,3 +542,53 @@ def test_scale_grid_on_hailo_is_no_effect_when_the_compiler_ignores_the_edit(tmp
     assert any(c["what"] == "kernel-scale" for c in weights["changes"])
     assert Path(weights["artifact"]).read_bytes() == Path(runs["base"]["artifact"]).read_bytes()
     assert runs["output"]["verdict"] == "no-effect"
+
+
+def test_weight_precision_on_hailo_writes_the_dfcs_modes_and_the_run_records_the_bits_it_holds(tmp_path, monkeypatch):
+    """Issue 44: ``{op: precision, layer: Conv_0, weights: 4}`` becomes ``quantization_param(conv1,
+    precision_mode=a8_w4)`` for the DFC layer Conv_0 was fused into (with bn_0 and relu_0), as
+    hailo_model_zoo's yolov5m.alls writes it; ``compile: {weights_4bit_share: 0.5}`` becomes the DFC's
+    ``auto_4bit_weights_ratio=0.5`` and the DFC's double chooses (largest first: conv1, 12 of the 20
+    weights). Each run records the bits its params hold, 4-bit weights packed two per byte."""
+    fake_sdk(monkeypatch)
+    variants = (
+        "  - name: base\n"
+        "  - name: w4\n    perturb: [{op: precision, layer: Conv_0, weights: 4}]\n"
+        "  - name: share\n    compile: {weights_4bit_share: 0.5}\n"
+    )
+    sweep = emulator_sweep(tmp_path, "", variants)
+    fused_model(tmp_path / "net.onnx")
+    runs = runs_of(sweep, tmp_path)
+    assert {name: run["status"] for name, run in runs.items()} == dict.fromkeys(runs, "ok"), runs["w4"]["error"]
+    assert "quantization_param(conv1, precision_mode=a8_w4)" in runs["w4"]["info"]["model_script"].splitlines()
+    ratio = "model_optimization_config(compression_params, auto_4bit_weights_ratio=0.5)"
+    assert ratio in runs["share"]["info"]["model_script"].splitlines()
+    with Ledger(tmp_path / "runs" / "ledger.sqlite") as ledger:
+        bits = {name: {lp.name: lp.weight_bits for lp in ledger.record(run["id"]).layers} for name, run in runs.items()}
+    assert bits == {
+        "base": {"Conv_0": 8, "Conv_1": 8},
+        "w4": {"Conv_0": 4, "Conv_1": 8},
+        "share": {"Conv_0": 4, "Conv_1": 8},
+    }
+    for name in ("w4", "share"):
+        info = runs[name]["info"]
+        assert (
+            info["weights"]["weights_by_bits"] == {"4": 12, "8": 8}
+            and info["weights"]["bytes"] == (12 * 4 + 8 * 8) // 8
+        )
+        assert (info["weights_4bit"]["layers"], info["weights_4bit"]["share"]) == (["Conv_0"], 0.6)
+    assert runs["share"]["info"]["weights_4bit"]["asked"] == 0.5 and "weights_4bit" not in runs["base"]["info"]
+    # the same float kernel rounded on a 4-bit grid: inside the weights footprint
+    assert runs["w4"]["verdict"] == "clean", [c for c in runs["w4"]["changes"] if not c["allowed"]]
+
+
+def test_a_16_bit_output_with_4_bit_weights_is_refused_on_hailo_in_one_line(tmp_path, monkeypatch):
+    """a16_w4 is in no public script for Hailo-10H: refused at optimize, naming the layer and the modes."""
+    fake_sdk(monkeypatch)
+    both = "[{op: precision, layer: relu_0, bits: 16}, {op: precision, layer: Conv_0, weights: 4}]"
+    sweep = emulator_sweep(tmp_path, "", f"  - name: base\n  - name: mixed\n    perturb: {both}\n")
+    fused_model(tmp_path / "net.onnx")
+    run = runs_of(sweep, tmp_path)["mixed"]
+    assert (run["status"], run["stage"]) == ("failed", "optimize") and "\n" not in run["error"]
+    assert "precision on 'Conv_0' (DFC layer conv1, 16-bit output asked on 'relu_0')" in run["error"]
+    assert "a8_w4, a8_w8, a16_w16" in run["error"]

@@ -353,11 +353,7 @@ class LayerPrecision(schema.PrecisionOp, Op):
         order = {n: i for i, n in enumerate(structure.node_names)}
         rules: list[Allow] = []
         for p in mine or [p for p in self.precisions(structure) if p.tensor]:
-            # its own grid, where the node is not a layer: every node on it (a Reshape shares its input's)
-            rules += [Allow(n, "out_scale") for n in dict.fromkeys([p.layer, *structure.on_grid(p.tensor)])]
-            rules += [Allow(lp.name, "out_scale") for lp in structure.producer_of(p.tensor)]
-            for consumer in structure.consumers_of(p.tensor):
-                rules += [Allow(consumer.name, "in_scale"), Allow(consumer.name, "bias-rounding")]
+            rules += _grid_rules(structure, p)
             if self.bits == 32:  # the node leaves the quantized graph: a layer's kernel and grids with it
                 rules += [Allow(p.layer, w) for w in ("kernel", "bias", "in_scale", "out_scale")]
             if options.bias_correction:
@@ -374,11 +370,43 @@ class LayerPrecision(schema.PrecisionOp, Op):
         changed."""
         names = self.names(structure)
         rules = [Allow(name, what) for name in names for what in ("kernel-bits", "bias")]
+        if self.weights == 16:  # on Hailo, a16_w16: the only public mode with 16-bit weights widens the output too
+            for name in names:
+                for tensor in _tail(structure, name):
+                    rules += _grid_rules(structure, Precision(name, 16, structure.grid(tensor)))
         if options.bias_correction and names:
             order = {n: i for i, n in enumerate(structure.node_names)}
             first = min(order.get(n, 0) for n in names)
             rules += [Allow(lp.name, "bias") for lp in structure.layers if order.get(lp.name, 0) >= first]
         return list(dict.fromkeys(rules))
+
+
+def _tail(structure: Structure, layer: str) -> list[str]:
+    """The layer's output, and what the nodes after it write up to the next layer in graph order
+    (a BatchNorm and a Relu a compiler fuses into the layer, whose output grid is then the fused
+    layer's): where a 16-bit output may land. On a branching graph it may name a little more."""
+    lp = structure.layer(layer)
+    assert lp is not None
+    layers = {x.name for x in structure.layers}
+    order = list(structure.node_names)
+    found = [lp.out_tensor]
+    for node in order[order.index(layer) + 1 :] if layer in order else []:
+        if node in layers:
+            break
+        if node in structure.writes:
+            found.append(structure.writes[node])
+    return found
+
+
+def _grid_rules(structure: Structure, p: Precision) -> list[Allow]:
+    """A node's output grid at another width: every node on that grid (where the node is not a
+    layer, a Reshape shares its input's), the layer writing it, and each reader's input scale and
+    bias rounding."""
+    rules = [Allow(n, "out_scale") for n in dict.fromkeys([p.layer, *structure.on_grid(p.tensor)])]
+    rules += [Allow(lp.name, "out_scale") for lp in structure.producer_of(p.tensor)]
+    for consumer in structure.consumers_of(p.tensor):
+        rules += [Allow(consumer.name, "in_scale"), Allow(consumer.name, "bias-rounding")]
+    return rules
 
 
 def with_tensors(precisions: tuple[Precision, ...], model: bytes, structure: Structure) -> tuple[Precision, ...]:

@@ -555,6 +555,7 @@ def test_weight_precision_on_hailo_writes_the_dfcs_modes_and_the_run_records_the
         "  - name: base\n"
         "  - name: w4\n    perturb: [{op: precision, layer: Conv_0, weights: 4}]\n"
         "  - name: share\n    compile: {weights_4bit_share: 0.5}\n"
+        "  - name: w16\n    perturb: [{op: precision, layer: Conv_0, weights: 16}]\n"
     )
     sweep = emulator_sweep(tmp_path, "", variants)
     fused_model(tmp_path / "net.onnx")
@@ -569,7 +570,10 @@ def test_weight_precision_on_hailo_writes_the_dfcs_modes_and_the_run_records_the
         "base": {"Conv_0": 8, "Conv_1": 8},
         "w4": {"Conv_0": 4, "Conv_1": 8},
         "share": {"Conv_0": 4, "Conv_1": 8},
+        "w16": {"Conv_0": 16, "Conv_1": 8},
     }
+    # a16_w16, the only public mode with 16-bit weights, widens the output too: inside the footprint
+    assert runs["w16"]["verdict"] == "clean", [c for c in runs["w16"]["changes"] if not c["allowed"]]
     for name in ("w4", "share"):
         info = runs[name]["info"]
         assert (

@@ -354,6 +354,9 @@ class LayerPrecision(schema.PrecisionOp, Op):
         rules: list[Allow] = []
         for p in mine or [p for p in self.precisions(structure) if p.tensor]:
             rules += _grid_rules(structure, p)
+            if self.bits == 16:  # on Hailo a16_w16: the layer writing the grid gets 16-bit weights too
+                writers = [p.layer, *(lp.name for lp in structure.producer_of(p.tensor))]
+                rules += [Allow(n, "kernel-bits") for n in dict.fromkeys(writers)]
             if self.bits == 32:  # the node leaves the quantized graph: a layer's kernel and grids with it
                 rules += [Allow(p.layer, w) for w in ("kernel", "bias", "in_scale", "out_scale")]
             if options.bias_correction:

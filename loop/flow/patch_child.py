@@ -191,6 +191,7 @@ def _serve(conn: Any) -> None:
         if kind == b"warm":
             continue
         key, entry, options = (conn.recv_bytes().decode() for _ in range(3))
+        bases.move_to_end(key)  # the parent's order of use, so both drop the same base (HELD)
         result = compile_with(compilers[ref], b"", {}, options_from_json(options), bases[key])
         # a success as the cache keeps it (the parent stores these very bytes); a failure as it is
         encoded = entry_bytes(entry, result) if result.ok and result.artifact is not None else encode(result)

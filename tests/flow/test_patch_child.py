@@ -90,3 +90,9 @@ def test_a_patch_child_is_one_process_and_goes_with_its_owner(base: Quantized):
     pid = made._child.pid  # type: ignore[union-attr]
     made.stop()
     assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_a_child_holding_two_bases_drops_the_one_its_parent_drops(base: Quantized, process):
+    """Both sides keep the two bases used last, in the same order: the parent never skips sending
+    a base the child has dropped (that child would fail a patch it was never sent the base of)."""
+    assert all(process.call(REAL, key, base, _edit(1.1), key)[0].ok for key in ("a", "b", "a", "c", "a", "b"))

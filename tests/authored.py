@@ -412,3 +412,46 @@ def weighed_model() -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
+
+
+FEATURES, TOKENS, CLASSES = 64, 8, 10
+
+
+def layer_norm_written_out(seed: int = 0, ln: str = "ln/", head: str = "head/") -> onnx.ModelProto:
+    """A LayerNorm written out as E[x^2] - E[x]^2, then a MatMul head: fed tokens near 4 with a small
+    spread (:func:`ln_frames`), its int8 default ruins it (the variance cancels). ``ln`` and ``head``
+    prefix its node names (a real export's share a long one)."""
+    rng = np.random.default_rng(seed)
+    consts = [
+        numpy_helper.from_array(np.array(1e-6, np.float32), "eps"),
+        numpy_helper.from_array(rng.normal(0, 0.3, (FEATURES, CLASSES)).astype(np.float32), "head.weight"),
+    ]
+    mean = {"axes": [-1], "keepdims": 1}
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["mean"], f"{ln}mean", **mean),
+        helper.make_node("Mul", ["x", "x"], ["sq"], f"{ln}square"),
+        helper.make_node("ReduceMean", ["sq"], ["mean_sq"], f"{ln}mean_sq", **mean),
+        helper.make_node("Mul", ["mean", "mean"], ["sq_mean"], f"{ln}sq_mean"),
+        helper.make_node("Sub", ["mean_sq", "sq_mean"], ["var"], f"{ln}var"),
+        helper.make_node("Add", ["var", "eps"], ["var_eps"], f"{ln}add_eps"),
+        helper.make_node("Sqrt", ["var_eps"], ["std"], f"{ln}sqrt"),
+        helper.make_node("Reciprocal", ["std"], ["inv"], f"{ln}rsqrt"),
+        helper.make_node("Sub", ["x", "mean"], ["centred"], f"{ln}centre"),
+        helper.make_node("Mul", ["centred", "inv"], ["normed"], f"{ln}scale"),
+        helper.make_node("MatMul", ["normed", "head.weight"], ["logits"], f"{head}MatMul"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "ln",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, TOKENS, FEATURES])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, TOKENS, CLASSES])],
+        consts,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def ln_frames(count: int, seed: int) -> np.ndarray:
+    """Token features near 4 with a spread of 0.3 per token: a variance 180 times below the mean square."""
+    rng = np.random.default_rng(seed)
+    spread = rng.uniform(0.1, 0.5, (count, TOKENS, 1))
+    return (4.0 + spread * rng.standard_normal((count, TOKENS, FEATURES))).astype(np.float32)

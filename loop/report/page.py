@@ -13,23 +13,24 @@ the runs folder. Every stored string is shown through :func:`~loop.core.text.for
 
 from __future__ import annotations
 
-import html
 import io
-import math
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from loop.core.errors import LoopError
-from loop.core.kinds import NOT_COMPARABLE, Flag, Status, Verdict
+from loop.core.kinds import Status, Verdict
 from loop.core.record import RunRecord
 from loop.core.registry import DEFAULT_LINK
 from loop.core.text import LIMIT, for_person
 from loop.report import perturbed_layer
+from loop.report.cells import esc, num, rows_table
+from loop.report.glance import glance_parts
+from loop.report.grid import audit_grid
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -51,109 +52,9 @@ table.audit td.inside{background:#4c9a6a;color:#fff}
 table.audit td.outside{background:repeating-linear-gradient(45deg,#d62728 0 5px,#7f0000 5px 7px);color:#fff}
 table.audit th.layer{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:normal;font-size:11px}
 table.audit th{font-weight:normal;font-size:12px}
+table.study td:nth-child(4),table.study td:nth-child(5){white-space:nowrap}
 """
 GRID_ROWS = 200  # candidates in one audit grid; a bigger generation takes several
-
-
-def _esc(value: object, limit: int = LIMIT) -> str:
-    """A stored value as page text: cut before :func:`for_person` scans it (a 100 MB error
-    was copied whole into the page), then HTML-escaped."""
-    return html.escape("-" if value is None else for_person(str(value)[: limit + 1], limit))
-
-
-def _num(value: float | None, spec: str) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
-
-
-def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], classes: Sequence[str] = ()) -> Iterator[str]:
-    yield "<table><tr>" + "".join(f"<th>{_esc(h)}</th>" for h in headers) + "</tr>"
-    for i, row in enumerate(rows):
-        cls = classes[i] if i < len(classes) else ""
-        yield f"<tr class='{cls}'>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>"
-    yield "</table>"
-
-
-def _glance_row(r: RunRecord, name: str) -> list[str]:
-    m, parts = r.measure, r.measure.ttfo_parts
-    ci = m.rate.ci95 if m.rate else None
-    split = " / ".join(_num(parts.get(k), ".2f") for k in ("open_ms", "transfer_ms", "first_ms"))
-    return [
-        _esc(name),
-        _esc(r.verdict if r.status == Status.OK else f"{r.status} at {r.stage}"),
-        f"{_num(m.ttfo_ms, '.2f')} <span class='note'>({split})</span>",
-        _num(m.median_fps, ".1f") + (f" <span class='note'>[{ci[0]:.1f}, {ci[1]:.1f}]</span>" if ci else "")
-        if m.median_fps is not None or Flag.SCORE_ONLY not in r.flags
-        else _esc(Flag.SCORE_ONLY),
-        _num(m.rate.frames if m.rate else None, ","),
-        f"{_num(m.bytes_in, ',')} / {_num(m.bytes_out, ',')}",
-        _num(r.scores.snr_db, ".1f"),
-        _esc(", ".join(r.flags) or "-"),
-    ]
-
-
-GLANCE = [
-    "variant",
-    "verdict",
-    "ttfo ms (open / transfer / first)",
-    "rate fps [95% CI]",
-    "frames",
-    "bytes in / out",
-    "SNR dB",
-    "flags",
-]
-
-
-def glance(runs: Sequence[RunRecord]) -> str:
-    return "".join(_glance(runs))
-
-
-def _glance(runs: Sequence[RunRecord]) -> Iterator[str]:
-    from loop.report.plots import labels
-
-    names = dict(zip(map(id, runs), labels(runs), strict=True))
-    used = [r for r in runs if r.status == Status.OK and r.verdict not in NOT_COMPARABLE]
-    apart = [r for r in runs if r.status != Status.OK or r.verdict in NOT_COMPARABLE]
-    yield from _table(GLANCE, (_glance_row(r, names[id(r)]) for r in used))
-    if not apart:
-        return
-    yield "<p class='apart'>Recorded, not used in comparisons (confounded, no reference, failed):</p>"
-    classes = ["confounded" if r.verdict == Verdict.CONFOUNDED else "apart" for r in apart]
-    yield from _table(GLANCE, (_glance_row(r, names[id(r)]) for r in apart), classes)
-    yield "<ul class='note'>"
-    for r in apart:
-        why = "; ".join(f"{c.layer} {c.what}: {c.detail}" for c in r.changes if not c.allowed)
-        yield f"<li>{_esc(r.variant)}: {_esc(why or r.why_apart or r.verdict)}</li>"
-    yield "</ul>"
-
-
-def audit_grid(runs: Sequence[RunRecord], title: str) -> Iterator[str]:
-    """One generation's audit as one HTML grid: a row per candidate, a column per layer, each
-    cell what changed there (:func:`~loop.report.plots.layer_cells`). A table, not a figure:
-    one figure per variant made a report of 500 variants 25 s and 4.4 MB, and even one figure
-    per generation spent most of a 2,000-run report laying out its labels."""
-    from loop.report.plots import layer_cells, layer_order
-
-    columns = layer_order(runs)
-    head = "".join(f"<th class='layer'>{_esc(c, 60)}</th>" for c in columns)
-    yield f"<div class='grid'><table class='audit'><caption>{_esc(title)}</caption><tr><th></th>{head}</tr>"
-    for y, run in enumerate(runs):
-        cells, why = layer_cells(run), _changes_by_layer(run)
-        row = "".join(
-            "<td></td>"
-            if (c := cells.get(layer)) is None
-            else f"<td class='{c.state}' data-cell='{y}-{x}-{c.state}' title='{why[layer]}'>{_esc(c.detail)}</td>"
-            for x, layer in enumerate(columns)
-        )
-        yield f"<tr><th>{_esc(run.variant, 60)}: {_esc(run.verdict)}</th>{row}</tr>"
-    yield "</table></div>"
-
-
-def _changes_by_layer(run: RunRecord) -> dict[str, str]:
-    """Each layer's changes in words, for its cell's tooltip: every detail cut, then the whole."""
-    found: dict[str, list[str]] = {}
-    for c in run.changes:
-        found.setdefault(c.layer, []).append(f"{c.what}: {for_person(c.detail[: LIMIT + 1])}")
-    return {layer: _esc("; ".join(parts), 4 * LIMIT) for layer, parts in found.items()}
 
 
 FRONT = ["generation", "candidate", "rate ratio [95% CI]", "SNR dB", "ratio from"]
@@ -164,10 +65,10 @@ def _front_table(best: Sequence[Result]) -> Iterator[str]:
     rows = []
     for r in sorted(best, key=lambda r: -(r.value("rate_ratio") or 0.0)):
         lo, hi = r.interval("rate_ratio")
-        ratio = f"{_num(r.rate_ratio, '.3f')} <span class='note'>[{lo:.3f}, {hi:.3f}]</span>"
-        rows.append([_esc(r.sweep), _esc(r.variant), ratio, _num(r.value("snr_db"), ".2f"), _esc(r.ratio_basis)])
+        ratio = f"{num(r.rate_ratio, '.3f')} <span class='note'>[{lo:.3f}, {hi:.3f}]</span>"
+        rows.append([esc(r.sweep), esc(r.variant), ratio, num(r.value("snr_db"), ".2f"), esc(r.ratio_basis)])
     yield "<p class='note'>On the front:</p>"
-    yield from _table(FRONT, rows)
+    yield from rows_table(FRONT, rows)
 
 
 class Page:
@@ -184,13 +85,13 @@ class Page:
         self.drawn = 0  # figures so far: each takes its own id salt
 
     def section(self, title: str, body: Callable[[], Iterable[str]], missing: str) -> None:
-        self.out.write(f"<h2>{_esc(title)}</h2>")
+        self.out.write(f"<h2>{esc(title)}</h2>")
         wrote = False
         for chunk in body():
             self.out.write(chunk)
             wrote = wrote or bool(chunk)
         if not wrote:
-            self.out.write(f"<p class='note'>{_esc(missing)}</p>")
+            self.out.write(f"<p class='note'>{esc(missing)}</p>")
 
     def plots(self, figures: Iterable[Figure]) -> Iterator[str]:
         """Each figure's SVG as soon as it is drawn; the figure is cleared right after, so one
@@ -218,9 +119,10 @@ class Page:
 
         yield (
             "<p class='note'>A row per candidate, a column per layer; a cell says what changed there "
-            f"({_esc(legend(), 4 * LIMIT)}) and the largest magnitude (x the rounding "
+            f"({esc(legend(), 4 * LIMIT)}) and the largest magnitude (x the rounding "
             "bound, or the scale ratio): green inside the footprint, hatched red outside, grey where "
-            "nothing changed. Each cell's changes in full are its tooltip.</p>"
+            "nothing changed. Each cell's changes in full are its tooltip. A grid wider than the page is wrapped: "
+            "its layers go on in the next block, under the same rows.</p>"
         )
         for sweep, audited in by_sweep.items():
             for at in range(0, len(audited), GRID_ROWS):
@@ -259,7 +161,7 @@ class Page:
             "runs' own figures; intervals as bars where known. Confounded and host-busy candidates are "
             "drawn as x and kept off the front.</p>"
         )
-        yield "".join(f"<p class='note'>{_esc(n)}</p>" for n in notes)
+        yield "".join(f"<p class='note'>{esc(n)}</p>" for n in notes)
         for name, found in studies.items():
             drawn = [r for r in found if r.value("rate_ratio") is not None and r.value("snr_db") is not None]
             best = pareto(drawn)
@@ -296,7 +198,7 @@ class Page:
             return
         model = load(self.runs_dir, self.link)
         yield (
-            f"<p class='note'>Ceiling: {_esc(model.name)} ({_esc(model.source)}). A point under the line is "
+            f"<p class='note'>Ceiling: {esc(model.name)} ({esc(model.source)}). A point under the line is "
             "compute-bound here; where the line passes below a point, that run would be link-bound on that link.</p>"
         )
         yield from self.plots(roofline(measured, model) for _ in (1,))
@@ -310,7 +212,12 @@ class Page:
     def generations(self) -> Iterator[str]:
         from loop.report.plots import generations
 
-        gens = [r for r in self.runs if r.generation is not None and r.verdict != Verdict.REFERENCE]
+        # finished runs only: a generation a killed process left is no step of the best so far
+        gens = [
+            r
+            for r in self.runs
+            if r.generation is not None and r.status == Status.OK and r.verdict != Verdict.REFERENCE
+        ]
         if not gens:
             return
         have = sorted({k for r in gens for k, v in r.scores.data.items() if isinstance(v, (int, float))})
@@ -319,8 +226,8 @@ class Page:
         missing = [k for k in self.scores if k not in have]
         if missing or not asked:
             yield (
-                f"<p class='note'>No generation has {_esc(', '.join(missing) or 'the scores asked')}; "
-                f"scores here: {_esc(', '.join(have) or 'none')} (loop report --score KEY).</p>"
+                f"<p class='note'>No generation has {esc(', '.join(missing) or 'the scores asked')}; "
+                f"scores here: {esc(', '.join(have) or 'none')} (loop report --score KEY).</p>"
             )
 
     def devices(self) -> Iterator[str]:
@@ -349,13 +256,16 @@ def write_page(
     import matplotlib
 
     from loop.report.plots import RC
+    from loop.report.searches import studies_of
 
     page = Page(runs, link, runs_dir, out, scores)
     layer = perturbed_layer(runs)
-    out.write(f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_esc(title)}</title>")
-    out.write(f"<style>{STYLE}</style></head><body><h1>{_esc(title)}</h1>")
+    studies = studies_of(runs, runs_dir)
+    out.write(f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>")
+    out.write(f"<style>{STYLE}</style></head><body><h1>{esc(title)}</h1>")
     with matplotlib.rc_context(RC):  # every text made while the page is drawn is plain text
-        page.section("The sweep at a glance", lambda: _glance(runs), "no runs")
+        glance_title = "The study at a glance" if studies else "The sweep at a glance"
+        page.section(glance_title, lambda: glance_parts(runs, studies), "no runs")
         page.section(
             f"The audit{f' (perturbed: {for_person(layer[: LIMIT + 1])})' if layer else ''}",
             page.audit,
@@ -446,18 +356,25 @@ def write_report(
     except ImportError:
         raise LoopError(INSTALL) from None
     from loop.measure.link import load
-    from loop.store.ledger import Ledger
+    from loop.store.ledger import Ledger, is_live
 
     target = output_path(out, runs_dir)
     load(runs_dir, link)  # an unknown link is refused before the page is begun, not halfway through it
     with Ledger.open_existing(runs_dir / "ledger.sqlite") as book:
-        runs = [_trimmed(r) for r in book.records() if sweep is None or r.in_sweep(sweep)]
+        dead = {e.run.id for e in book.running() if not is_live(e)}
+        runs = [_trimmed(_ended(r, dead)) for r in book.records() if sweep is None or r.in_sweep(sweep)]
     if not runs:
         raise LoopError(f"no runs{f' of sweep {for_person(sweep)!r}' if sweep else ''} in {runs_dir}")
     title = f"loop report: {sweep or ', '.join(sorted({r.sweep for r in runs}))}"
     with _replacing(target) as f:
         write_page(f, latest(runs), title, link, runs_dir, scores)
     return target
+
+
+def _ended(run: RunRecord, dead: Collection[int | None]) -> RunRecord:
+    """A run still ``running`` whose process is gone, shown ``interrupted`` as a resume would mark
+    it (the report only reads: the ledger keeps the row as it is until then)."""
+    return replace(run, status=Status.INTERRUPTED) if run.status == Status.RUNNING and run.id in dead else run
 
 
 def _trimmed(run: RunRecord) -> RunRecord:

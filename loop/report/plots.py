@@ -8,7 +8,10 @@ the same bytes for the same ledger.
 
 Every name shown is a stored string (a variant, a sweep, an ONNX node, a link) and passes
 :func:`~loop.core.text.for_person`; every text is drawn with math parsing off, so a ``$`` in
-a name is a dollar sign, never mathtext that fails to parse and ends the report.
+a name is a dollar sign, never mathtext that fails to parse and ends the report. Numbers are
+plain text too: a log axis's ticks read ``2k``, never matplotlib's mathtext, which math parsing
+off printed raw (``$\\mathdefault{2\\times10^{3}}$``); and tick labels that would print over one
+another are thinned before the SVG is written (:mod:`loop.report.ticks`).
 """
 
 from __future__ import annotations
@@ -50,7 +53,12 @@ AUDIT_COLUMNS = tuple(MARKS)
 NAME = 60  # characters of a name on a plot: an axis of 200-character names has no room left
 # rcParams the report draws under: "$" is text (a name with "$\\frac{a$" ended the report
 # with a ParseSyntaxException), and text stays text in the SVG
-RC: dict[Any, Any] = {"text.parse_math": False, "svg.fonttype": "none", "svg.id": None}
+RC: dict[Any, Any] = {
+    "text.parse_math": False,
+    "axes.formatter.use_mathtext": False,
+    "svg.fonttype": "none",
+    "svg.id": None,
+}
 
 
 def shown(text: object, limit: int = NAME) -> str:
@@ -81,13 +89,24 @@ def svg(fig: Figure, salt: str = "loop") -> str:
     import matplotlib
     from matplotlib.text import Text
 
+    from loop.report.ticks import plain_log_ticks, tooltips, unclutter
+
     for made in fig.findobj(Text):  # made before the rc below: titles, labels, legends, annotations
         made.set_parse_math(False)
     buf = io.StringIO()
     with matplotlib.rc_context({**RC, "svg.hashsalt": salt}):  # ticks made while drawing
+        plain_log_ticks(fig)
+        unclutter(fig)
         fig.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
-    return re.sub(r"<metadata>.*?</metadata>", "", text[text.index("<svg") :], flags=re.S)
+    return tooltips(re.sub(r"<metadata>.*?</metadata>", "", text[text.index("<svg") :], flags=re.S), salt)
+
+
+def legend_below(fig: Figure, size: float = 8) -> None:
+    """The figure's legend in a row under its axes: inside them, even at matplotlib's "best"
+    place, it covered bars (time to first output) and the front's points (searches)."""
+    handles, names = fig.axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside lower center", ncols=min(len(names), 3), fontsize=size)
 
 
 def link_ladder(rungs: Sequence[RunRecord], model: LinkModel | None) -> Figure:
@@ -97,9 +116,10 @@ def link_ladder(rungs: Sequence[RunRecord], model: LinkModel | None) -> Figure:
     fig = figure()
     ax = fig.add_subplot()
     xs = [(r.measure.bytes_in or 0) + (r.measure.bytes_out or 0) for r in rungs]
-    from matplotlib.ticker import LogFormatterSciNotation, LogLocator
+    from matplotlib.ticker import LogLocator
 
     from loop.measure.ladder import link_plateau
+    from loop.report.ticks import PlainLog
 
     rates = [link_rate(r) for r in rungs]
     ax.plot(xs, rates, "o", gid="rungs", label="measured")
@@ -113,7 +133,7 @@ def link_ladder(rungs: Sequence[RunRecord], model: LinkModel | None) -> Figure:
     # overlapped), labelled where the axis spans two decades or less, so a ladder inside them
     # still reads off more than one label
     ax.xaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
-    ax.xaxis.set_minor_formatter(LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(2, 2)))
+    ax.xaxis.set_minor_formatter(PlainLog(labelOnlyBase=False, minor_thresholds=(2, 2)))
     # from zero, with room above the plateau: autoscaling pads the rungs' own spread (594-616
     # MB/s), which left the top rungs half cut off by the frame
     ax.set_ylim(0, 1.15 * max([*rates, model.bandwidth_mb_s if model else 0.0]))
@@ -135,7 +155,7 @@ def depth_ladder(run: RunRecord, knee: int | None) -> Figure:
 
 def roofline(runs: Sequence[RunRecord], model: LinkModel) -> Figure:
     """Frames/s against bytes per inference, log-log, under the link's ceiling 1 / busy(bytes)."""
-    fig = figure()
+    fig = figure(6.4, 4.0)  # and the legend below
     ax = fig.add_subplot()
     pts = [(float((r.measure.bytes_in or 0) + (r.measure.bytes_out or 0)), r.measure.median_fps or 0.0) for r in runs]
     named = [(b, f, shown(r.variant)) for r, (b, f) in zip(runs, pts, strict=True) if b > 0 and f > 0]
@@ -150,7 +170,7 @@ def roofline(runs: Sequence[RunRecord], model: LinkModel) -> Figure:
         ax.annotate(shown(", ".join(names[:3]) + more, 2 * NAME), (b, f), fontsize=7, xytext=(3, 3),
                     textcoords="offset points", annotation_clip=False, in_layout=False)  # fmt: skip
     ax.set(xscale="log", yscale="log", xlabel="bytes per inference", ylabel="frames/s", title="Bus roofline")
-    ax.legend(loc="lower left", fontsize=8)
+    legend_below(fig)
     return fig
 
 
@@ -173,7 +193,7 @@ def ttfo_bars(runs: Sequence[RunRecord]) -> Figure:
     """Time to first output per variant, stacked: open, transfer (where known), first inference;
     past TTFO_BARS variants, each sweep's median of each part."""
     rows = _ttfo_rows(runs)
-    fig = figure(6.4, 0.5 + 0.3 * max(len(rows), 2))
+    fig = figure(6.4, 1.0 + 0.3 * max(len(rows), 2))  # the legend below takes half an inch
     ax = fig.add_subplot()
     left, ys = [0.0] * len(rows), list(range(len(rows)))
     for k, (part, color) in enumerate(TTFO_PARTS):
@@ -186,7 +206,7 @@ def ttfo_bars(runs: Sequence[RunRecord]) -> Figure:
     many = len(runs) > TTFO_BARS
     ax.set(xlabel="ms", title="Time to first output" + (" (each sweep's medians)" if many else ""))
     ax.invert_yaxis()
-    ax.legend(fontsize=8)
+    legend_below(fig)
     return fig
 
 
@@ -270,7 +290,7 @@ def pareto(results: Sequence[Result], front: Sequence[Result], title: str) -> Fi
     (confounded, host-busy) as x and never on the front, each with its intervals as error bars
     where known (the ratio's widened by the A/A floor); the front ringed and joined (named in the
     page's table beside it: names on the points covered one another)."""
-    fig = figure(6.4, 4.4)
+    fig = figure(6.4, 4.8)  # and the legend below
     ax = fig.add_subplot()
     _pareto_points(ax, [r for r in results if r.usable], "o", "usable", "usable")
     _pareto_points(ax, [r for r in results if not r.usable], "x", "apart", "apart: confounded, host busy")
@@ -281,7 +301,7 @@ def pareto(results: Sequence[Result], front: Sequence[Result], title: str) -> Fi
         ax.plot(xs, ys, "o-", mfc="none", ms=11, color=INSIDE, gid="front", label="front (ties within noise kept)")
     ax.axvline(1.0, color="#999999", linewidth=0.8, linestyle=":")
     ax.set(xlabel="rate ratio to the reference (>1: faster)", ylabel="SNR dB", title=shown(title, 2 * NAME))
-    ax.legend(fontsize=8)
+    legend_below(fig)
     return fig
 
 
@@ -317,7 +337,7 @@ def _spread(result: Result, key: str) -> bool:
 
 def generations(runs: Sequence[RunRecord], score: str) -> Figure:
     """Each candidate's score by generation, the best so far as a step line, confounded ones as x."""
-    fig = figure()
+    fig = figure(6.4, 4.0)  # and the legend below
     ax = fig.add_subplot()
     _scatter(ax, [r for r in runs if r.verdict != Verdict.CONFOUNDED], score, "o", "candidates")
     _scatter(ax, [r for r in runs if r.verdict == Verdict.CONFOUNDED], score, "x", "confounded")
@@ -337,7 +357,7 @@ def generations(runs: Sequence[RunRecord], score: str) -> Figure:
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(fontsize=8)
+    legend_below(fig)
     return fig
 
 

@@ -1,12 +1,14 @@
 """The report's view of searches: a study's candidates read back from the ledger as
 :class:`~loop.measure.results.Result` views (each with its rate ratio to its generation's reference, from
 the generation's race where one ran). Their front is :func:`loop.measure.results.pareto`, the rule
-``Study.pareto`` answers with."""
+``Study.pareto`` answers with. :func:`studies_of` reads each study as ``loop study`` does, from its
+own tables: every candidate each generation asked, answered by a run of its own or reused."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +18,7 @@ from loop.core.record import RunRecord
 
 if TYPE_CHECKING:
     from loop.measure.results import Result
+    from loop.store.ledger import Ledger
     from loop.store.studies import RatioRow
 
 STUDY = re.compile(r"^(?P<study>.+)-g(?P<generation>\d+)(?:-o[0-9a-f]+)?$")
@@ -69,4 +72,61 @@ def search_results(runs: Sequence[RunRecord], runs_dir: Path) -> tuple[dict[str,
     return studies, notes
 
 
-__all__ = ["raced", "search_results", "study_of"]
+@dataclass(frozen=True)
+class Candidate:
+    """A candidate as generation ``asked_in`` asked it, and the result that answers it: its rate
+    and ratio from the rounds of the generation it ran in (``result.generation``; an earlier one
+    where ``result.reused``), the figures ``loop study`` prints."""
+
+    asked_in: int
+    result: Result
+
+
+@dataclass(frozen=True)
+class StudyView:
+    """A study as its tables hold it: its candidates in generation order, each group's reference
+    (the base compiled with the group's options), and each generation's state."""
+
+    name: str
+    candidates: list[Candidate]
+    references: list[RunRecord]
+    states: dict[int, str]
+
+
+def studies_of(runs: Sequence[RunRecord], runs_dir: Path) -> list[StudyView]:
+    """The studies ``runs`` hold generations of, read from the ledger (read-only); a study of the
+    old file layout, never opened since, is not in it and shows as its runs."""
+    from loop.store.ledger import Ledger
+    from loop.store.studies import study_names
+
+    wanted = {study_of(r.sweep) for r in runs if r.generation is not None}
+    path = runs_dir / "ledger.sqlite"
+    if not wanted or not path.exists():
+        return []
+    known = {r.id: r for r in runs if r.id is not None}
+    with Ledger(path, readonly=True) as ledger:
+        return [_view(ledger, name, known) for name in study_names(ledger) if name in wanted]
+
+
+def _view(ledger: Ledger, name: str, known: Mapping[int, RunRecord]) -> StudyView:
+    """As ``Study.results`` builds its results (:func:`~loop.measure.results.result_of` over the
+    run and its reference, with the generation's race), each candidate of each done generation."""
+    from loop.measure.results import result_of, with_race
+    from loop.store.studies import StudyStore, ratios
+
+    store = StudyStore(ledger, name)
+    answered = store.answered()
+    raced = ratios(ledger, [a.run_id for a in answered])
+    record: Callable[[int], RunRecord] = lambda i: known.get(i) or ledger.record(i)  # noqa: E731
+    refs = {a.ref_run_id: record(a.ref_run_id) for a in answered if a.ref_run_id is not None}
+    found = [
+        Candidate(
+            a.generation,
+            with_race(result_of(i, record(a.run_id), refs.get(a.ref_run_id or -1), a.reused_from is not None), raced),
+        )
+        for i, a in enumerate(answered)
+    ]
+    return StudyView(name, found, list(refs.values()), store.states())
+
+
+__all__ = ["Candidate", "StudyView", "raced", "search_results", "studies_of", "study_of"]

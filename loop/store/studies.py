@@ -237,6 +237,11 @@ class StudyStore:
             )
 
 
+def study_names(ledger: Ledger) -> list[str]:
+    """Every study the ledger holds, in the order they were started (none in a ledger older than studies)."""
+    return [str(r["name"]) for r in ledger.query("SELECT name FROM studies ORDER BY created, name")]
+
+
 def ratios(ledger: Ledger, run_ids: Iterable[int] | None = None) -> dict[int, RatioRow]:
     """The raced runs' rows, by run id (of ``run_ids``, or every one)."""
     rows = ledger.query("SELECT * FROM ratios")

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import yaml
-from authored import FAST_MEASURE
+from authored import CLASSES, FAST_MEASURE, FEATURES, TOKENS, layer_norm_written_out
+from authored import ln_frames as frames
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 from sweeps import _sweep_runs
@@ -24,45 +25,6 @@ from loop.judge.falls import ROOT, dominators, float_inputs
 from loop.report import ruined_lines
 from loop.report.page import write_report
 from loop.store.ledger import Ledger
-
-FEATURES, TOKENS, CLASSES = 64, 8, 10
-
-
-def layer_norm_written_out(seed: int = 0) -> onnx.ModelProto:
-    rng = np.random.default_rng(seed)
-    consts = [
-        numpy_helper.from_array(np.array(1e-6, np.float32), "eps"),
-        numpy_helper.from_array(rng.normal(0, 0.3, (FEATURES, CLASSES)).astype(np.float32), "head.weight"),
-    ]
-    mean = {"axes": [-1], "keepdims": 1}
-    nodes = [
-        helper.make_node("ReduceMean", ["x"], ["mean"], "ln/mean", **mean),
-        helper.make_node("Mul", ["x", "x"], ["sq"], "ln/square"),
-        helper.make_node("ReduceMean", ["sq"], ["mean_sq"], "ln/mean_sq", **mean),
-        helper.make_node("Mul", ["mean", "mean"], ["sq_mean"], "ln/sq_mean"),
-        helper.make_node("Sub", ["mean_sq", "sq_mean"], ["var"], "ln/var"),
-        helper.make_node("Add", ["var", "eps"], ["var_eps"], "ln/add_eps"),
-        helper.make_node("Sqrt", ["var_eps"], ["std"], "ln/sqrt"),
-        helper.make_node("Reciprocal", ["std"], ["inv"], "ln/rsqrt"),
-        helper.make_node("Sub", ["x", "mean"], ["centred"], "ln/centre"),
-        helper.make_node("Mul", ["centred", "inv"], ["normed"], "ln/scale"),
-        helper.make_node("MatMul", ["normed", "head.weight"], ["logits"], "head/MatMul"),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "ln",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, TOKENS, FEATURES])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, TOKENS, CLASSES])],
-        consts,
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-
-
-def frames(count: int, seed: int) -> np.ndarray:
-    """Token features near 4 with a spread of 0.3 per token: a variance 180 times below the mean square."""
-    rng = np.random.default_rng(seed)
-    spread = rng.uniform(0.1, 0.5, (count, TOKENS, 1))
-    return (4.0 + spread * rng.standard_normal((count, TOKENS, FEATURES))).astype(np.float32)
 
 
 def sweep(folder: Path, variants: list[dict[str, object]]) -> Path:

@@ -147,7 +147,7 @@ def test_devices_side_by_side_bars_are_each_devices_snr():
 
 
 def test_the_audit_grid_shows_outside_cells_unmistakably():
-    from loop.report.page import audit_grid
+    from loop.report.grid import audit_grid
 
     r = confounded()
     cells = audit_cells(r)
@@ -245,7 +245,7 @@ def test_the_audit_heading_names_a_perturbed_layer_only_where_one_was(tmp_path: 
 
 
 def test_each_reason_a_run_is_apart_names_its_layer():
-    from loop.report.page import glance
+    from loop.report.glance import glance
 
     text = glance([run("base", 10.0, 100, verdict="reference"), confounded()])
     assert "scale: conv2 kernel: kernel aaaa -&gt; bbbb; conv2 bias: max |Δ| 0.3 at channel 1" in text
@@ -261,3 +261,54 @@ def test_only_the_latest_attempt_of_a_variant_is_shown():
     other_sweep = replace(run("w", 12.0, 100, id=3), sweep="s-g2")
     kept = latest([run("base", 9.0, 100, id=1), failed, other_sweep, again])
     assert [(r.sweep, r.variant, r.id) for r in kept] == [("s", "base", 1), ("s-g2", "w", 3), ("s", "w", 5)]
+
+
+def test_a_row_of_a_dead_process_reads_interrupted_and_no_list_says_nothing():
+    """Issue 45: a killed study's rows read ``running at None``, over a list of ``base: -``."""
+    from dataclasses import replace
+
+    from loop.report.glance import glance
+    from loop.report.page import _ended
+
+    rows = [replace(run(n, 10.0, 100, id=i), status="running", verdict=None) for i, n in enumerate(("base", "c0"))]
+    live, dead = rows[0], _ended(rows[1], {rows[1].id})
+    text = glance([live, dead])
+    assert "None" not in text and "<td>running</td>" in text and "<td>interrupted</td>" in text
+    assert "<ul" not in text  # neither row has more to say than its status
+    failed = replace(run("w", 10.0, 100, id=5), status="failed", stage="compile", verdict=None, error="boom")
+    text = glance([failed])
+    assert "<td>failed at compile</td>" in text and "<li>w: boom</li>" in text
+
+
+def test_an_audit_grid_wider_than_the_page_is_wrapped_into_blocks_of_every_layer():
+    from loop.core.vocab import LayerPrint
+    from loop.report.grid import audit_grid
+
+    names = [f"/model/features/features.{i}/conv/Conv" for i in range(60)]
+    changes = tuple(Change(n, "out_scale", "t: scale 0.1 -> 0.2 (2.00x), zero point 0 -> 0") for n in names)
+    wide = run("c0", 10.0, 100, layers=tuple(LayerPrint(n) for n in names), changes=changes, verdict="clean")
+    html_ = "".join(audit_grid([wide], "g0"))
+    blocks = re.findall(r"<caption>g0 \(layers (\d+)-(\d+) of 60\)</caption>", html_)
+    assert len(blocks) > 1 and blocks[0][0] == "1" and blocks[-1][1] == "60"
+    assert [int(a) for a, _ in blocks[1:]] == [int(b) + 1 for _, b in blocks[:-1]]  # each goes on from the last
+    assert sorted(re.findall(r"data-cell='0-(\d+)-", html_), key=int) == [str(i) for i in range(60)]
+
+
+def test_a_study_glance_gives_each_candidate_its_rate_and_ratio_with_intervals():
+    from report_records import raced
+
+    from loop.report.glance import glance
+    from loop.report.searches import Candidate, StudyView
+
+    first, second = (
+        raced(0, 30.0, (0.98, 1.0, 1.02), id=2, generation=0),
+        raced(1, 28.0, (1.0, 1.05, 1.1), verdict="confounded", id=3, generation=0),
+    )
+    from dataclasses import replace
+
+    again = replace(first, reused=True)
+    study = StudyView("s", [Candidate(0, first), Candidate(0, second), Candidate(1, again)], [], {0: "done", 1: "done"})
+    text = glance([first.run, second.run], [study])
+    assert text.count("1.000 <span class='note'>[0.980, 1.020]</span>") == 2
+    assert "1.050 <span class='note'>[1.000, 1.100]</span>" in text and "yes, run in g0" in text
+    assert "Recorded, not used" not in text  # the study's own runs are its rows, not the glance's

@@ -1,49 +1,101 @@
-"""The report as a person sees it: rendered by a real headless Chromium with the network cut off,
-screenshot taken, console read. Where Chromium is not installed this says so and skips
-(Debian: ``apt-get install chromium``)."""
+"""The report as a person sees it (issue 45): rendered by a real headless Chromium with the network
+cut off, its laid-out text read back, its sections photographed (:mod:`browser`). The reports of
+the example sweep, of a study of three candidates and of a base flagged quantization-ruined
+(:mod:`report_folders`) carry no raw mathtext, no tick labels over one another, no ``running at
+None``, and nothing cut at the page's right edge. Skipped where Chromium is missing, failed there
+under ``LOOP_REQUIRE_BROWSER=1`` (CI)."""
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
+import io
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("matplotlib", reason="loop report needs the report extra")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed here (apt-get install chromium)")
+
+from browser import chromium, console, faults, need_chromium, screenshot, section_shots, seen
+from report_folders import PICTURES
+
+SHOT_BYTES = 150_000
 
 
-def render_in_chromium(page: Path, shot: Path) -> list[str]:
-    """Screenshot ``page`` with every network request sent to a closed port; the console's lines."""
-    done = subprocess.run(
-        [CHROMIUM or "chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         "--proxy-server=127.0.0.1:9", "--enable-logging=stderr", "--v=0", "--window-size=1200,2400",
-         f"--screenshot={shot}", page.as_uri()],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
-    return [line for line in done.stderr.splitlines() if re.search(r":CONSOLE[:(]", line)]
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    need_chromium()  # before the sweeps
+    from report_folders import reports
+
+    return reports(tmp_path_factory.mktemp("rendered"))
 
 
 def test_the_console_check_can_fail(tmp_path: Path):
     bad = tmp_path / "bad.html"
     bad.write_text("<html><body><script>missing();</script></body></html>")
-    assert any("missing is not defined" in line for line in render_in_chromium(bad, tmp_path / "bad.png"))
+    done = chromium(bad, f"--screenshot={tmp_path / 'bad.png'}")
+    assert any("missing is not defined" in line for line in console(done))
 
 
-def test_the_report_renders_with_no_console_errors_and_no_network(tmp_path: Path):
-    from PIL import Image
-    from report_records import SEED, confounded
+def test_what_a_person_would_see_wrong_is_found(tmp_path: Path):
+    """The checks fail on the faults issue 45 saw: log ticks as raw mathtext in a smear (matplotlib's
+    own formatter under math parsing off), ``running at None`` over a list of ``name: -``, and a
+    grid wider than the window."""
+    from matplotlib.figure import Figure
 
-    from loop.report.page import render
+    fig = Figure(figsize=(3, 2))
+    ax = fig.add_subplot()
+    ax.plot([2e3, 3e3, 5e3, 9e3], [1, 2, 3, 4])
+    ax.set_xscale("log")
+    buf = io.StringIO()
+    import matplotlib
 
-    page = tmp_path / "report.html"
-    page.write_text(render([*SEED, confounded()], "rendered", "hailo10h-usb-1.5a", tmp_path))
-    shot = tmp_path / "report.png"
-    assert render_in_chromium(page, shot) == []
-    image = Image.open(shot).convert("L")
-    # drawn, not blank: the plots put thousands of dark pixels on the page
-    assert image.histogram()[:128] and sum(image.histogram()[:128]) > 5000
+    with matplotlib.rc_context({"text.parse_math": False, "svg.fonttype": "none"}):
+        fig.savefig(buf, format="svg")
+    wide = "<div class='grid' style='overflow-x:auto'><table><tr>" + "<td>XXXXXXXX</td>" * 300 + "</tr></table></div>"
+    page = tmp_path / "bad.html"
+    page.write_text(
+        f"<html><body>{buf.getvalue()[buf.getvalue().index('<svg') :]}<p>running at None</p>"
+        f"<ul><li>base: -</li></ul><ul></ul>{wide}</body></html>"
+    )
+    found = "\n".join(faults(seen(page)))
+    for fault in ("raw mathtext", "tick labels overlap", "'None'", "'running at'", "says nothing", "an empty list"):
+        assert fault in found, found
+    assert "an audit grid" in found
+
+
+@pytest.mark.parametrize("name", list(PICTURES))
+def test_each_report_reads_in_chromium(pages: dict[str, Path], name: str, tmp_path: Path):
+    view = seen(pages[name])
+    assert faults(view) == []
+    assert sum(len(f["ticks"]) for f in view.figures) > 5  # the checks had labels to check
+    done = screenshot(pages[name], tmp_path / "page.png", int(view.height) + 10)
+    assert console(done) == []
+    shots = section_shots(pages[name], tmp_path, name, PICTURES[name])  # as tools/report_screenshots.py does
+    assert sorted(shots) == sorted(PICTURES[name])
+    assert all(p.stat().st_size < SHOT_BYTES for p in shots.values()), {
+        p.name: p.stat().st_size for p in shots.values()
+    }
+
+
+def test_a_study_page_shows_each_candidates_rate_and_ratio_as_loop_study_does(pages: dict[str, Path]):
+    """Every candidate ``loop study --json`` lists has its rate and rate ratio, with their intervals,
+    on the study's page, in its row; dead rows read ``interrupted``."""
+    import json
+    import re
+
+    from click.testing import CliRunner
+
+    from loop.cli import main
+
+    runs = pages["study"].parent / "study" / "runs"
+    listed = json.loads(CliRunner().invoke(main, ["study", "range", "--runs", str(runs), "--json"]).output)
+    text = seen(pages["study"]).text
+    assert len(listed) == 4
+    for r in listed:
+        row = next(line for line in text.splitlines() if f"{r['sweep']}/{r['variant']} (run {r['run_id']})" in line)
+        lo, hi = r["rate_ci95"]
+        low, high = r["rate_ratio_ci95"]
+        assert f"{r['rate_fps']:.1f} [{lo:.1f}, {hi:.1f}]" in row, row
+        assert f"{r['rate_ratio']:.3f} [{low:.3f}, {high:.3f}]" in row, row
+    reused = [line for line in text.splitlines() if "yes, run in g0" in line]
+    assert len(reused) == 1 and reused[0].startswith("g1")
+    assert len(re.findall(r"^(base|c0)\tinterrupted", text, re.M)) == 2, text

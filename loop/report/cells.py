@@ -1,0 +1,38 @@
+"""The page's cells: stored values as HTML text, figures with their intervals, and tables of them
+(:mod:`loop.report.page` and its sections)."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Iterable, Iterator, Sequence
+
+from loop.core.text import LIMIT, for_person
+
+
+def esc(value: object, limit: int = LIMIT) -> str:
+    """A stored value as page text: cut before :func:`for_person` scans it (a 100 MB error
+    was copied whole into the page), then HTML-escaped."""
+    return html.escape("-" if value is None else for_person(str(value)[: limit + 1], limit))
+
+
+def num(value: float | None, spec: str) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def rows_table(
+    headers: Sequence[str], rows: Iterable[Sequence[str]], classes: Sequence[str] = (), kind: str = ""
+) -> Iterator[str]:
+    yield (
+        (f"<table class='{kind}'><tr>" if kind else "<table><tr>")
+        + "".join(f"<th>{esc(h)}</th>" for h in headers)
+        + "</tr>"
+    )
+    for i, row in enumerate(rows):
+        cls = classes[i] if i < len(classes) else ""
+        yield f"<tr class='{cls}'>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>"
+    yield "</table>"
+
+
+def interval(ci: tuple[float, float] | None, spec: str) -> str:
+    return "" if ci is None else f" <span class='note'>[{ci[0]:{spec}}, {ci[1]:{spec}}]</span>"

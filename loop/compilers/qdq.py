@@ -12,6 +12,7 @@ from onnx import numpy_helper
 from loop.core.hashing import array_sha
 from loop.core.vocab import LayerPrint
 from loop.judge.structure import FOLDED_ACTIVATIONS, QUANTIZED_OPS, constants
+from loop.judge.weights import bits_of
 
 
 @dataclass(frozen=True)
@@ -265,14 +266,6 @@ def _bits(g: QdqGraph, *names: str | None) -> int | None:
     if init is None:
         return None
     return bits_of(init.data_type)
-
-
-PACKED_BITS: dict[int, int] = {onnx.TensorProto.INT4: 4, onnx.TensorProto.UINT4: 4}  # stored two to a byte
-
-
-def bits_of(data_type: int) -> int:
-    """An ONNX element type's width in bits (INT4 and UINT4: 4, though NumPy holds them a byte each)."""
-    return PACKED_BITS.get(data_type) or int(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize * 8)
 
 
 def _int(v: float | None) -> int | None:

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import onnx
 
-from loop.compilers.qdq import bits_of
 from loop.core.vocab import WeightPrecision
 from loop.judge.structure import Structure, constants
+from loop.judge.weights import at_bits, bits_of
 
 SHARE_RULE = (
     "layers by their kernel's relative error at 4 bits (per output channel, symmetric) per weight, "
@@ -36,7 +36,7 @@ def weighed(model: onnx.ModelProto) -> dict[str, Any]:
         n, bits = int(np.prod(t.dims, dtype=np.int64)), bits_of(t.data_type)
         count += n
         by_bits[str(bits)] = by_bits.get(str(bits), 0) + n
-        total += (n * bits + 7) // 8
+        total += at_bits(n, bits)
     return {
         "weights": count,
         "weights_by_bits": dict(sorted(by_bits.items(), key=lambda kv: int(kv[0]))),

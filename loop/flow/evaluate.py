@@ -228,21 +228,16 @@ _FLOAT_CACHE_SIZE = 4
 _FLOAT_LOCK = threading.Lock()
 
 
-def float_outputs(
-    model: bytes | Callable[[], bytes], inputs: frames_mod.Frames, sha: str | None = None
-) -> FloatOutputs:
+def float_outputs(load: Callable[[], bytes], inputs: frames_mod.Frames, sha: str) -> FloatOutputs:
     """The unquantized model of the same variant, for SNR and cosine (its arrays read-only: one
-    answer serves every variant of that model on those frames). ``model`` may be given as a call
-    that reads it, with ``sha`` naming what it reads: a hit then neither reads nor hashes it."""
-    if sha is None:
-        data = model() if callable(model) else model
-        model, sha = data, bytes_sha(data)
+    answer serves every variant of that model on those frames). ``load`` reads the model, which
+    ``sha`` names: a hit neither reads nor hashes it."""
     key = (sha, _frames_sha(inputs))
     with _FLOAT_LOCK:
         if key in _FLOAT_CACHE:
             _FLOAT_CACHE.move_to_end(key)
             return _FLOAT_CACHE[key]
-    found = _float_outputs(model() if callable(model) else model, inputs)
+    found = _float_outputs(load(), inputs)
     with _FLOAT_LOCK:
         _FLOAT_CACHE[key] = found
         while len(_FLOAT_CACHE) > _FLOAT_CACHE_SIZE:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import onnx
 from onnx import AttributeProto, TensorProto
 
@@ -45,6 +46,15 @@ class Weights:
     def stored_bytes(self) -> int:
         """Bytes as the file stores them: each type at its own width, sub-byte types packed."""
         return sum(at_bits(n, WIDTH[t]) for t, n in self.by_type.items())
+
+
+def bits_of(data_type: int) -> int:
+    """An ONNX element type's width in bits, as stored (INT4 and UINT4: 4, though NumPy holds them a
+    byte each); a type the table does not name (INT64, BOOL...) at its NumPy width."""
+    known = TYPES.get(_name(data_type))
+    if known is not None:
+        return known[1]
+    return int(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize * 8)
 
 
 def at_bits(count: int, bits: int) -> int:

@@ -381,8 +381,8 @@ def dynamic_detector(opset: int = 17) -> onnx.ModelProto:
 
 def weighed_model() -> onnx.ModelProto:
     """Conv (float32 kernel and bias), a quantized per-channel factor (int8 read by a
-    DequantizeLinear, its float32 scale; its int8 zero point is no weight), a float16 Constant,
-    and an int64 shape (no weight): 216 + 8 + 8 + 1 + 6 = 239 weights."""
+    DequantizeLinear, its float32 scale and int8 zero point), a float16 Constant, and an int64
+    shape (no weight): 216 + 8 + 8 + 1 + 1 + 6 = 240 weights."""
     rng = np.random.default_rng(0)
     inits = [
         numpy_helper.from_array(rng.normal(size=(8, 3, 3, 3)).astype(np.float32), "w"),
@@ -455,3 +455,24 @@ def ln_frames(count: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     spread = rng.uniform(0.1, 0.5, (count, TOKENS, 1))
     return (4.0 + spread * rng.standard_normal((count, TOKENS, FEATURES))).astype(np.float32)
+
+
+def one_linear(name: str, weight: np.ndarray, bias: np.ndarray, as_add: bool) -> onnx.ModelProto:
+    """One linear layer over [1, K]: a Gemm with its bias, or MatMul then an Add of it."""
+    if as_add:
+        nodes = [
+            helper.make_node("MatMul", ["x", "w"], ["m"], name=name),
+            helper.make_node("Add", ["m", "b"], ["y"], name=f"{name}_bias"),
+        ]
+    else:
+        nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["y"], name=name)]
+    graph = helper.make_graph(
+        nodes,
+        "linear",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, weight.shape[0]])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, weight.shape[1]])],
+        [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model

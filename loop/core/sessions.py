@@ -45,6 +45,10 @@ def session(
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.graph_optimization_level = levels[optimize]
+    # Without VNNI, ONNX Runtime's u8 x s8 kernels sum byte pairs saturated at int16
+    # (vpmaddubsw), so a quantized model computes other values on such a CPU. Its own option
+    # rewrites s8 weights to u8 there (exact U8U8 kernels); on a VNNI CPU it changes nothing.
+    so.add_session_config_entry("session.x64quantprecision", "1")
     if not spin:
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if quiet:

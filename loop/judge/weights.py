@@ -2,14 +2,16 @@
 
 A weight is a value the graph stores that a layer computes with: every element of a floating-point
 initializer, sparse initializer (at its dense shape) or ``Constant`` node's tensor, in the graph and
-its subgraphs, and of every integer tensor a ``DequantizeLinear`` reads as its ``x`` (a quantized
-model's kernels). Integer tensors read otherwise (shapes, indices, zero points) are not weights, nor
-are a model's local functions' constants. Only dims are read, so a model whose tensors lie in
-external data is weighed without opening that data.
+its subgraphs, and of every integer tensor a quantized operator reads as a kernel, bias or zero point
+(``QUANTIZED``: the QDQ form's pair, ONNX Runtime's fused QLinear and integer operators, and
+``MatMulNBits``, whose packed bytes hold ``bits``-wide weights). Integer tensors read
+otherwise (shapes, indices) are not weights, nor are a model's local functions' constants. Only dims
+are read, so a model whose tensors lie in external data is weighed without opening that data.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -32,6 +34,12 @@ TYPES: dict[str, tuple[str, int, bool]] = {
     **{f"{u}INT{b}": (f"{u.lower()}int{b}", b, False) for u in ("", "U") for b in (32, 16, 8, 4, 2)},
 }
 WIDTH = {word: bits for word, bits, _ in TYPES.values()}
+# Operators that compute with stored integers (kernels, biases, zero points), by the ONNX and ONNX
+# Runtime contrib schemas: the QDQ pair, the fused QLinear* and Q* operators ONNX Runtime's graph
+# compile writes (QLinearConv, QGemm, QLinearAdd...), the integer ones, and the block-quantized ones.
+QUANTIZED = re.compile(
+    r"QuantizeLinear|DequantizeLinear|QLinear\w+|QGemm|QAttention|\w*Integer\w*|DynamicQuantize\w+|MatMulNBits|GatherBlockQuantized"
+)
 
 
 @dataclass(frozen=True)
@@ -65,13 +73,30 @@ def at_bits(count: int, bits: int) -> int:
 def weigh(model: onnx.ModelProto) -> Weights:
     """The weights of ``model`` by stored type, from dims alone (the rule is the module's)."""
     graphs = list(_graphs(model.graph))
-    dequantized = {n.input[0] for g in graphs for n in g.node if n.op_type == "DequantizeLinear" and n.input}
+    packed = _packed(graphs)
+    read = {x for g in graphs for n in g.node if QUANTIZED.fullmatch(n.op_type) for x in n.input}
     found: dict[str, int] = {}
     for name, data_type, count in (t for g in graphs for t in _tensors(g)):
-        word, _, floating = TYPES.get(_name(data_type), ("", 0, False))
-        if word and (floating or name in dequantized):
+        word, bits, floating = TYPES.get(_name(data_type), ("", 0, False))
+        if name in packed and word == "uint8":  # bytes holding narrower values: counted as those, at the same bytes
+            word, count = packed[name], count * bits // WIDTH[packed[name]]
+        if word and (floating or name in read):
             found[word] = found.get(word, 0) + count
     return Weights(dict(sorted(found.items())))
+
+
+def _packed(graphs: list[onnx.GraphProto]) -> dict[str, str]:
+    """``MatMulNBits``' packed kernels and zero points: unsigned values ``bits`` wide, packed into
+    uint8 (ONNX Runtime's contrib schema; ``bits`` 4 by default)."""
+    found = {}
+    for node in (n for g in graphs for n in g.node if n.op_type == "MatMulNBits"):
+        bits = next((a.i for a in node.attribute if a.name == "bits"), 4)
+        if f"uint{bits}" not in WIDTH:  # 3, 5, 6 or 7 bits: a width loop has no word for, counted as bytes
+            continue
+        for i in (1, 3):
+            if i < len(node.input) and node.input[i]:
+                found[node.input[i]] = f"uint{bits}"
+    return found
 
 
 def _name(data_type: int) -> str:

@@ -106,7 +106,12 @@ def main() -> None:
 @main.command()
 @click.argument("sweep_file", type=click.Path(path_type=Path))
 @RUNS
-@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Parallel compiles (default: the core count).")
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Parallel compiles (default: the cores, cut to what free memory holds).",
+)
 @click.option("--scorer", default=None, help="A user scorer, module:function.")
 @click.option("--cluster", default=None, help="Compile on a Dask cluster, tcp://HOST:PORT (needs loop[dask]).")
 @click.option(

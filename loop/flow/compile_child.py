@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pkgutil
+import signal
 import socket
 import sys
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from loop.compilers.base import Compiler, run_compile
+from loop.core import memory
 from loop.core.leftovers import scratch
 from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized
 from loop.flow import supervise
@@ -65,9 +67,10 @@ def run_isolated(
 ) -> CompileResult:
     """Compile in a child process, killed with its group after ``options.timeout_s``."""
     try:
+        killed_before = memory.oom_kills()
         with scratch("compile") as tmp, _start(Path(tmp), (ref, model, calibration, options, quantized)) as child:
             code = child.finish(options.timeout_s)
-            result = _outcome(Path(tmp), code, child.tail(), options.timeout_s)
+            result = _outcome(Path(tmp), code, child.tail(), options.timeout_s, killed_before)
     except Exception as exc:
         result = CompileResult(ok=False, stage="startup", error=f"{type(exc).__name__}: {exc}")
     result.info.setdefault("host", socket.gethostname())
@@ -120,11 +123,15 @@ def _read_frames(work: Path) -> Frames:
     return np.load(work / "calibration.npy", allow_pickle=False)
 
 
-def _outcome(work: Path, code: int | None, tail: str, timeout_s: float | None) -> CompileResult:
+def _outcome(
+    work: Path, code: int | None, tail: str, timeout_s: float | None, killed_before: int | None = None
+) -> CompileResult:
     stage = _stage(work)
     if code is None:
         return CompileResult(ok=False, stage=stage, error=f"timeout after {timeout_s:g} s", stderr_tail=tail)
     meta = work / "out.meta"
+    if code == -signal.SIGKILL and out_of_memory(killed_before):
+        return CompileResult(ok=False, stage=stage, error=OUT_OF_MEMORY, stderr_tail=tail)
     if code != 0 or not meta.exists():
         return CompileResult(
             ok=False,
@@ -136,6 +143,15 @@ def _outcome(work: Path, code: int | None, tail: str, timeout_s: float | None) -
         return decode(meta.read_bytes(), (work / "out.blob").read_bytes())[0]
     except (Damaged, OSError) as exc:
         return CompileResult(ok=False, stage=stage, error=f"compile result unreadable: {exc}", stderr_tail=tail)
+
+
+OUT_OF_MEMORY = "out of memory: the kernel's out-of-memory killer ended the compile (fewer --jobs, or a larger host)"
+
+
+def out_of_memory(killed_before: int | None) -> bool:
+    """Whether the out-of-memory killer has struck in this cgroup since it counted ``killed_before``."""
+    now = memory.oom_kills()
+    return killed_before is not None and now is not None and now > killed_before
 
 
 def _stage(work: Path) -> str:
@@ -167,6 +183,7 @@ def _compile_to(
         for stage in STAGES:  # so a timeout or crash can say where it happened
             setattr(compiler, stage, _marked(getattr(compiler, stage), stage, work / "stage"))
         result = compile_with(compiler, model, calibration, options, quantized)
+        result.info["peak_bytes"] = memory.peak_bytes()  # this compile process's own: the estimate's evidence
     except Exception as exc:
         result = CompileResult(ok=False, stage="startup", error=f"{type(exc).__name__}: {exc}")
     meta, blob = encode(result)

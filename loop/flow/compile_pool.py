@@ -17,23 +17,27 @@ import itertools
 import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, as_completed, wait
+from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Executor, Future, ThreadPoolExecutor, as_completed, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from loop.core import memory
 from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha
 from loop.core.registry import COMPILERS, compiler_class
 from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized
 from loop.flow import patch_child, supervise
-from loop.flow.compile_child import compile_with, resolve, run_isolated
+from loop.flow.compile_child import OUT_OF_MEMORY, compile_with, out_of_memory, resolve, run_isolated
 from loop.flow.follow import decision
 from loop.store.cache import Cache, calibration_sha, entry_bytes, key_of, quantized_key
 
 Item = tuple[bytes, Frames, CompileOptions]
 CONNECT_TIMEOUT_S = 20.0  # a scheduler that has not answered by then is taken as unreachable
 Progress = Callable[[int], None]
+
+
+Done = Future[tuple[str, CompileResult]]  # a compile's key and result, as a pool hands them back
 
 
 @dataclass(frozen=True)
@@ -221,20 +225,34 @@ def _compile(
     if not todo:
         return
     executor, workers = _executor(client, max(1, min(jobs, len(todo))))
-    queue, running = iter(todo.items()), set[Future[tuple[str, CompileResult]]]()
+    queue, running = iter(todo.items()), set[Done]()
+    submitted: dict[Done, str] = {}
+    killed_before = memory.oom_kills()
     try:
         while True:
             for key, job in itertools.islice(queue, 2 * workers - len(running)):
                 start = held.get(key)
                 quantized = start[1] if start is not None else None
-                running.add(executor.submit(_task, key, ref, *job.load(), job.options, quantized))
+                future = executor.submit(_task, key, ref, *job.load(), job.options, quantized)
+                submitted[future] = key
+                running.add(future)
             if not running:
                 return
             done, running = wait(running, return_when=FIRST_COMPLETED)
-            yield from ((*future.result(), None) for future in done)
+            yield from ((*_result(future, submitted[future], killed_before), None) for future in done)
     finally:  # a caller that stops early leaves nothing queued behind it
         for future in running:
             future.cancel()
+
+
+def _result(future: Done, key: str, killed_before: int | None = None) -> tuple[str, CompileResult]:
+    """The compile's result; a worker that died under it is that compile's failure (out of
+    memory, where the out-of-memory killer struck meanwhile), never the sweep's."""
+    try:
+        return future.result()
+    except BrokenExecutor as exc:
+        error = OUT_OF_MEMORY if out_of_memory(killed_before) else f"the compile worker died: {exc}"
+        return key, CompileResult(ok=False, stage="compile", error=error)
 
 
 def _patchers(jobs: int, count: int) -> int:

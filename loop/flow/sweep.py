@@ -35,6 +35,7 @@ from loop.core.leftovers import remove_stale_scratch, scratch
 from loop.core.record import RunRecord, Scores
 from loop.core.registry import make_device
 from loop.core.vocab import Artifact, CompileOptions, CompileResult, Frames, Rescale
+from loop.flow.budget import budget
 from loop.flow.compile_pool import Job, check_cluster, compile_hosts, iter_compiled
 from loop.flow.evaluate import Against, Reference, RunOutcome, bias_guard_of
 from loop.flow.follow import Decision, decision, following, leads
@@ -174,7 +175,8 @@ def _stored(runs: Path, result: CompileResult) -> CompileResult:
 
 def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions()) -> SweepResult:
     """Run every unfinished variant of ``spec``, recording each in ``runs/ledger.sqlite``."""
-    jobs = options.jobs or (os.cpu_count() or 1)
+    # compiles on a cluster take its workers' memory, not this host's
+    jobs = budget(spec.base, local=not options.cluster).jobs(options.jobs, os.cpu_count() or 1)
     variants = with_reference(spec)
     refs = references(spec, variants).values()
     threads = max(1, (os.cpu_count() or 1) // jobs)

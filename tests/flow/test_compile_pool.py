@@ -172,3 +172,61 @@ def test_one_window_serves_both_pools(tmp_path: Path, kind: str) -> None:
         settled = first + [pair for batch in batches for pair in batch]
     assert sorted(loaded) == list(range(5)) and sorted(i for i, _ in settled) == list(range(5))
     assert all(r.ok for _, r in settled)
+
+
+OOM_CHILD = """
+import json, sys
+sys.path[:0] = sys.argv[2:4]
+from test_compile_pool import _calibration, _model, _options, FAKES
+from pathlib import Path
+from loop.core.registry import COMPILERS
+from loop.flow.compile_pool import compile_all
+COMPILERS["misbehaving"] = FAKES
+tmp = Path(sys.argv[1])
+items = [(_model(tmp, 1), _calibration(), _options(misbehave="hog")), (_model(tmp, 2), _calibration(), _options())]
+print(json.dumps([[r.ok, r.stage, r.error] for r in compile_all("misbehaving", items, jobs=1, cache=None)]))
+"""
+
+
+def _memory_cgroup(tmp_path: Path, limit: int) -> Path:
+    """A memory cgroup of its own under this process's, holding at most ``limit`` bytes
+    (v1 or v2); a skip where this process may not make one (not root, a read-only cgroup fs)."""
+    from loop.core import memory
+
+    parent = memory._cgroup_folder()
+    if parent is None:
+        pytest.skip("no memory cgroup here")
+    group = parent / f"loop-test-{tmp_path.name}"
+    try:
+        group.mkdir()
+        limit_file = group / ("memory.max" if (group / "memory.max").exists() else "memory.limit_in_bytes")
+        limit_file.write_text(str(limit))
+    except OSError as exc:
+        pytest.skip(f"cannot make a memory cgroup here: {exc}")
+    return group
+
+
+def test_a_compile_killed_for_memory_says_out_of_memory(tmp_path: Path) -> None:
+    """The kernel's own out-of-memory killer, in a cgroup of 1.5 GB, on a compile that wants 4:
+    that compile fails saying so, at its stage, and the next compile runs."""
+    import json
+    import subprocess
+
+    group = _memory_cgroup(tmp_path, 1_500_000_000)
+    here = str(Path(__file__).parent)
+    enter = f'echo $$ > {group / "cgroup.procs"} && exec "$@"'
+    try:
+        done = subprocess.run(
+            ["sh", "-c", enter, "sh", sys.executable, "-c", OOM_CHILD, str(tmp_path), here, str(Path(here).parent)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        with contextlib.suppress(OSError):
+            group.rmdir()
+    assert done.returncode == 0, done.stderr[-2000:]
+    hog, fine = json.loads(done.stdout.strip().splitlines()[-1])
+    assert hog[:2] == [False, "optimize"] and hog[2].startswith("out of memory"), hog
+    assert fine[0] is True

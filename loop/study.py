@@ -44,7 +44,6 @@ from loop.author.sweepfile import parse
 from loop.author.yamlio import load_yaml
 from loop.core.arrays import numbers
 from loop.core.errors import LoopError
-from loop.core.hashing import bytes_sha
 from loop.core.kinds import Flag
 from loop.core.record import RunRecord
 from loop.core.registry import compiler_class
@@ -174,7 +173,7 @@ class Study:
             elif not Path(base).is_file():  # refused before the study is written down
                 raise LoopError(f"study '{name}': base {base} is not a file", field="base")
             else:
-                found = store.start(asked, bytes_sha(Path(base).read_bytes()))
+                found = store.start(asked, _content_key(Path(base)))
                 if found != asked:  # another process started it first, otherwise
                     raise LoopError(f"study '{name}' was just started by another process with {found}", field="name")
         self.base, self.backend, self.settings = asked["base"], asked["backend"], dict(asked["settings"])
@@ -520,3 +519,15 @@ def _absolute(data: Any, here: Path) -> Any:
 
 
 __all__ = ["Study", "content_key", "from_sweep_file", "sweep_settings", "with_race"]
+
+
+def _content_key(base: Path) -> str:
+    """A base's content: an ONNX model with the data files it names, streamed; a recipe or sweep file by its bytes."""
+    from loop.core.modelfile import file_sha, model_key
+
+    if base.suffix.lower() == ".onnx":
+        try:
+            return model_key(base)
+        except Exception:  # not a model this can read: the first generation says why, in its own line
+            pass
+    return file_sha(base)

@@ -183,6 +183,7 @@ class Study:
         # candidates), and end with the study (close, or when it is collected or the process exits).
         self._runner = LocalRunner()
         self._closed = weakref.finalize(self, self._runner.close)
+        self._references: dict[str, RunRecord] = {}  # each group's latest reference run, this process's
 
     def close(self) -> None:
         """End the device processes this study's generations ran on; a later ``evaluate`` starts
@@ -310,7 +311,7 @@ class Study:
     def _check(self, groups: Sequence[tuple[str, dict[str, Any], list[dict[str, Any]], list[str]]]) -> list[Prepared]:
         """Refuse a generation that would not parse, in one line, before a number is claimed."""
         return [
-            prepare(self.runs, f"{self.name}-check{suffix}", self.base, self.backend, variants, settings)
+            prepare(self.runs, f"{self.name}-check{suffix}", self.base, self.backend, _perturbing(variants), settings)
             for suffix, settings, variants, _ in groups
         ]
 
@@ -327,6 +328,8 @@ class Study:
         for (suffix, _, variants, members), prepared in zip(groups, checked, strict=True):
             sweep = f"{self.name}-g{generation}{suffix}"
             spec = write(prepared, sweep)  # the file for people; the spec _check parsed, renamed
+            # score-only, the reference's scores stand as an earlier generation recorded them
+            earlier = self._references.get(suffix) if not measure else None
             options = SweepOptions(
                 runner=self._runner,
                 jobs=self.jobs,
@@ -334,6 +337,7 @@ class Study:
                 scorer=self.scorer,
                 generation=generation,
                 score_only=not measure,
+                references={"": earlier} if earlier is not None else {},
             )
             ran = run_generation(spec, self.runs, options)
             if ran.error:  # the runs are recorded, unmeasured: their results say so
@@ -341,7 +345,10 @@ class Study:
             with self._store() as store:
                 store.put_ratios(ran.ratios)
             ref = ran.runs.get("base")
-            found.update((k, (ran.runs[v["name"]], ref, sweep)) for k, v in zip(members, variants, strict=True))
+            if ref is not None and ref.status == "ok":
+                self._references[suffix] = ref
+            for k, v in zip(members, variants, strict=True):  # an empty candidate is the base: its reference
+                found[k] = (ran.runs[v["name"] if v["perturb"] else "base"], ref, sweep)
         return found
 
     def _evaluated(self, store: StudyStore, keys: set[str] | None = None) -> list[Evaluated]:
@@ -519,6 +526,12 @@ def _absolute(data: Any, here: Path) -> Any:
 
 
 __all__ = ["Study", "content_key", "from_sweep_file", "sweep_settings", "with_race"]
+
+
+def _perturbing(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A generation's variants less the empty candidates, which its reference answers; the
+    reference alone where every candidate is empty."""
+    return [v for v in variants if v["perturb"]] or [{"name": "base"}]
 
 
 def _content_key(base: Path) -> str:

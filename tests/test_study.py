@@ -16,6 +16,7 @@ from report_records import raced
 
 from loop.api import Result
 from loop.core.errors import LoopError
+from loop.core.record import Scores
 from loop.flow.resume import ContentChanged
 from loop.study import Study
 
@@ -35,7 +36,7 @@ def test_generations_count_up_reuse_by_content_and_say_why(tmp_path, recipe):
     s = study(tmp_path, recipe)
     own = {"perturb": scale(1.05), "compile": {"bias_correction": False}}
     first = s.evaluate([scale(1.05), scale(1.05), own, []])
-    assert first[3].verdict == "no-effect"  # an empty candidate perturbs nothing
+    assert first[3].verdict == "reference"  # an empty candidate is the base: the reference run answers it
     assert [r.generation for r in first] == [0] * 4 and not any(r.reused for r in first)
     assert first[0].run_id == first[1].run_id  # identical candidates in one generation run once
     assert first[2].verdict == "clean" and first[2].sweep.startswith("s-g0-o")  # own options: a real verdict
@@ -152,6 +153,24 @@ def test_best_names_the_candidates_within_its_noise(tmp_path, recipe, monkeypatc
     assert pool[0].tied == []  # a view: best() never changes the result it picked
     by_snr = s.best("snr_db")  # a point without an interval: ties only at the same value
     assert by_snr == pool[1] and by_snr.tied == []
+
+
+def test_best_ties_scores_whose_frame_intervals_overlap(tmp_path, recipe, monkeypatch):
+    """Scores carry their interval over the scoring frames: two candidates whose SNR intervals
+    overlap are tied, however far apart their points; one clear of the best's is not."""
+    s = study(tmp_path, recipe)
+
+    def scored(index: int, snr: float, low: float, high: float) -> Result:
+        r = _r(snr, (1.0, 1.0, 1.0))
+        scores = Scores.from_json({"snr_db": snr, "snr_db_ci95": [low, high]})
+        return replace(r, index=index, run=replace(r.run, scores=scores))
+
+    pool = [scored(0, 28.6, 22.0, 31.0), scored(1, 23.5, 19.5, 26.0), scored(2, 12.0, 10.0, 14.0)]
+    monkeypatch.setattr(s, "results", lambda: pool)
+    found = s.best("snr_db")
+    assert found.index == 0 and [t.index for t in found.tied] == [1]  # 26.0 reaches into [22, 31]; 14 does not
+    assert pool[0].interval("snr_db") == (22.0, 31.0)
+    assert [r.index for r in s.pareto(("snr_db",))] == [0, 1]
 
 
 def test_the_optuna_example_runs_two_generations(tmp_path):
@@ -537,6 +556,22 @@ def test_array_valued_candidates_are_kept_by_hash_and_are_the_list_of_their_numb
     assert s.generations() == {0: "done", 1: "done"}
 
 
+def test_an_error_through_the_api_names_the_candidate_and_the_element(tmp_path, recipe):
+    """As the CLI names a file's line and field with the element's index, the API names the
+    candidate and the field, never a file loop wrote in a scratch folder."""
+    s = study(tmp_path, recipe)
+    factors = np.ones(16, np.float32)
+    factors[15] = -1.0
+    grid = [{"op": "scale_grid", "layer": "conv1", "of": "weights", "factors": factors}]
+    with pytest.raises(LoopError) as refused:
+        s.evaluate([scale(1.1), grid], measure=False)
+    assert str(refused.value) == "candidate c1: perturb[0].factors[15]: should be greater than 0, got -1.0"
+    with pytest.raises(LoopError) as refused:
+        s.evaluate([[{"op": "scale_weights", "layer": "conv9", "factor": 1.1}]], names=["wide"], measure=False)
+    assert str(refused.value).startswith("candidate wide: perturb[0].layer: unknown layer 'conv9'")
+    assert s.generations() == {}
+
+
 def test_per_channel_factors_are_recorded_by_reference_and_kept(tmp_path, recipe):
     """A scale_grid's factors are in its op (by reference) and in the compile options it became:
     there too by reference, not thousands of numbers in every record, and the array is kept."""
@@ -583,7 +618,10 @@ def test_the_qzo_example_steps_on_scale_only_candidates(tmp_path):
     found = json.loads(ran.stdout.strip().splitlines()[-1])
     assert found["candidates"] == 4 and found["clean"] == 4
     assert np.isfinite(found["heldout_snr_db_before"]) and np.isfinite(found["heldout_snr_db_after"])
-    assert "step 2: candidates" in ran.stdout
+    low, high = found["heldout_ci95_after"]
+    assert low <= found["heldout_snr_db_after"] <= high  # every SNR with its interval over its frames
+    assert found["resolved"] == (found["gain_ci95"][0] > 0 or found["gain_ci95"][1] < 0)
+    assert "step 2: candidates" in ran.stdout and " dB [" in ran.stdout
 
 
 def test_the_fit_budget_example_finds_the_best_snr_that_fits(tmp_path):
@@ -609,3 +647,22 @@ def test_the_fit_budget_example_finds_the_best_snr_that_fits(tmp_path):
     tried = Study("fit-variants", runs=runs).results()
     fitting = [r.value("snr_db") for r in tried if r.usable and (r.weight_bytes or 0) <= found["budget_bytes"]]
     assert best["snr_db"] == max(v for v in fitting if v is not None)
+
+
+def test_score_only_generations_write_one_reference_row(tmp_path, recipe):
+    """A search's steps are score-only generations over one base: the reference's scores stand as
+    the first generation recorded them, so the study holds one reference row, however many steps,
+    and each later candidate is audited against that row."""
+    from loop.store.ledger import Ledger
+
+    s = study(tmp_path, recipe)
+    for factor in (1.01, 1.02, 1.03):
+        (result,) = s.evaluate([scale(factor)], measure=False)
+        assert result.verdict == "clean" and result.ref is not None
+    with Ledger(tmp_path / "runs" / "ledger.sqlite") as book:
+        rows = book.records()
+    references = [r for r in rows if r.verdict == "reference"]
+    assert len(references) == 1 and len(rows) == 4
+    assert result.ref.id == references[0].id  # the last step judged against the first step's reference
+    measured = s.evaluate([scale(1.04)])  # a measured generation races its reference: measured afresh
+    assert measured[0].ref is not None and measured[0].ref.id != references[0].id

@@ -185,10 +185,16 @@ def _used_notes(
 
 
 def _judged(options: CompileOptions) -> CompileOptions:
-    """What of the options changes what a compile makes (not its timeout or threads)."""
-    return options.model_copy(
-        update={"threads": 0, "timeout_s": None, "overrides": (), "precisions": (), "rescales": (), "weight_bits": ()}
-    )
+    """What of the options changes what a compile makes (not its timeout or threads), less what a
+    variant perturbs: a ``weights_4bit_share`` is judged against the base at the sweep's widths,
+    as ``precision`` with ``weights: 4`` is."""
+    edits = {"overrides": (), "precisions": (), "rescales": (), "weight_bits": (), "weights_4bit_share": None}
+    return options.model_copy(update={"threads": 0, "timeout_s": None, **edits})
+
+
+def shares(spec: SweepSpec, v: VariantSpec) -> bool:
+    """Whether ``v`` asks for another ``weights_4bit_share`` than the sweep's: a perturbation, audited."""
+    return v.compile is not None and v.compile.weights_4bit_share != spec.compile.weights_4bit_share
 
 
 def group_of(spec: SweepSpec, v: VariantSpec) -> str:
@@ -200,9 +206,9 @@ def group_of(spec: SweepSpec, v: VariantSpec) -> str:
     return hashlib.sha256(repr(mine).encode()).hexdigest()[:8]
 
 
-def _plain(v: VariantSpec) -> bool:
-    """The base itself (no ops, no base or params of its own), under some compile options."""
-    return not v.ops and not v.own_base
+def _plain(spec: SweepSpec, v: VariantSpec) -> bool:
+    """The base itself (no ops, no base or params of its own, no share of its own), under some compile options."""
+    return not v.ops and not v.own_base and not shares(spec, v)
 
 
 def _reference_name(spec: SweepSpec, v: VariantSpec, taken: set[str]) -> str:
@@ -216,7 +222,7 @@ def with_reference(spec: SweepSpec) -> tuple[VariantSpec, ...]:
     """The sweep's variants, with an unperturbed reference first for each group of compile
     options whose perturbed variants the file gives none. A pure ladder (every variant its own
     base) needs none."""
-    have = {group_of(spec, v) for v in spec.variants if _plain(v)}
+    have = {group_of(spec, v) for v in spec.variants if _plain(spec, v)}
     taken, extra = {v.name for v in spec.variants}, list[VariantSpec]()
     for v in spec.variants:
         group = group_of(spec, v)
@@ -233,6 +239,6 @@ def references(spec: SweepSpec, variants: tuple[VariantSpec, ...]) -> dict[str, 
     """Each group's reference: its first unperturbed variant."""
     found: dict[str, VariantSpec] = {}
     for v in variants:
-        if _plain(v):
+        if _plain(spec, v):
             found.setdefault(group_of(spec, v), v)
     return found

@@ -366,22 +366,25 @@ class LayerPrecision(schema.PrecisionOp, Op):
         return list(dict.fromkeys(rules))
 
     def _weights_footprint(self, structure: Structure, options: CompileOptions) -> list[Allow]:
-        """A kernel at the width asked: each named layer's kernel on its new grid (``kernel-bits``:
-        the same float kernel rounded at that width; re-derived integers stay outside) and its
-        int32 bias, whose grid is the input's scale times the weight's; with bias correction,
-        every layer's bias from the first named on, corrected against an error the new kernel
-        changed."""
-        names = self.names(structure)
-        rules = [Allow(name, what) for name in names for what in ("kernel-bits", "bias")]
-        if self.weights == 16:  # on Hailo, a16_w16: the only public mode with 16-bit weights widens the output too
-            for name in names:
-                for tensor in _tail(structure, name):
-                    rules += _grid_rules(structure, Precision(name, 16, structure.grid(tensor)))
-        if options.bias_correction and names:
-            order = {n: i for i, n in enumerate(structure.node_names)}
-            first = min(order.get(n, 0) for n in names)
-            rules += [Allow(lp.name, "bias") for lp in structure.layers if order.get(lp.name, 0) >= first]
-        return list(dict.fromkeys(rules))
+        return weights_footprint(structure, options, self.names(structure), self.weights or 8)
+
+
+def weights_footprint(structure: Structure, options: CompileOptions, names: list[str], bits: int) -> list[Allow]:
+    """Kernels at another width: each named layer's kernel on its new grid (``kernel-bits``: the
+    same float kernel rounded at that width; re-derived integers stay outside) and its int32 bias,
+    whose grid is the input's scale times the weight's; with bias correction, every layer's bias
+    from the first named on, corrected against an error the new kernel changed. The footprint of
+    ``precision`` with ``weights:``, and of the layers a ``weights_4bit_share`` put at 4 bits."""
+    rules = [Allow(name, what) for name in names for what in ("kernel-bits", "bias")]
+    if bits == 16:  # on Hailo, a16_w16: the only public mode with 16-bit weights widens the output too
+        for name in names:
+            for tensor in _tail(structure, name):
+                rules += _grid_rules(structure, Precision(name, 16, structure.grid(tensor)))
+    if options.bias_correction and names:
+        order = {n: i for i, n in enumerate(structure.node_names)}
+        first = min(order.get(n, 0) for n in names)
+        rules += [Allow(lp.name, "bias") for lp in structure.layers if order.get(lp.name, 0) >= first]
+    return list(dict.fromkeys(rules))
 
 
 def _tail(structure: Structure, layer: str) -> list[str]:

@@ -469,6 +469,9 @@ def _walk(raw: Any, loc: tuple[Any, ...]) -> tuple[list[str], int | None]:
         elif isinstance(node, dict) and isinstance(part, str) and not _is_label(part):
             parts.append(f".{printable(part)}" if parts else printable(part))  # a missing key: the mapping's line
             break
+        elif isinstance(part, int) and is_ref(node):  # an element of a stored array: its reference's line
+            parts.append(f"[{part}]")
+            break
     return parts, line
 
 

@@ -33,7 +33,7 @@ import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from loop.core.capture import STDERR_TAIL, captured_stderr
 from loop.core.options import BackendOptions
@@ -106,6 +106,24 @@ class Compiler(ABC):
 def _error_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
+
+
+SHARE_SLACK = 0.01  # of the weights: a share given this close under the one asked is the one asked
+
+
+def share_said(found: Mapping[str, Any] | None) -> str | None:
+    """One line where ``weights_4bit_share`` gave another share than asked (``info.weights_4bit_share``,
+    as both backends record it: ``asked``, ``share``, ``layers``, and ``passed_over`` where known)."""
+    if not found or found.get("asked") is None:
+        return None
+    asked, given = float(found["asked"]), float(found.get("share") or 0.0)
+    if abs(asked - given) <= SHARE_SLACK:
+        return None
+    said = f"weights_4bit_share: asked {asked:g}, given {given:.3f} ({len(found.get('layers') or [])} layers at 4 bits)"
+    over = found.get("passed_over")
+    if over:
+        said += f"; {over['layer']} ({over['share']:.0%} of the weights) would pass the share, so it stays at 8 bits"
+    return said
 
 
 def run_compile(

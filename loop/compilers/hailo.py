@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from loop.author.cut import cut_model, cut_of
-from loop.compilers.base import Compiler
+from loop.compilers.base import Compiler, share_said
 from loop.compilers.hailo_options import REFUSED, HailoOptions, target_arch
 from loop.compilers.hailo_params import (
     HailoCompileError,
@@ -388,6 +388,9 @@ class HailoCompiler(Compiler):
             **equalization(own.equalization, equalized, mapped),
             **({"weights_4bit": at4} if at4 else {}),
         }
+        said = share_said(at4)
+        if said:
+            info["warnings"] = [said]
         return Quantized(self.name, data, info=info, stages=stages)
 
     def _parse(

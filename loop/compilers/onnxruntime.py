@@ -22,7 +22,7 @@ from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
 from loop.author.frames import Frames, count, feed
 from loop.compilers import bias_correction, biasing, boundary, calibration, qdq, qdq_rescale, qdq_weights
-from loop.compilers.base import Compiler
+from loop.compilers.base import Compiler, share_said
 from loop.core.leftovers import scratch
 from loop.core.sessions import session
 from loop.core.vocab import Artifact, CompileOptions, LayerPrint, Quantized, Rescale
@@ -79,7 +79,12 @@ class OnnxRuntimeCompiler(Compiler):
             options = options.model_copy(update={"weight_bits": (*options.weight_bits, *chosen)})
         quantized = _quantize(model, calibration, options)
         info["weights"] = qdq_weights.weighed(quantized)
+        apart = qdq_weights.held_apart(quantized, options.weight_bits)
+        if apart:
+            info["weights"]["held_apart"] = apart
         info["overrides"], warnings = biasing.used_ranges(quantized, options.overrides)
+        said = [share_said(info.get("weights_4bit_share")), qdq_weights.apart_line(apart, options.weight_bits)]
+        warnings += [line for line in said if line]
         info["removed_clamps"] = biasing.removed_clamps(float_model, quantized)
         info["wide_grids"] = qdq.wide_grids(quantized)
         if options.bias_correction:

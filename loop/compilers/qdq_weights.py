@@ -45,6 +45,50 @@ def weighed(model: onnx.ModelProto) -> dict[str, Any]:
     }
 
 
+def held_apart(model: onnx.ModelProto, asked: Sequence[WeightPrecision]) -> list[dict[str, Any]]:
+    """Where weights were asked at another width, the quantized constants that stayed at theirs: each
+    tensor a ``DequantizeLinear`` reads that is no asked layer's kernel (int32 biases aside: their
+    grid is the input's scale times the kernel's), with its reader and why it was not asked."""
+    if not asked:
+        return []
+    kernels = {w.tensor for w in asked}
+    readers = {x: n.op_type for n in model.graph.node for x in n.input}
+    sizes = {t.name: (int(np.prod(t.dims, dtype=np.int64)), bits_of(t.data_type)) for t in model.graph.initializer}
+    found = []
+    for node in model.graph.node:
+        x = node.input[0] if node.op_type == "DequantizeLinear" and node.input else ""
+        if x not in sizes or sizes[x][1] == 32 or _source(x) in kernels:
+            continue
+        reader = readers.get(node.output[0], "nothing")
+        found.append({"tensor": x, "reader": reader, "weights": sizes[x][0], "bits": sizes[x][1], "why": _why(reader)})
+    return found
+
+
+def apart_line(found: Sequence[dict[str, Any]], asked: Sequence[WeightPrecision]) -> str | None:
+    """One line naming the weights that stayed at another width than asked, by reader."""
+    if not found:
+        return None
+    widths = sorted({w.bits for w in asked})
+    by_reader: dict[str, int] = {}
+    for f in found:
+        by_reader[f["reader"]] = by_reader.get(f["reader"], 0) + f["weights"]
+    named = "; ".join(f"{n:,} read by {r} ({_why(r)})" for r, n in sorted(by_reader.items(), key=lambda kv: -kv[1]))
+    return f"weights asked at {'/'.join(map(str, widths))} bits; {sum(by_reader.values()):,} stay as quantized: {named}"
+
+
+def _source(tensor: str) -> str:
+    """The float initializer a quantized constant was made from (ONNX Runtime's ``NAME_quantized``)."""
+    return tensor.split("_quantized")[0]
+
+
+def _why(reader: str) -> str:
+    if reader == "BatchNormalization":
+        return "a BatchNormalization's scale the quantizer quantizes as a weight; no layer to set a width for"
+    if reader in ("Add", "Mul", "Sub", "Div"):
+        return "an elementwise constant; no layer to set a width for"
+    return f"read by {reader}, which loop sets no width for"
+
+
 def share_layers(
     model: onnx.ModelProto, structure: Structure, share: float, given: Sequence[WeightPrecision]
 ) -> tuple[tuple[WeightPrecision, ...], dict[str, Any]]:
@@ -61,12 +105,16 @@ def share_layers(
         key=lambda name: _error4(kernels[name][1]) / kernels[name][1].size,
     )
     chosen: list[WeightPrecision] = []
+    over: dict[str, Any] | None = None
     for name in ranked:  # never past the share: a layer that would overshoot it is passed over
-        if done + kernels[name][1].size <= share * total:
+        size = kernels[name][1].size
+        if done + size <= share * total:
             chosen.append(WeightPrecision(name, 4, kernels[name][0]))
-            done += kernels[name][1].size
+            done += size
+        elif over is None or size > over["weights"]:
+            over = {"layer": name, "weights": size, "share": size / total}
     info = {"asked": share, "share": done / total if total else 0.0, "layers": [w.layer for w in chosen]}
-    return tuple(chosen), {**info, "rule": SHARE_RULE}
+    return tuple(chosen), {**info, "rule": SHARE_RULE, **({"passed_over": over} if over else {})}
 
 
 def _error4(kernel: np.ndarray) -> float:
@@ -79,4 +127,4 @@ def _error4(kernel: np.ndarray) -> float:
     return float(np.sum((w - q) ** 2)) / energy if energy > 0 else 0.0
 
 
-__all__ = ["SHARE_RULE", "share_layers", "weighed"]
+__all__ = ["SHARE_RULE", "apart_line", "held_apart", "share_layers", "weighed"]

@@ -86,7 +86,9 @@ class Flag(Kind):
     POWER_LIMITED = "power-limited"  # the device said its power source limits it
     THERMAL_DRIFT = "thermal-drift"  # the rate fell over a long run by more than its noise
     CALIBRATION_WORSE = "calibration-worse"  # scored far below the sweep's own calibration method
-    QUANTIZATION_RUINED = "quantization-ruined"  # the base's SNR or top-1 agreement collapsed at the default
+    QUANTIZATION_RUINED = "quantization-ruined"  # its SNR or top-1 agreement against the float model collapsed
+    # scored far below its reference, beyond its own interval: a fast wrong answer, whatever its verdict
+    BELOW_REFERENCE = "below-reference"
     # run score-only (a study's ``measure=False``, ``loop sweep --score-only``): the devices answered
     # the controlled inputs alone, so it has no time to first output and no rate, by request
     SCORE_ONLY = "score-only"

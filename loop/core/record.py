@@ -287,6 +287,14 @@ class Scores:
     def to_json(self) -> dict[str, Any]:
         return dict(self.data)
 
+    def interval(self, key: str) -> tuple[float, float] | None:
+        """Score ``key``'s 95% interval over the scoring frames, where it has one (``KEY_ci95``)."""
+        found = self.data.get(f"{key}_ci95")
+        if not isinstance(found, (list, tuple)) or len(found) != 2:
+            return None
+        low, high = _num(found[0]), _num(found[1])
+        return None if low is None or high is None else (low, high)
+
 
 @dataclass(frozen=True)
 class Change:

@@ -6,6 +6,7 @@ Each caller says what it needs; nothing is left to a default that differs betwee
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -15,6 +16,7 @@ if TYPE_CHECKING:  # not at run time: a device process opens serialized bytes, a
 
 Optimization = Literal["none", "basic", "extended", "all"]
 CPU = ("CPUExecutionProvider",)
+PRECISE_INT8 = "session.x64quantprecision"  # kOrtSessionOptionsAvx2PrecisionMode
 
 
 def session(
@@ -45,10 +47,11 @@ def session(
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.graph_optimization_level = levels[optimize]
-    # Without VNNI, ONNX Runtime's u8 x s8 kernels sum byte pairs saturated at int16
-    # (vpmaddubsw), so a quantized model computes other values on such a CPU. Its own option
-    # rewrites s8 weights to u8 there (exact U8U8 kernels); on a VNNI CPU it changes nothing.
-    so.add_session_config_entry("session.x64quantprecision", "1")
+    if optimize in ("extended", "all") and save_to is None and saturating_int8():
+        # ONNX Runtime's own cure: s8 weights rewritten to u8 as the session loads, exact U8U8
+        # kernels. Never on a saved artifact (it would carry the rewrite to every CPU, slower on
+        # VNNI ones), never where the CPU sums exactly.
+        so.add_session_config_entry(PRECISE_INT8, "1")
     if not spin:
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if quiet:
@@ -58,3 +61,39 @@ def session(
     data = model.SerializeToString() if hasattr(model, "SerializeToString") else model  # a proto
     data = data if isinstance(data, bytes) else os.fspath(data)
     return ort.InferenceSession(data, so, providers=list(providers))
+
+
+@functools.cache
+def saturating_int8() -> bool:
+    """Whether ONNX Runtime's fused integer kernels on this CPU sum u8 x s8 byte pairs saturated at
+    int16 (``vpmaddubsw``, x86 without VNNI: ONNX Runtime's quantization docs, U8S8 and
+    reduce_range): 255 x 127 twice is 64,770, read as 32,767. So a quantized model computes other
+    values there. Asked of the kernels, once a process, with a fused QDQ MatMul of eight such pairs:
+    a CPU's flags may not say (an emulator presents other flags than it runs)."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    k = 8
+    consts = [
+        numpy_helper.from_array(np.full((k, 1), 127, np.int8), "w"),
+        numpy_helper.from_array(np.array(1.0, np.float32), "s"),
+        numpy_helper.from_array(np.array(0, np.uint8), "zx"),
+        numpy_helper.from_array(np.array(0, np.int8), "zw"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "zx"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "s", "zx"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["w", "s", "zw"], ["wd"]),
+        helper.make_node("MatMul", ["xd", "wd"], ["y"]),
+    ]
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("x", [1, k]), ("y", [1, 1]))]
+    graph = helper.make_graph(nodes, "u8s8", io[:1], io[1:], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    run = ort.InferenceSession(model.SerializeToString(), so, providers=list(CPU))
+    got = run.run(None, {"x": np.full((1, k), 255, np.float32)})[0]
+    return float(got.reshape(-1)[0]) != 255 * 127 * k

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from loop.author import frames as frames_mod
-from loop.author.author import Authored
+from loop.author.author import Authored, shares
 from loop.author.cut import cut_model, cut_of
+from loop.author.perturb import weights_footprint
 from loop.author.sweepfile import SweepSpec
 from loop.core.errors import LoopError
 from loop.core.hashing import array_sha, bytes_sha
@@ -95,24 +96,34 @@ def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult, ag
         return audit_mod.Audit(Verdict.NA)
     if authored.reference:
         return audit_mod.Audit(Verdict.REFERENCE)
-    if not authored.variant.ops:  # the base again: measured another way (a knob's A/B), or a candidate of nothing
-        return audit_mod.Audit(Verdict.REFERENCE if authored.variant.measure != spec.measure else Verdict.NO_EFFECT)
+    v = authored.variant
+    shared = shares(spec, v)
+    if not v.ops and not shared:  # the base again: measured another way (a knob's A/B), or a candidate of nothing
+        return audit_mod.Audit(Verdict.REFERENCE if v.measure != spec.measure else Verdict.NO_EFFECT)
     if against.reference is None:
         return audit_mod.Audit(Verdict.NO_REFERENCE)
-    v = authored.variant
     grids = audit_mod.grid_changes(
         against.reference.wide_grids,
         compiled.info.get("wide_grids") or {},
         [n for lp in (*against.reference.layers, *compiled.layers) for n in lp.answers_to],
     )
+    at4 = _shared_layers(compiled.info) if shared else []
+    footprint = [*authored.footprint, *weights_footprint(authored.structure, authored.options, at4, 4)]
     found = audit_mod.audit(
-        against.reference.layers, compiled.layers, authored.footprint, v.expect, _clamps(authored, compiled), grids
+        against.reference.layers, compiled.layers, footprint, v.expect, _clamps(authored, compiled), grids
     )
-    found = _unapplied_bits(found, authored.options.weight_bits, compiled.layers)
+    asked = [*authored.options.weight_bits, *(WeightPrecision(name, 4, "") for name in at4)]
+    found = _unapplied_bits(found, asked, compiled.layers)
     found = _guard_cause(found, against.reference.bias_guard, bias_guard_of(compiled.info))
     causes = compiled.info.get("kernel_causes") or {}
     moved = _float_moved(against.reference.layers, compiled.layers) if causes else set()
     return _named_causes(found, {k: c for k, c in causes.items() if k in moved})
+
+
+def _shared_layers(info: Mapping[str, Any]) -> list[str]:
+    """The layers a ``weights_4bit_share`` put at 4 bits, as either backend records them."""
+    found = info.get("weights_4bit_share") or info.get("weights_4bit") or {}
+    return [str(name) for name in found.get("layers") or []]
 
 
 def _unapplied_bits(
@@ -326,7 +337,8 @@ def _score(
     if others:
         scores["devices"] = {name: _disagreement(first, out) for name, out in others.items()}
     if scorer is not None:
-        scores.update(scorer(outputs=first.outputs, reference=reference, raw=first.raw))
+        given = scorer(outputs=first.outputs, reference=reference, raw=first.raw)
+        scores.update(score_mod.user_scores(given, len(first.outputs)))
     return scores
 
 
@@ -406,9 +418,12 @@ def evaluate_variant(
     flags += _vendor_flags(stick)
     info = {"no_reference": against.missing} if verdict.verdict == Verdict.NO_REFERENCE and against.missing else {}
     ruined = ruined_by_quantization(spec, authored, scores)
-    if ruined:
+    if ruined:  # where the signal is lost is analysed for a reference: the others share its layers
         flags.append(Flag.QUANTIZATION_RUINED)
-        info["quantization_ruined"] = {**ruined, **where_lost(spec, authored)}
+        lost = where_lost(spec, authored, analyse=prepared.task.measure) if authored.reference else {}
+        info["quantization_ruined"] = {**ruined, **lost}
+    if Flag.BELOW_REFERENCE in flags and against.reference is not None:
+        info["below_reference"] = {"snr_db": scores.get("snr_db"), "reference_snr_db": against.reference.snr_db}
     outcome = RunOutcome(
         name,
         Status.OK,
@@ -459,11 +474,10 @@ TOP1_COLLAPSED = 0.5  # a classifier agreeing with its float model on under half
 
 
 def ruined_by_quantization(spec: SweepSpec, authored: Authored, scores: dict[str, Any]) -> dict[str, Any] | None:
-    """Whether the sweep's reference, as the compile options quantize it, lost the model: its SNR
-    below ``measure.ruined_snr_db``, or a classifier's top-1 agreeing on under half the frames; with
-    the figures, so the flag says which."""
-    if not authored.reference or authored.variant.own_base:
-        return None
+    """Whether a run, as its compile options quantize it, lost the model against the float one: its
+    SNR below ``measure.ruined_snr_db``, or a classifier's top-1 agreeing on under half the frames;
+    with the figures, so the flag says which. Every run is judged so, not the reference alone: a
+    fast wrong answer must not look good."""
     snr, threshold = scores.get("snr_db"), authored.variant.measure.ruined_snr_db
     top1 = scores.get("top1_agreement") or {}
     collapsed = {k: v for k, v in top1.items() if v < TOP1_COLLAPSED}
@@ -472,28 +486,48 @@ def ruined_by_quantization(spec: SweepSpec, authored: Authored, scores: dict[str
     return {"snr_db": snr, "threshold_db": threshold, "top1_agreement": top1, "collapsed": sorted(collapsed)}
 
 
-def where_lost(spec: SweepSpec, authored: Authored) -> dict[str, Any]:
+_ANALYSED: OrderedDict[str, dict[str, Any]] = OrderedDict()  # where_lost by content, this process's
+_ANALYSED_SIZE = 16
+
+
+def where_lost(spec: SweepSpec, authored: Authored, analyse: bool = True) -> dict[str, Any]:
     """For a ruined base: the layers where its signal is lost and the sweep entries that would put
     them at 16 bits (:mod:`loop.judge.falls`), by its compiler's noise analysis; nothing when the
     backend has none, and why when the analysis failed (the flag stands either way). The entries
     are a first guess, unmeasured: measuring them, and widening where they fall short, is
     ``loop noise``'s (the command is recorded), which costs several compiles and a rate race that
-    a sweep's parent would pay while its devices measure (docs/noise.md)."""
+    a sweep's parent would pay while its devices measure (docs/noise.md).
+
+    The analysis is a second optimize and a run of three models per frame, so it is made once per
+    content (model, calibration and scoring frames, compile options, backend) in a process, and
+    every later generation or study on the same base reads it back. ``analyse=False`` (a
+    score-only run, which prints nothing of it) gives only the command that makes it: a search's
+    step never waits for an analysis it does not show."""
     if not compiler_class(spec.backend).analyses_noise():
         return {}
+    command = f"loop noise {shlex.quote(str(spec.path))} --variant {shlex.quote(authored.variant.name)}"
+    key = "|".join((spec.backend, authored.onnx_sha, authored.calib_sha, authored.inputs_sha, repr(authored.options)))
+    if key in _ANALYSED:
+        _ANALYSED.move_to_end(key)
+        return {**_ANALYSED[key], "measure_with": command}
+    if not analyse:
+        return {"measure_with": command, "analysed": "not in a score-only run: the command makes it"}
     from loop.flow.noise import of_authored  # a second optimize: paid only by a ruined base
 
     try:
         report, _ = of_authored(spec, authored)
     except Exception as exc:  # the run is recorded whatever the analysis does
         return {"worst_layers_error": f"{type(exc).__name__}: {exc}"}
-    return {
+    found = {
         "worst_layers": [f.to_json() for f in report.falls],
         "try": report.to_try(),
         "try_measured": False,
-        "measure_with": f"loop noise {shlex.quote(str(spec.path))} --variant {shlex.quote(authored.variant.name)}",
         "series": report.series(),
     }
+    _ANALYSED[key] = found
+    while len(_ANALYSED) > _ANALYSED_SIZE:
+        _ANALYSED.popitem(last=False)
+    return {**found, "measure_with": command}
 
 
 def _vendor_flags(stick: dict[str, Any] | None) -> list[Flag]:
@@ -540,15 +574,24 @@ class _Clock:
 CALIBRATION_WORSE_DB = 3.0  # below the reference's SNR by more than this: the method hurt
 
 
+BELOW_REFERENCE_DB = 6.0  # a quarter of the reference's signal-to-noise: never a rounding's worth
+
+
 def _calibration_flags(
     spec: SweepSpec, authored: Authored, scores: dict[str, Any], reference: Reference | None
 ) -> list[Flag]:
     """A calibration method other than the sweep's that scores far below it is flagged:
-    ONNX Runtime's ``distribution`` gave -15.5 dB on mobilenet_v3_small without a word."""
-    method, ref = authored.options.calibration_method, None if reference is None else reference.snr_db
-    if authored.reference or method == spec.compile.calibration_method or authored.variant.own_base:
-        return []
+    ONNX Runtime's ``distribution`` gave -15.5 dB on mobilenet_v3_small without a word. Any
+    variant whose SNR interval lies wholly ``BELOW_REFERENCE_DB`` under its reference's SNR is
+    flagged too: a ``scale_grid`` of 8 at -4.6 dB is ``clean`` (its footprint held), and wrong."""
+    ref = None if reference is None else reference.snr_db
     snr = scores.get("snr_db")
-    if ref is None or snr is None or not snr < ref - CALIBRATION_WORSE_DB:
+    if authored.reference or authored.variant.own_base or ref is None or not isinstance(snr, float):
         return []
-    return [Flag.CALIBRATION_WORSE]
+    found = []
+    if authored.options.calibration_method != spec.compile.calibration_method and snr < ref - CALIBRATION_WORSE_DB:
+        found.append(Flag.CALIBRATION_WORSE)
+    high = (scores.get("snr_db_ci95") or [snr, snr])[1]
+    if high < ref - BELOW_REFERENCE_DB:
+        found.append(Flag.BELOW_REFERENCE)
+    return found

@@ -43,6 +43,10 @@ def run_generation(spec: SweepSpec, runs: Path, options: SweepOptions) -> Genera
         swept = run_sweep(spec, runs, replace(options, runner=runner, measure=False))
         with Ledger(runs / "ledger.sqlite", readonly=True) as ledger:
             found = {r.variant: r for r in ledger.records(spec.name)}  # id order: the latest attempt wins
+            # a reference an earlier generation's run stands for (SweepOptions.references)
+            found.update(
+                (o.variant, ledger.record(o.run_id)) for o in swept.outcomes if o.variant not in found and o.run_id
+            )
         if options.score_only:
             return Generation(swept, found)
         ref = found.get("base")

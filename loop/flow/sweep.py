@@ -16,7 +16,7 @@ import hashlib
 import os
 import socket
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -72,6 +72,10 @@ class SweepOptions:
     # no protocol and no race: each run is scored and audited on the controlled inputs only, and
     # recorded so (Flag.SCORE_ONLY), its rate left to a later measured run of the same candidate
     score_only: bool = False
+    # Earlier finished reference runs, by group of compile options ("": the sweep's own), that stand
+    # for this sweep's references where they stand on the same content (base, calibration and
+    # scoring frames): a study's score-only generations share one reference row.
+    references: Mapping[str, RunRecord] = field(default_factory=dict)
 
     @property
     def measures(self) -> bool:
@@ -270,17 +274,19 @@ def _run(
     spec: SweepSpec, runs: Path, options: SweepOptions, jobs: int, authored: list[Authored], ledger: Ledger
 ) -> SweepResult:
     ordered = sorted(authored, key=lambda a: not a.reference)
+    standing = _standing(spec, authored, options.references)
     want = Claim(
         spec.name,
         identity(spec, authored, options.score_only),
         options.fresh,
-        tuple((a.variant.name, spec.variant_sha(a.variant)) for a in ordered),
+        tuple((a.variant.name, spec.variant_sha(a.variant)) for a in ordered if a.variant.name not in standing),
         spec.backend,
         options.generation,
     )
     if not options.fresh:
         _tell_moved(ledger, spec, authored, want.identity)
     _, state, ids = claim(ledger, want)
+    state.finished.update(standing)
     result = SweepResult(spec, skipped=sorted(state.live))
     todo = [a for a in ordered if a.variant.name in ids]
     for name in spec.devices:
@@ -414,6 +420,22 @@ def _inputs_of(spec: SweepSpec, runner: Runner, options: SweepOptions) -> Output
         return ran.devices[device].raw
 
     return outputs
+
+
+def _standing(spec: SweepSpec, authored: list[Authored], earlier: Mapping[str, RunRecord]) -> dict[str, RunRecord]:
+    """This sweep's references an earlier run stands for: finished, of this backend, on the same
+    base, calibration and scoring frames (by hash), by variant name."""
+    found = {}
+    for a in authored:
+        run = earlier.get(a.group) if a.reference else None
+        if (
+            run is not None
+            and run.status == Status.OK
+            and run.backend == spec.backend
+            and Content.of(run) == content(a)
+        ):
+            found[a.variant.name] = run
+    return found
 
 
 def _resumed_reference(

@@ -24,7 +24,7 @@ from loop.author import schema
 from loop.author.author import Authored, author, group_of, references, with_reference
 from loop.author.perturb import op_from
 from loop.author.sweepfile import SweepSpec, VariantSpec, parse
-from loop.core.kinds import Flag
+from loop.core.kinds import Flag, Verdict
 from loop.core.leftovers import scratch
 from loop.core.vocab import Artifact, CompileResult
 from loop.flow.compile_pool import compile_all
@@ -103,6 +103,8 @@ def measure_flagged(spec: SweepSpec, outcomes: Iterable[RunOutcome], runs: Path)
     leaves the first guess standing, and says why."""
     for outcome in outcomes:
         if Flag.QUANTIZATION_RUINED not in outcome.flags or outcome.run_id is None:
+            continue
+        if outcome.verdict != Verdict.REFERENCE:  # the flag's advice is a base's: a variant shares its layers
             continue
         try:
             chosen = variant_named(spec, outcome.variant)

@@ -2,14 +2,23 @@
 
 A user scorer receives ``outputs`` (dequantized float arrays, one list per input frame),
 ``reference`` (the float model's outputs on the same frames) and ``raw`` (the device's own
-bytes), and returns a mapping of names to numbers; they are merged into ``scores``.
+bytes), and returns a mapping of names to numbers; they are merged into ``scores``. A value given
+as one number per frame (a list as long as the frames) is kept per frame and scored as its mean,
+with an interval; a single number gets none (``interval_note`` says so).
+
+Every score carries its spread over the frames. The SNR is a ratio of sums over frames, so its
+interval is a bootstrap over frames (``BOOTSTRAP`` draws of the frames with replacement, seeded,
+so the same frames give the same interval everywhere): the 2.5th and 97.5th percentiles of the
+SNR of the drawn frames. Each frame's signal and noise energies are kept (``frame_energy``), so a
+difference between two runs on the same frames can be bootstrapped paired (``paired_snr``): the
+frames' own difficulty then cancels, and far fewer frames resolve it.
 """
 
 from __future__ import annotations
 
 import math
 import pkgutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +40,102 @@ def snr_db(reference: np.ndarray, actual: np.ndarray) -> float:
     if noise == 0.0:
         return float("inf")
     return 10.0 * np.log10(signal / noise) if signal > 0 else float("-inf")
+
+
+BOOTSTRAP = 2000
+INTERVAL = (2.5, 97.5)
+
+
+def energies(reference: Sequence[Sequence[np.ndarray]], actual: Sequence[Sequence[np.ndarray]]) -> np.ndarray:
+    """Per frame, the float outputs' energy and the error's: shape (frames, 2)."""
+    rows = []
+    for ref, got in zip(reference, actual, strict=True):
+        r, g = flat([ref]), flat([got])
+        rows.append((float(np.sum(r * r)), float(np.sum((r - g) ** 2))))
+    return np.array(rows, dtype=np.float64).reshape(-1, 2)
+
+
+def _db(signal: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """SNR in dB of each (signal, noise) pair: inf without noise, -inf without signal."""
+    safe = np.where(noise > 0, noise, 1.0)
+    with np.errstate(divide="ignore"):
+        ratio = 10 * np.log10(signal / safe)
+    return np.where(noise > 0, ratio, np.inf)
+
+
+def _draws(frames: int) -> np.ndarray:
+    """The bootstrap's frame draws, seeded by the frame count alone: the same everywhere."""
+    return np.random.default_rng(frames).integers(0, frames, (BOOTSTRAP, frames))
+
+
+def _ci(draws: np.ndarray) -> tuple[float, float]:
+    """The middle 95% of ``draws``: drawn values only (no interpolation, which an inf would spoil)."""
+    low, high = np.percentile(draws, INTERVAL, method="inverted_cdf")
+    return float(low), float(high)
+
+
+def _drawn_db(energy: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    picked = energy[draws]
+    return _db(picked[..., 0].sum(axis=1), picked[..., 1].sum(axis=1))
+
+
+def snr_interval(energy: np.ndarray) -> tuple[float, float] | None:
+    """The SNR's 95% bootstrap interval over frames (None: fewer than two frames)."""
+    if len(energy) < 2:
+        return None
+    return _ci(_drawn_db(energy, _draws(len(energy))))
+
+
+def paired_snr(mine: np.ndarray, theirs: np.ndarray) -> tuple[float, tuple[float, float]] | None:
+    """The SNR of ``mine`` less that of ``theirs`` over the same frames, with its 95% interval,
+    both drawn from the same frames each time (None: not the same frame count, or fewer than two)."""
+    if len(mine) != len(theirs) or len(mine) < 2:
+        return None
+    whole = float(_db(mine[:, 0].sum(), mine[:, 1].sum()) - _db(theirs[:, 0].sum(), theirs[:, 1].sum()))
+    draws = _draws(len(mine))
+    diffs = _drawn_db(mine, draws) - _drawn_db(theirs, draws)
+    finite = diffs[np.isfinite(diffs)]
+    return whole, _ci(finite) if finite.size else (whole, whole)
+
+
+def mean_interval(values: np.ndarray) -> tuple[float, float] | None:
+    """A per-frame score's mean, its 95% bootstrap interval over frames (None: under two frames)."""
+    if len(values) < 2:
+        return None
+    return _ci(values[_draws(len(values))].mean(axis=1))
+
+
+def user_scores(given: Mapping[str, Any], frames: int) -> dict[str, Any]:
+    """A user scorer's values as recorded: one number per frame becomes its mean, kept per frame
+    (``KEY_frames``) with an interval (``KEY_ci95``); a single number is kept as given, and
+    ``interval_note`` names the keys that have no interval, and why."""
+    out: dict[str, Any] = {}
+    bare = []
+    for key, value in given.items():
+        if isinstance(value, (list, tuple, np.ndarray)) and len(value) == frames and frames > 0:
+            values = np.asarray(value, dtype=np.float64)
+            out[key], out[f"{key}_frames"] = float(values.mean()), values.tolist()
+            interval = mean_interval(values)
+            if interval is not None:
+                out[f"{key}_ci95"] = list(interval)
+        else:
+            out[key] = value
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                bare.append(key)
+    if bare:
+        out["interval_note"] = f"no interval for {', '.join(bare)}: the scorer gave one number, not one per frame"
+    return out
+
+
+def frames_to_resolve(difference: float, interval: tuple[float, float], frames: int) -> int | None:
+    """About how many frames would put ``difference`` outside an interval measured as
+    ``interval`` on ``frames`` (its half width shrinks as one over the root of the frames);
+    None where it already lies outside, or there is no difference to resolve."""
+    low, high = interval
+    if low > 0 or high < 0 or difference == 0 or not math.isfinite(high - low):
+        return None
+    half = (high - low) / 2
+    return math.ceil(frames * (half / abs(difference)) ** 2)
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -64,6 +169,11 @@ def builtin(
         "snr_db": snr_db(ref, mine),
         "cosine": cosine(ref, mine),
     }
+    energy = energies(reference, outputs)
+    scores["frame_energy"] = {"signal": energy[:, 0].tolist(), "noise": energy[:, 1].tolist()}
+    interval = snr_interval(energy)
+    if interval is not None:
+        scores["snr_db_ci95"] = list(interval)
     said = snr_warnings(reference, scores["snr_db"], names)
     if said:
         scores["warnings"] = said

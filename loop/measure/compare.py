@@ -20,10 +20,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from loop.author.schema import MeasureSpec
 from loop.core.kinds import NOT_COMPARABLE, Flag
 from loop.core.record import Rate, RunRecord
 from loop.core.text import for_person
+from loop.judge import score
 from loop.measure.interleave import Interleaved, interleave
 from loop.measure.stats import ratio_ci95
 
@@ -162,14 +165,40 @@ def compare_runs(
 ) -> dict[str, Any]:
     """What ``loop compare A B`` does: re-measure where it can, else decide from the ledger."""
     gone = [r for r in (a, b) if not _measurable(r)]
+    scored = {"snr": snr} if (snr := score_difference(a, b)) is not None else {}
     if from_ledger or gone:
         out = compare(a, b)
         if gone and not from_ledger:
             out["fallback"] = "; ".join(
                 f"run {r.id}: artifact {for_person(r.artifact or '(none)')} is gone" for r in gone
             )
-        return out
-    return remeasure(a, b, spec, rounds)
+        return {**out, **scored}
+    return {**remeasure(a, b, spec, rounds), **scored}
+
+
+def score_difference(a: RunRecord, b: RunRecord) -> dict[str, Any] | None:
+    """B's SNR less A's, bootstrapped paired over the frames both were scored on (the same
+    inputs), with how many frames would resolve it where it lies inside the noise; None where
+    either has no per-frame energies or they were scored on other frames."""
+    ea, eb = _energy(a), _energy(b)
+    if ea is None or eb is None or a.info.get("inputs_sha") != b.info.get("inputs_sha"):
+        return None
+    found = score.paired_snr(eb, ea)
+    if found is None:
+        return None
+    diff, (low, high) = found
+    verdict = "higher" if low > 0 else "lower" if high < 0 else NOISE
+    out: dict[str, Any] = {"a": a.scores.snr_db, "b": b.scores.snr_db, "diff_db": diff, "ci95": [low, high]}
+    out.update(frames=len(ea), verdict=verdict)
+    need = score.frames_to_resolve(diff, (low, high), len(ea)) if verdict == NOISE else None
+    return {**out, "frames_to_resolve": need}
+
+
+def _energy(run: RunRecord) -> np.ndarray | None:
+    found = run.scores.data.get("frame_energy")
+    if not isinstance(found, dict) or not found.get("signal"):
+        return None
+    return np.column_stack([np.asarray(found["signal"], float), np.asarray(found["noise"], float)])
 
 
 def a_a(run: RunRecord, pairs: int = 10, spec: MeasureSpec | None = None, rounds: int = ROUNDS) -> dict[str, Any]:
@@ -264,7 +293,20 @@ def describe(result: dict[str, Any]) -> str:
         head += f"; from ledger figures: {result.get('reason')}"
         head += f" ({result['fallback']})" if result.get("fallback") else ""
     across = [f"across devices: {result['across_devices']}"] if result.get("across_devices") else []
-    return "\n".join([line(result["a"]), line(result["b"]), head, *across])
+    return "\n".join([line(result["a"]), line(result["b"]), head, *across, *_snr_lines(result.get("snr"))])
+
+
+def _snr_lines(snr: dict[str, Any] | None) -> list[str]:
+    if snr is None:
+        return []
+    low, high = snr["ci95"]
+    said = (
+        f"SNR: B - A {snr['diff_db']:+.2f} dB (95% CI {low:+.2f}..{high:+.2f}, paired over the same "
+        f"{snr['frames']} frames): {snr['verdict']}"
+    )
+    if snr.get("frames_to_resolve"):
+        said += f"; about {snr['frames_to_resolve']} frames would resolve a difference this size"
+    return [said]
 
 
 def describe_a_a(result: dict[str, Any]) -> str:

@@ -240,8 +240,10 @@ class Result:
 
     def interval(self, key: str) -> tuple[float, float]:
         """The value's 95% interval where it has one (a raced ratio's already holds its A/A
-        floor), else the value itself at both ends."""
+        floor; a score's is over its scoring frames), else the value itself at both ends."""
         ci = self.rate_ci95 if key == "rate_fps" else self.rate_ratio_ci95 if key == "rate_ratio" else None
+        if ci is None and key in self.scores:
+            ci = self.run.scores.interval(key)
         if ci is not None:
             return ci
         value = self.value(key)

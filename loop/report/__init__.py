@@ -121,7 +121,7 @@ def summary_row(run: RunRecord, layer: str | None) -> list[str]:
         f"{_fmt(m.bytes_in, ',')}/{_fmt(m.bytes_out, ',')}",
         _fmt(s.output_mean, ".4f"),
         differ,
-        _fmt(s.snr_db, ".1f"),
+        _snr(s.snr_db, s.interval("snr_db")),
     ]
 
 
@@ -144,7 +144,7 @@ def sweep_summary(runs: Sequence[RunRecord]) -> str:
         "bytes in/out",
         "out mean",
         "bytes differ",
-        "SNR dB",
+        "SNR dB (95% CI)",
     ]
     used = [r for r in runs if r.status == Status.OK and r.verdict not in NOT_COMPARABLE]
     apart = [r for r in runs if r.status != Status.OK or r.verdict in NOT_COMPARABLE]
@@ -158,6 +158,7 @@ def sweep_summary(runs: Sequence[RunRecord]) -> str:
     notes = [f"  {for_person(r.variant)}: {_one_line(w)}" for r in runs for w in (*r.warnings, *_score_warnings(r))]
     notes += [f"  {for_person(r.variant)}: {f}: {NOTED_FLAGS[f]}" for r in runs for f in r.flags if f in NOTED_FLAGS]
     notes += [host_busy_line(r) for r in runs if Flag.HOST_BUSY in r.flags]
+    notes += [below_line(r) for r in runs if Flag.BELOW_REFERENCE in r.flags]
     notes += [line for r in runs if Flag.QUANTIZATION_RUINED in r.flags for line in ruined_lines(r)]
     if notes:
         text += "\n\nWarnings:\n" + "\n".join(notes)
@@ -228,6 +229,17 @@ def _measured_lines(widening: dict[str, Any]) -> list[str]:
         f"{_fmt(chosen.get('snr_db'), '.1f')} dB, {how} the target {_fmt(target, 'g')} dB, "
         f"{for_person(str(chosen.get('verdict')))}; to keep those layers at 16 bits, add a variant:"
     ]
+
+
+def below_line(run: RunRecord) -> str:
+    """One line per run scored far below its reference: its verdict speaks of its footprint, this of its answer."""
+    found = run.info.get("below_reference")
+    found = found if isinstance(found, dict) else {}
+    return (
+        f"  {for_person(run.variant)}: flagged below-reference: SNR {_fmt(found.get('snr_db'), '.1f')} dB "
+        f"against its reference's {_fmt(found.get('reference_snr_db'), '.1f')} dB, beyond its interval "
+        f"over the frames: a {_fmt(run.verdict)} run whose answer is far worse"
+    )
 
 
 def host_busy_line(run: RunRecord) -> str:
@@ -324,7 +336,7 @@ def _cell(value: Any) -> str:
 
 def study_table(results: Sequence[Any]) -> str:
     """A study's results (:class:`loop.measure.results.Result`), a line each."""
-    headers = ["run", "sweep", "candidate", "verdict", "SNR dB", "rate fps", "rate ratio (95% CI)", "stopped"]
+    headers = ["run", "sweep", "candidate", "verdict", "SNR dB (95% CI)", "rate fps", "rate ratio (95% CI)", "stopped"]
     headers += ["reused", "why not usable"]
     rows = [
         [
@@ -332,7 +344,7 @@ def study_table(results: Sequence[Any]) -> str:
             r.sweep or "-",
             r.variant,
             _fmt(r.verdict or r.status),
-            _fmt(r.scores.get("snr_db"), ".1f"),
+            _snr(r.value("snr_db"), r.run.scores.interval("snr_db")),
             _fmt(r.rate_fps, ".1f") if r.why_no_rate != Flag.SCORE_ONLY else str(Flag.SCORE_ONLY),
             _ratio(r.rate_ratio, r.rate_ratio_ci95),
             r.stopped or "-",
@@ -342,6 +354,13 @@ def study_table(results: Sequence[Any]) -> str:
         for r in results
     ]
     return table(headers, rows, names=(1, 2), prose=(9,)) if rows else "no candidates"
+
+
+def _snr(snr: float | None, ci: tuple[float, float] | None) -> str:
+    """An SNR with its 95% interval over the scoring frames, where it has one."""
+    if snr is None:
+        return "-"
+    return f"{snr:.1f}" + (f" ({ci[0]:.1f}-{ci[1]:.1f})" if ci else "")
 
 
 def _ratio(ratio: float | None, ci: tuple[float, float] | None) -> str:

@@ -28,9 +28,19 @@ def _glance_row(r: RunRecord, name: str) -> list[str]:
         else esc(Flag.SCORE_ONLY),
         num(m.rate.frames if m.rate else None, ","),
         f"{num(m.bytes_in, ',')} / {num(m.bytes_out, ',')}",
-        num(r.scores.snr_db, ".1f"),
+        _snr_cell(r),
         esc(", ".join(r.flags) or "-"),
     ]
+
+
+def _snr_cell(r: RunRecord) -> str:
+    """The SNR with its interval over the frames; marked where it lies far below its reference's,
+    whatever the verdict (a clean run may still give a wrong answer)."""
+    ci = r.scores.interval("snr_db")
+    cell = num(r.scores.snr_db, ".1f") + (f" <span class='note'>[{ci[0]:.1f}, {ci[1]:.1f}]</span>" if ci else "")
+    if Flag.BELOW_REFERENCE in r.flags:
+        cell += " <span class='bad' title='far below its reference'>&#9660; below its reference</span>"
+    return cell
 
 
 def state(run: RunRecord) -> str:
@@ -47,7 +57,7 @@ GLANCE = [
     "rate fps [95% CI]",
     "frames",
     "bytes in / out",
-    "SNR dB",
+    "SNR dB [95% CI]",
     "flags",
 ]
 

@@ -44,7 +44,7 @@ h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #dd
 table{border-collapse:collapse;margin:.5em 0;font-size:13px}
 th,td{border:1px solid #ddd;padding:.25em .5em;text-align:right}th{background:#f6f6f6}
 td:first-child,th:first-child{text-align:left}
-.confounded td{background:#fdecea}.apart{color:#666}.note{color:#555;font-size:13px}
+.confounded td{background:#fdecea}.apart{color:#666}.note{color:#555;font-size:13px}.bad{color:#b71c1c;font-weight:600}
 .plots{display:flex;flex-wrap:wrap;gap:1em}.plots svg{max-width:100%;height:auto}
 .grid{overflow-x:auto;margin:.5em 0}table.audit caption{text-align:left;font-weight:bold;padding:.25em 0}
 table.audit td{min-width:2.6em;text-align:center;background:#f2f2f2;font-size:11px;white-space:nowrap}

@@ -13,6 +13,7 @@ names the line as any sweep file's does.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -126,8 +127,19 @@ def _located(doc: Mapping[str, Any], held: Mapping[str, np.ndarray], sweep: str)
         try:
             parse(path)
         except LoopError as exc:
-            return exc
+            return _as_candidate(exc, doc)
     return None
+
+
+def _as_candidate(exc: LoopError, doc: Mapping[str, Any]) -> LoopError:
+    """The error as the caller wrote it: its candidate by name and the field within it, never a
+    line of a file loop wrote in a scratch folder."""
+    found = re.match(r"variants\[(\d+)\]\.?(.*)", exc.field or "")
+    variants = doc.get("variants") or []
+    if found is None or int(found.group(1)) >= len(variants):
+        return LoopError(exc.message, field=exc.field)
+    name = variants[int(found.group(1))].get("name", found.group(1))
+    return LoopError(exc.message, field=f"candidate {name}" + (f": {found.group(2)}" if found.group(2) else ""))
 
 
 __all__ = ["GENERATIONS", "Prepared", "prepare", "write"]

@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import pytest
 from authored import FAST_MEASURE
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from sweeps import _sweep_runs
 
 from loop.compilers import qdq_weights
@@ -74,6 +74,8 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict], di
     runs = _sweep_runs(folder / "sweep.yaml", folder / "runs", score_only=True)
     with Ledger(folder / "runs" / "ledger.sqlite") as ledger:
         prints = {name: list(ledger.record(r["id"]).layers) for name, r in runs.items()}
+        for r in runs.values():  # what the compile recorded beside the pinned keys
+            r["info"] = ledger.record(r["id"]).info
     return runs, prints
 
 
@@ -111,6 +113,18 @@ def test_a_share_at_4_bits_stays_within_it_and_records_the_layers(swept):
     # conv2 alone is 66% of the weights: the share takes the two others, never past a half
     assert four == ["conv1", "conv3"] and share <= 0.5
     assert runs["half"]["weight_bytes"] == 13888 - (4096 + 576) // 2 + 336
+    # audited against the 8-bit base as weights: 4 is, with its verdict; asked and given both said
+    assert runs["half"]["verdict"] == runs["all4"]["verdict"] == "clean", runs["half"]["changes"]
+    assert {c["layer"] for c in runs["half"]["changes"] if c["what"] == "kernel-bits"} == {"conv1", "conv3"}
+    info = runs["half"]["info"]
+    share_info = info["weights_4bit_share"]
+    assert share_info["asked"] == 0.5 and share_info["share"] == pytest.approx(4672 / 13888)
+    assert share_info["passed_over"] == {"layer": "conv2", "weights": 9216, "share": pytest.approx(9216 / 13888)}
+    said = [w for w in info["warnings"] if w.startswith("weights_4bit_share")]
+    assert said == [
+        "weights_4bit_share: asked 0.5, given 0.336 (2 layers at 4 bits); "
+        "conv2 (66% of the weights) would pass the share, so it stays at 8 bits"
+    ]
 
 
 def test_the_share_rule_ranks_by_error_per_weight_and_never_passes_the_share():
@@ -130,3 +144,31 @@ def test_weights_asked_at_4_bits_that_compiled_at_8_are_kept_apart():
     assert found.verdict == "confounded"
     (change,) = found.changes
     assert change.detail == "weights asked at 4 bits; the compiled layer holds 8" and not change.allowed
+
+
+def test_weights_left_at_their_width_are_named_with_why():
+    """Every layer asked at 4 bits, and a BatchNormalization's scale the quantizer quantized as a
+    weight stays at 8: named, with its reader and why, in one line; the asked kernel is not."""
+    from loop.compilers.qdq_weights import apart_line, held_apart
+
+    inits = [
+        numpy_helper.from_array(np.ones((4, 3, 1, 1), np.int8), "w_quantized"),
+        numpy_helper.from_array(np.ones(4, np.int8), "bn_scale_quantized"),
+        numpy_helper.from_array(np.ones(4, np.int32), "b_quantized"),
+        numpy_helper.from_array(np.array(0.1, np.float32), "s"),
+    ]
+    nodes = [
+        helper.make_node("DequantizeLinear", ["w_quantized", "s"], ["w"]),
+        helper.make_node("DequantizeLinear", ["bn_scale_quantized", "s"], ["bn_scale"]),
+        helper.make_node("DequantizeLinear", ["b_quantized", "s"], ["b"]),
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+        helper.make_node("BatchNormalization", ["c", "bn_scale", "b", "b", "b"], ["y"], name="bn"),
+    ]
+    graph = helper.make_graph(nodes, "g", [], [], inits)
+    asked = [WeightPrecision("conv", 4, "w")]
+    found = held_apart(helper.make_model(graph), asked)
+    assert [(f["tensor"], f["reader"], f["weights"], f["bits"]) for f in found] == [
+        ("bn_scale_quantized", "BatchNormalization", 4, 8)
+    ]
+    assert apart_line(found, asked).startswith("weights asked at 4 bits; 4 stay as quantized: 4 read by BatchNorm")
+    assert held_apart(helper.make_model(graph), []) == []  # nothing asked: nothing to name

@@ -179,8 +179,11 @@ def test_a_calibration_method_far_below_the_sweeps_is_flagged():
     variant = SimpleNamespace(own_base=False)
     worse = SimpleNamespace(reference=False, variant=variant, options=CompileOptions(calibration_method="distribution"))
     ref = Reference((), None, 30.0)
-    assert _calibration_flags(spec, worse, {"snr_db": 10.0}, ref) == ["calibration-worse"]
+    assert _calibration_flags(spec, worse, {"snr_db": 25.0}, ref) == ["calibration-worse"]
+    assert _calibration_flags(spec, worse, {"snr_db": 10.0}, ref) == ["calibration-worse", "below-reference"]
     assert _calibration_flags(spec, worse, {"snr_db": 29.0}, ref) == []
+    wide = {"snr_db": 10.0, "snr_db_ci95": [4.0, 26.0]}  # far below, but its interval reaches within 6 dB
+    assert _calibration_flags(spec, worse, wide, ref) == ["calibration-worse"]
     assert _calibration_flags(spec, worse, {"snr_db": 10.0}, None) == []
 
 
@@ -282,8 +285,8 @@ def test_an_output_with_its_batch_second_is_read_whole(tmp_path):
 
 
 def test_a_base_below_the_ruined_threshold_is_flagged_and_said_so(tmp_path):
-    """measure.ruined_snr_db: a base scoring under it is flagged quantization-ruined, with its figures;
-    a variant is not (the flag speaks of the default's quantization of the base)."""
+    """measure.ruined_snr_db: every run scoring under it is flagged quantization-ruined, with its
+    figures (a fast wrong answer must not look good); where the signal is lost is the base's."""
     from authored import pooled_two_conv
 
     from loop.report import ruined_lines
@@ -296,11 +299,74 @@ def test_a_base_below_the_ruined_threshold_is_flagged_and_said_so(tmp_path):
         (tmp_path / "r.yaml").write_text(text)
         runs = _sweep_runs(tmp_path / "r.yaml", tmp_path / f"runs{flagged}")
         assert ("quantization-ruined" in runs["base"]["flags"]) is flagged
-        assert "quantization-ruined" not in runs["w"]["flags"]
+        assert ("quantization-ruined" in runs["w"]["flags"]) is flagged
     from loop.store.ledger import Ledger
 
     with Ledger(tmp_path / "runsTrue" / "ledger.sqlite") as book:
         base = next(r for r in book.records() if r.variant == "base")
+        w = next(r for r in book.records() if r.variant == "w")
+    assert (
+        w.info["quantization_ruined"]["threshold_db"] == 200.0 and "worst_layers" not in w.info["quantization_ruined"]
+    )
     found = base.info["quantization_ruined"]
     assert found["threshold_db"] == 200.0 and found["snr_db"] < 200.0
     assert ruined_lines(base)[0].startswith("  base: flagged quantization-ruined: SNR ")
+
+
+def test_a_ruined_base_is_analysed_once_and_never_by_a_score_only_run(tmp_path, monkeypatch):
+    """The noise analysis of a ruined base (a second optimize and three models per frame) is made
+    once per content: a second sweep of the same base reads it back; a score-only sweep gives the
+    command that makes it and waits for nothing."""
+    from authored import pooled_two_conv
+
+    from loop.flow import evaluate, noise
+
+    calls = []
+    real = noise.of_authored
+    monkeypatch.setattr(noise, "of_authored", lambda *a: calls.append(a[1].variant.name) or real(*a))
+    monkeypatch.setattr(evaluate, "_ANALYSED", type(evaluate._ANALYSED)())
+    onnx.save(pooled_two_conv(), str(tmp_path / "net.onnx"))
+    measure = FAST_MEASURE.replace("measure: {", "measure: {ruined_snr_db: 200, ")
+    text = f"sweep: NAME\nbase: net.onnx\ncalibration: {{count: 8}}\ninputs: {{count: 3}}\n{measure}\n"
+    text += "variants:\n  - name: base\n"
+    from loop.author.sweepfile import parse
+    from loop.flow.sweep import SweepOptions, run_sweep
+
+    found = {}
+    for name, measured in (("quick", False), ("first", True), ("second", True)):
+        (tmp_path / f"{name}.yaml").write_text(text.replace("NAME", name))
+        options = SweepOptions(progress=False, measure=measured, score_only=not measured)
+        run_sweep(parse(tmp_path / f"{name}.yaml"), tmp_path / "runs", options)
+    from loop.store.ledger import Ledger
+
+    with Ledger(tmp_path / "runs" / "ledger.sqlite") as book:
+        found = {r.sweep: r.info["quantization_ruined"] for r in book.records()}
+    assert calls == ["base"]  # the first measured sweep made it; the second read it back
+    assert "worst_layers" not in found["quick"] and found["quick"]["measure_with"].startswith("loop noise ")
+    assert found["first"]["worst_layers"] == found["second"]["worst_layers"] and found["second"]["worst_layers"]
+
+
+def test_a_clean_variant_far_below_its_reference_is_marked(tmp_path):
+    """A weight grid moved 8x is inside its footprint (``clean``) and ruins the answer: flagged
+    below-reference with both SNRs, and said so under the table; a small move is not."""
+    from authored import pooled_two_conv
+
+    from loop.report import sweep_summary
+    from loop.store.ledger import Ledger
+
+    onnx.save(pooled_two_conv(), str(tmp_path / "net.onnx"))
+    variants = (
+        "variants:\n  - name: base\n"
+        "  - {name: eight, perturb: [{op: scale_grid, layer: conv1, of: weights, factor: 8}]}\n"
+        "  - {name: small, perturb: [{op: scale_grid, layer: conv1, of: weights, factor: 1.01}]}\n"
+    )
+    text = f"sweep: b\nbase: net.onnx\ncalibration: {{count: 8}}\ninputs: {{count: 8}}\n{FAST_MEASURE}\n{variants}"
+    (tmp_path / "b.yaml").write_text(text)
+    runs = _sweep_runs(tmp_path / "b.yaml", tmp_path / "runs", score_only=True)
+    assert runs["eight"]["verdict"] == "clean" and "below-reference" in runs["eight"]["flags"]
+    assert "below-reference" not in runs["small"]["flags"]
+    with Ledger(tmp_path / "runs" / "ledger.sqlite") as book:
+        records = book.records()
+    eight = next(r for r in records if r.variant == "eight")
+    assert eight.info["below_reference"]["snr_db"] < eight.info["below_reference"]["reference_snr_db"] - 6
+    assert "  eight: flagged below-reference: SNR " in sweep_summary(records)

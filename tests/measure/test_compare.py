@@ -1,5 +1,6 @@
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from fake_timing import VirtualDevice, virtual
 
@@ -173,3 +174,32 @@ def test_a_network_switch_before_each_chunk_is_not_timed():
     free = ratio(0.0)
     assert free > 1.8  # B twice A's pipelined rate, less the queue's fill
     assert ratio(30.0) == pytest.approx(free, rel=1e-6)
+
+
+def _scored(i: int, noise: list[float], inputs: str = "frames-1") -> RunRecord:
+    from loop.core.record import Scores
+
+    signal = [10.0] * len(noise)
+    snr = float(10 * np.log10(sum(signal) / sum(noise)))
+    scores = Scores.from_json({"snr_db": snr, "frame_energy": {"signal": signal, "noise": noise}})
+    return RunRecord(id=i, sweep="s", variant=f"v{i}", status="ok", scores=scores, info={"inputs_sha": inputs})
+
+
+def test_scores_on_the_same_frames_are_compared_paired() -> None:
+    """Frames of very different difficulty: B's error is 10% larger on every frame. Paired, that is
+    resolved on 6 frames; a difference far smaller than the noise says how many frames it needs."""
+    from loop.measure.compare import _snr_lines, score_difference
+
+    hard = [0.01, 0.5, 0.02, 0.9, 0.05, 0.3]
+    found = score_difference(_scored(1, hard), _scored(2, [n * 1.1 for n in hard]))
+    assert found["verdict"] == "lower" and found["ci95"][1] < 0 and found["frames_to_resolve"] is None
+    assert abs(found["diff_db"] + 10 * np.log10(1.1)) < 1e-9
+    jitter = [n * f for n, f in zip(hard, (1.0, 1.2, 1.0, 0.9, 1.0, 0.97), strict=True)]
+    close = score_difference(_scored(1, hard), _scored(2, jitter))
+    assert close["verdict"] == "noise" and close["frames_to_resolve"] > 6
+    assert score_difference(_scored(1, hard), _scored(2, hard, "other frames")) is None  # not the same frames
+    (line,) = _snr_lines(found)
+    assert line.startswith("SNR: B - A -0.41 dB (95% CI") and line.endswith("paired over the same 6 frames): lower")
+    assert _snr_lines(close)[0].endswith(
+        f"about {close['frames_to_resolve']} frames would resolve a difference this size"
+    )

@@ -251,6 +251,19 @@ def test_each_reason_a_run_is_apart_names_its_layer():
     assert "scale: conv2 kernel: kernel aaaa -&gt; bbbb; conv2 bias: max |Δ| 0.3 at channel 1" in text
 
 
+def test_a_clean_run_far_below_its_reference_is_marked_with_its_interval():
+    """The verdict speaks of the footprint; the mark of the answer: a clean run whose SNR lies far
+    below its reference's is marked beside its SNR, which carries its interval over the frames."""
+    from loop.report.glance import glance
+
+    scores = Scores.from_json({"snr_db": -4.6, "snr_db_ci95": [-6.0, -3.1]})
+    wrong = run("eight", 10.0, 100, verdict="clean", scores=scores, flags=("below-reference",), id=2)
+    fine = run("base", 10.0, 100, verdict="reference", scores=Scores.from_json({"snr_db": 30.0}))
+    text = glance([fine, wrong])
+    assert "-4.6 <span class='note'>[-6.0, -3.1]</span>" in text
+    assert text.count("below its reference</span>") == 1
+
+
 def test_only_the_latest_attempt_of_a_variant_is_shown():
     from dataclasses import replace
 

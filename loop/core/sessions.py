@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # not at run time: a device process opens serialized bytes, a
 Optimization = Literal["none", "basic", "extended", "all"]
 CPU = ("CPUExecutionProvider",)
 PRECISE_INT8 = "session.x64quantprecision"  # kOrtSessionOptionsAvx2PrecisionMode
+SATURATES_ENV = "LOOP_INT8_SATURATES"  # this host's answer to saturating_int8, for child processes
 
 
 def session(
@@ -68,8 +69,18 @@ def saturating_int8() -> bool:
     """Whether ONNX Runtime's fused integer kernels on this CPU sum u8 x s8 byte pairs saturated at
     int16 (``vpmaddubsw``, x86 without VNNI: ONNX Runtime's quantization docs, U8S8 and
     reduce_range): 255 x 127 twice is 64,770, read as 32,767. So a quantized model computes other
-    values there. Asked of the kernels, once a process, with a fused QDQ MatMul of eight such pairs:
-    a CPU's flags may not say (an emulator presents other flags than it runs)."""
+    values there. Asked of the kernels, with a fused QDQ MatMul of eight such pairs: a CPU's flags
+    may not say (an emulator presents other flags than it runs). Once per process tree: the answer
+    is left in ``SATURATES_ENV`` for the children (a device child then never imports onnx for it)."""
+    known = os.environ.get(SATURATES_ENV)
+    if known in ("0", "1"):
+        return known == "1"
+    found = _probe()
+    os.environ[SATURATES_ENV] = "1" if found else "0"
+    return found
+
+
+def _probe() -> bool:
     import numpy as np
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper

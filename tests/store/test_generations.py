@@ -46,13 +46,16 @@ def test_the_checked_spec_is_what_the_written_file_parses_to(tmp_path: Path, rec
         assert array_path(runs, sha).is_file()
 
 
-def test_a_refused_generation_names_its_line_and_writes_nothing(tmp_path: Path, recipe: Path):
+def test_a_refused_generation_names_its_candidate_and_field_and_writes_nothing(tmp_path: Path, recipe: Path):
+    """Named as the caller wrote it (the candidate, the field), never by a line of the file loop
+    wrote in a scratch folder to find it."""
     runs = tmp_path / "runs"
     bad = _candidates(2)
     bad[1]["perturb"][1]["factor"] = "twice"
     with pytest.raises(LoopError) as caught:
         prepare(runs, "s-check", recipe, "onnxruntime", bad, SETTINGS)
-    assert caught.value.line is not None and "factor" in str(caught.value)
+    assert str(caught.value) == "candidate c1: perturb[1].factor: should be a valid number, got 'twice'"
+    assert caught.value.file is None and caught.value.line is None
     assert not runs.exists()
 
 

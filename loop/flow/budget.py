@@ -14,6 +14,7 @@ naming both figures; an explicit ``--jobs`` is taken as asked, beyond that refus
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from loop.core import memory
@@ -68,11 +69,18 @@ def budget(base: Path, local: bool = True) -> Budget:
     small); ``local``: the compiles run on this host (else its memory is not theirs to weigh)."""
     weight_bytes = 0
     if base.suffix.lower() == ".onnx" and base.is_file():
-        from loop.flow.fit import weigh_file
-
-        try:
-            weights = weigh_file(base)
-        except LoopError:  # the author stage says what is wrong with it, in its own words
-            weights = None
-        weight_bytes = weights.count * 4 if weights is not None else 0  # as float32: what a compile reads
+        stat = base.stat()
+        weight_bytes = _float_bytes(str(base), stat.st_mtime_ns, stat.st_size)
     return Budget(weight_bytes, memory.available_bytes() if local else None)
+
+
+@lru_cache(maxsize=8)
+def _float_bytes(path: str, mtime_ns: int, size: int) -> int:
+    """The model's weights as float32 bytes (what a compile reads), once per file as it stands: a
+    search's every generation asks again of the same base."""
+    from loop.flow.fit import weigh_file
+
+    try:
+        return weigh_file(Path(path)).count * 4
+    except LoopError:  # the author stage says what is wrong with it, in its own words
+        return 0

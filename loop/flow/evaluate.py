@@ -239,7 +239,7 @@ _FLOAT_CACHE_SIZE = 4
 _FLOAT_LOCK = threading.Lock()
 
 
-def float_outputs(load: Callable[[], bytes], inputs: frames_mod.Frames, sha: str) -> FloatOutputs:
+def float_outputs(load: Callable[[], bytes | Path], inputs: frames_mod.Frames, sha: str) -> FloatOutputs:
     """The unquantized model of the same variant, for SNR and cosine (its arrays read-only: one
     answer serves every variant of that model on those frames). ``load`` reads the model, which
     ``sha`` names: a hit neither reads nor hashes it."""
@@ -256,7 +256,7 @@ def float_outputs(load: Callable[[], bytes], inputs: frames_mod.Frames, sha: str
     return found
 
 
-def _float_outputs(model: bytes, inputs: frames_mod.Frames) -> FloatOutputs:
+def _float_outputs(model: bytes | Path, inputs: frames_mod.Frames) -> FloatOutputs:
     session = onnx_session(model, optimize="all")
     names = [i.name for i in session.get_inputs()]
     raw = [session.run(None, frames_mod.feed(inputs, j, names)) for j in range(frames_mod.count(inputs))]
@@ -452,7 +452,9 @@ def scored(
     # the float model cut as the compiled network is (hailo.start_nodes/end_nodes), or the whole model
     cut = cut_of(authored.options)
     # the authored model's hash and the cut name what is read, so a hit reads nothing
-    reference = float_outputs(lambda: cut_model(authored.model(), cut), inputs, f"{authored.onnx_sha}|{cut}")
+    # uncut, the session reads the authored file itself: no copy of the model's bytes in this process
+    load = (lambda: cut_model(authored.model(), cut)) if any(cut) else (lambda: authored.model_path)
+    reference = float_outputs(load, inputs, f"{authored.onnx_sha}|{cut}")
     renamed = compiled.info.get("output_names") or {}  # compiled output -> the model output it carries
     runs = [outputs_of(r, reference, renamed) for r in ran.devices.values()]
     others = dict(zip(list(ran.devices)[1:], runs[1:], strict=True))

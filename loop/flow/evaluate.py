@@ -411,7 +411,7 @@ def evaluate_variant(
     scores, first = scored(authored, compiled, ran, prepared.task.inputs, against.reference, scorer)  # made once
     verdict = _unapplied(spec.backend, authored, first, against.reference, verdict)
     made = reference_of(compiled, first, scores) if authored.reference else None
-    flags = _calibration_flags(spec, authored, scores, against.reference)
+    flags = _score_flags(spec, authored, scores, against.reference)
     clock.lap("score_s")
     m, stick = ran.measure or Measurement.none(), ran.vendor
     flags += m.flags
@@ -579,7 +579,7 @@ CALIBRATION_WORSE_DB = 3.0  # below the reference's SNR by more than this: the m
 BELOW_REFERENCE_DB = 6.0  # a quarter of the reference's signal-to-noise: never a rounding's worth
 
 
-def _calibration_flags(
+def _score_flags(
     spec: SweepSpec, authored: Authored, scores: dict[str, Any], reference: Reference | None
 ) -> list[Flag]:
     """A calibration method other than the sweep's that scores far below it is flagged:

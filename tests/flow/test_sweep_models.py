@@ -173,18 +173,18 @@ def test_a_calibration_method_far_below_the_sweeps_is_flagged():
     from types import SimpleNamespace
 
     from loop.core.vocab import CompileOptions
-    from loop.flow.evaluate import Reference, _calibration_flags
+    from loop.flow.evaluate import Reference, _score_flags
 
     spec = SimpleNamespace(compile=CompileOptions())
     variant = SimpleNamespace(own_base=False)
     worse = SimpleNamespace(reference=False, variant=variant, options=CompileOptions(calibration_method="distribution"))
     ref = Reference((), None, 30.0)
-    assert _calibration_flags(spec, worse, {"snr_db": 25.0}, ref) == ["calibration-worse"]
-    assert _calibration_flags(spec, worse, {"snr_db": 10.0}, ref) == ["calibration-worse", "below-reference"]
-    assert _calibration_flags(spec, worse, {"snr_db": 29.0}, ref) == []
+    assert _score_flags(spec, worse, {"snr_db": 25.0}, ref) == ["calibration-worse"]
+    assert _score_flags(spec, worse, {"snr_db": 10.0}, ref) == ["calibration-worse", "below-reference"]
+    assert _score_flags(spec, worse, {"snr_db": 29.0}, ref) == []
     wide = {"snr_db": 10.0, "snr_db_ci95": [4.0, 26.0]}  # far below, but its interval reaches within 6 dB
-    assert _calibration_flags(spec, worse, wide, ref) == ["calibration-worse"]
-    assert _calibration_flags(spec, worse, {"snr_db": 10.0}, None) == []
+    assert _score_flags(spec, worse, wide, ref) == ["calibration-worse"]
+    assert _score_flags(spec, worse, {"snr_db": 10.0}, None) == []
 
 
 def test_a_model_with_two_inputs_sweeps_with_seeded_and_stored_frames(tmp_path):

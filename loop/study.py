@@ -328,8 +328,11 @@ class Study:
         for (suffix, _, variants, members), prepared in zip(groups, checked, strict=True):
             sweep = f"{self.name}-g{generation}{suffix}"
             spec = write(prepared, sweep)  # the file for people; the spec _check parsed, renamed
-            # score-only, the reference's scores stand as an earlier generation recorded them
-            earlier = self._references.get(suffix) if not measure else None
+            # the reference's scores stand as an earlier generation recorded them; a measured
+            # generation takes one measured (its rounds race it again, beside the candidates)
+            earlier = self._references.get(suffix)
+            if earlier is not None and measure and Flag.SCORE_ONLY in earlier.flags:
+                earlier = None
             options = SweepOptions(
                 runner=self._runner,
                 jobs=self.jobs,

@@ -666,3 +666,17 @@ def test_score_only_generations_write_one_reference_row(tmp_path, recipe):
     assert result.ref.id == references[0].id  # the last step judged against the first step's reference
     measured = s.evaluate([scale(1.04)])  # a measured generation races its reference: measured afresh
     assert measured[0].ref is not None and measured[0].ref.id != references[0].id
+
+
+def test_measured_generations_race_one_reference_row(tmp_path, recipe):
+    """A measured generation races its reference in its rounds beside its candidates, and the
+    reference's row stands from the first: each candidate's ratio is to that one row."""
+    from loop.store.ledger import Ledger
+
+    s = study(tmp_path, recipe)
+    first = s.evaluate([scale(1.01)])
+    second = s.evaluate([scale(1.02)])
+    with Ledger(tmp_path / "runs" / "ledger.sqlite") as book:
+        references = [r for r in book.records() if r.verdict == "reference"]
+    assert len(references) == 1 and first[0].ref.id == second[0].ref.id == references[0].id
+    assert second[0].generation == 1 and second[0].ratio_basis.startswith("interleaved")

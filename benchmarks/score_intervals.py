@@ -67,7 +67,7 @@ def text_frames(count: int, height: int, width: int, words: list[str], seed: int
 def one_model(name: str, folder: Path, runs: Path, counts: list[int], draws: int) -> dict[str, object]:
     from loop import Study
     from loop.author.graphs import load_onnx
-    from loop.judge.score import paired_snr
+    from loop.judge.score import paired_snr, recorded_energy
 
     file, inp, height, width = MODELS[name]
     frames = runs / name
@@ -94,7 +94,7 @@ def one_model(name: str, folder: Path, runs: Path, counts: list[int], draws: int
         results = study.evaluate([[], *moved], measure=False)
         study.close()
         base = results[0]
-        energy = lambda r: np.column_stack([r.scores["frame_energy"]["signal"], r.scores["frame_energy"]["noise"]])  # noqa: E731
+        energy = lambda r: recorded_energy(r.scores)  # noqa: E731
         paired = [paired_snr(energy(r), energy(base)) for r in results[1:]]
         rows[str(count)] = {
             "snr_db": base.value("snr_db"),

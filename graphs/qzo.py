@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from loop.api import Result
-from loop.judge.score import paired_snr
+from loop.judge.score import paired_snr, recorded_energy
 from loop.study import Study, sweep_settings
 
 
@@ -83,8 +83,8 @@ def shown(result: Result) -> str:
 
 def gain(after: Result, before: Result) -> dict[str, Any]:
     """The held-out gain, paired over the same held-out frames, and whether its interval clears zero."""
-    energy = lambda r: np.column_stack([r.scores["frame_energy"][k] for k in ("signal", "noise")])  # noqa: E731
-    found = paired_snr(energy(after), energy(before))
+    mine, theirs = recorded_energy(after.scores), recorded_energy(before.scores)
+    found = None if mine is None or theirs is None else paired_snr(mine, theirs)
     if found is None:
         return {"gain_db": snr(after) - snr(before), "gain_ci95": None, "resolved": False}
     diff, (low, high) = found

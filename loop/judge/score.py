@@ -55,6 +55,14 @@ def energies(reference: Sequence[Sequence[np.ndarray]], actual: Sequence[Sequenc
     return np.array(rows, dtype=np.float64).reshape(-1, 2)
 
 
+def recorded_energy(scores: Mapping[str, Any]) -> np.ndarray | None:
+    """A run's per-frame energies as :func:`builtin` recorded them (frames, 2); None where not kept."""
+    found = scores.get("frame_energy")
+    if not isinstance(found, Mapping) or not found.get("signal"):
+        return None
+    return np.column_stack([np.asarray(found["signal"], float), np.asarray(found["noise"], float)])
+
+
 def _db(signal: np.ndarray, noise: np.ndarray) -> np.ndarray:
     """SNR in dB of each (signal, noise) pair: inf without noise, -inf without signal."""
     safe = np.where(noise > 0, noise, 1.0)

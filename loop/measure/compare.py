@@ -20,8 +20,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from loop.author.schema import MeasureSpec
 from loop.core.kinds import NOT_COMPARABLE, Flag
 from loop.core.record import Rate, RunRecord
@@ -180,7 +178,7 @@ def score_difference(a: RunRecord, b: RunRecord) -> dict[str, Any] | None:
     """B's SNR less A's, bootstrapped paired over the frames both were scored on (the same
     inputs), with how many frames would resolve it where it lies inside the noise; None where
     either has no per-frame energies or they were scored on other frames."""
-    ea, eb = _energy(a), _energy(b)
+    ea, eb = score.recorded_energy(a.scores.data), score.recorded_energy(b.scores.data)
     if ea is None or eb is None or a.info.get("inputs_sha") != b.info.get("inputs_sha"):
         return None
     found = score.paired_snr(eb, ea)
@@ -192,13 +190,6 @@ def score_difference(a: RunRecord, b: RunRecord) -> dict[str, Any] | None:
     out.update(frames=len(ea), verdict=verdict)
     need = score.frames_to_resolve(diff, (low, high), len(ea)) if verdict == NOISE else None
     return {**out, "frames_to_resolve": need}
-
-
-def _energy(run: RunRecord) -> np.ndarray | None:
-    found = run.scores.data.get("frame_energy")
-    if not isinstance(found, dict) or not found.get("signal"):
-        return None
-    return np.column_stack([np.asarray(found["signal"], float), np.asarray(found["noise"], float)])
 
 
 def a_a(run: RunRecord, pairs: int = 10, spec: MeasureSpec | None = None, rounds: int = ROUNDS) -> dict[str, Any]:

@@ -49,28 +49,10 @@ def int8_product(loop_session: bool) -> float:
     byte pairs saturate at int16 (``vpmaddubsw``). ``loop_session``: through loop's own session,
     otherwise through a plain ``InferenceSession`` at the same level."""
     import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
 
-    from loop.core.sessions import session
+    from loop.core.sessions import int8_probe, session
 
-    k = 8
-    consts = [
-        numpy_helper.from_array(np.full((k, 1), 127, np.int8), "w"),
-        numpy_helper.from_array(np.array(1.0, np.float32), "s"),
-        numpy_helper.from_array(np.array(0, np.uint8), "zx"),
-        numpy_helper.from_array(np.array(0, np.int8), "zw"),
-    ]
-    nodes = [
-        helper.make_node("QuantizeLinear", ["x", "s", "zx"], ["xq"]),
-        helper.make_node("DequantizeLinear", ["xq", "s", "zx"], ["xd"]),
-        helper.make_node("DequantizeLinear", ["w", "s", "zw"], ["wd"]),
-        helper.make_node("MatMul", ["xd", "wd"], ["y"]),
-    ]
-    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("x", [1, k]), ("y", [1, 1]))]
-    graph = helper.make_graph(nodes, "u8s8", io[:1], io[1:], consts)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    data, feed = model.SerializeToString(), {"x": np.full((1, k), 255, np.float32)}
+    data, feed = int8_probe()
     if loop_session:
         return float(session(data, 1, "all").run(None, feed)[0].item())
     options = ort.SessionOptions()

@@ -53,6 +53,7 @@ from loop.author import frames
 from loop.author.graphs import load
 from loop.compilers import bias_correction
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler, _quantize, calibration_feeds
+from loop.core.modelfile import load_model
 from loop.core.sessions import session
 from loop.core.vocab import CompileOptions, Frames
 from loop.judge import score
@@ -63,10 +64,10 @@ def _frames(path: str) -> Frames:
     return {k: loaded[k] for k in loaded.files} if isinstance(loaded, np.lib.npyio.NpzFile) else loaded
 
 
-def snr(model: bytes | onnx.ModelProto, quantized: bytes | onnx.ModelProto, scoring: Frames) -> float:
+def snr(model: Path | onnx.ModelProto, quantized: bytes | onnx.ModelProto, scoring: Frames) -> float:
     """SNR in dB of every output of ``quantized`` against ``model``'s, over the scoring frames."""
     ref, got = session(model, optimize="all"), session(quantized, optimize="all")
-    feeds = calibration_feeds(onnx.load_from_string(model) if isinstance(model, bytes) else model, scoring)
+    feeds = calibration_feeds(load_model(model) if isinstance(model, Path) else model, scoring)
     return score.snr_db(score.flat([ref.run(None, f) for f in feeds]), score.flat([got.run(None, f) for f in feeds]))
 
 
@@ -85,13 +86,13 @@ def _rule(rule: str | None) -> Iterator[None]:
         bias_correction.correct = original  # type: ignore[assignment]
 
 
-def _plain(model: bytes, calibration: Frames) -> onnx.ModelProto:
+def _plain(model: Path, calibration: Frames) -> onnx.ModelProto:
     """ONNX Runtime's own quantize_static, per channel, MinMax, QDQ: what a user would run."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     class Reader(CalibrationDataReader):  # type: ignore[misc]
         def __init__(self) -> None:
-            self.feeds = iter(calibration_feeds(onnx.load_from_string(model), calibration))
+            self.feeds = iter(calibration_feeds(load_model(model), calibration))
 
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self.feeds, None)
@@ -115,8 +116,8 @@ def table_row(entry: dict[str, Any], rules: list[str]) -> dict[str, Any]:
     for label, on, rule in columns + [(r, True, r) for r in rules]:
         t0 = time.perf_counter()
         with _rule(rule):
-            q = compiler.optimize(base.data, calib, CompileOptions(bias_correction=on, threads=1))
-        row[label] = round(snr(base.data, q.data, scoring), 2)
+            q = compiler.optimize(base.path, calib, CompileOptions(bias_correction=on, threads=1))
+        row[label] = round(snr(base.path, q.data, scoring), 2)
         record = q.info.get("bias_correction", {})
         kept = record.get("corrected", [])
         row[f"{label}_note"] = (
@@ -125,7 +126,7 @@ def table_row(entry: dict[str, Any], rules: list[str]) -> dict[str, Any]:
             if on
             else ""
         )
-    row["quantize_static"] = round(snr(base.data, _plain(base.data, calib), scoring), 2)
+    row["quantize_static"] = round(snr(base.path, _plain(base.path, calib), scoring), 2)
     return row
 
 
@@ -143,14 +144,14 @@ def table(args: argparse.Namespace) -> int:
 
 def cost(args: argparse.Namespace) -> int:
     base = load(args.model, {})
-    float_model = onnx.load_from_string(base.data)
+    float_model = onnx.load(str(base.path))
     calib = frames.seeded(base.shape, args.frames, 0)
     options = CompileOptions(bias_correction=False, threads=args.threads)
     feeds = calibration_feeds(float_model, calib)
     quantize_s, correct_s = [], []
     for _ in range(args.rounds):
         t0 = time.perf_counter()
-        quantized = _quantize(base.data, calib, options)
+        quantized = _quantize(base.path, calib, options)
         t1 = time.perf_counter()
         done = bias_correction.correct(float_model, quantized, feeds, args.threads)
         quantize_s.append(t1 - t0)

@@ -4,7 +4,8 @@ Each block is MatMul h->4h, Relu, MatMul 4h->h and a residual Add, on tokens [1,
 weights lie in one external-data file beside the model, as exporters write models past 2 GiB.
 ``write_stack`` makes one of about the bytes asked; ``main`` sweeps it (base, ``scale_weights``,
 ``scale_grid``, ``weights: 4``) beside plain ``quantize_static`` and one session on the same model,
-and reports each process's peak and each stage's time as JSON.
+and reports each process's peak, the process tree's summed PSS peak, what each variant wrote
+(its model files and its artifact) and each stage's time as JSON.
 
     python benchmarks/big_model.py --gb 0.13 --out /tmp/big
 """
@@ -16,6 +17,7 @@ import json
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -93,14 +95,10 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, t1 - t0, t2 - t
 
 def peer(model: Path, out: Path, hidden: int) -> dict[str, float]:
     """Plain ``quantize_static`` (QDQ, per channel, external data) and one session, in a child."""
-    done = subprocess.run(
-        [sys.executable, "-c", PEER, str(model), str(out / "peer.onnx"), str(hidden), str(TOKENS)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    done, tree = sampled([sys.executable, "-c", PEER, str(model), str(out / "peer.onnx"), str(hidden), str(TOKENS)])
+    done.check_returncode()
     peak, quantize_s, session_s = (float(v) for v in done.stdout.split())
-    return {"peak_bytes": peak, "quantize_s": quantize_s, "session_s": session_s}
+    return {"peak_bytes": peak, "tree_pss_bytes": tree, "quantize_s": quantize_s, "session_s": session_s}
 
 
 def sweep_text(model: Path) -> str:
@@ -120,14 +118,61 @@ from pathlib import Path
 from loop.author.sweepfile import parse
 from loop.flow.sweep import SweepOptions, run_sweep
 from loop.store.ledger import Ledger
+from loop.author.graphs import models_folder
 jobs = int(sys.argv[3]) or None
 result = run_sweep(parse(Path(sys.argv[1])), Path(sys.argv[2]), SweepOptions(jobs=jobs, progress=False))
 with Ledger.open_existing(Path(sys.argv[2]) / "ledger.sqlite") as book:
     runs = book.records()
+artifact = lambda r: (Path(sys.argv[2]) / r.artifact).stat().st_size if r.artifact else 0
+models = {f.name: f.stat().st_size for f in models_folder().rglob("*") if f.is_file()}
 print(json.dumps({"parent_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    "models_written": models,
     "runs": {r.variant: {"status": r.status.value, "verdict": r.verdict.value if r.verdict else None,
-    "stages": r.stages, "compile_peak_bytes": r.info.get("peak_bytes")} for r in runs}}))
+    "stages": r.stages, "compile_peak_bytes": r.info.get("peak_bytes"), "onnx_sha": r.onnx_sha,
+    "artifact_bytes": artifact(r)} for r in runs}}))
 """
+
+
+def tree_pss(root: int) -> int:
+    """The summed proportional set size of ``root`` and every process under it (Linux, /proc)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    tree, grew = {root}, True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree, grew = tree | more, bool(more)
+    total = 0
+    for pid in tree:
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        total += next((int(line.split()[1]) * 1024 for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+    return total
+
+
+def sampled(command: list[str]) -> tuple[subprocess.CompletedProcess[str], int]:
+    """``command`` run to its end, its process tree's summed PSS sampled every 0.25 s: the result
+    and the largest sum seen."""
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak, done = 0, threading.Event()
+
+    def watch() -> None:
+        nonlocal peak
+        while not done.wait(0.25):
+            peak = max(peak, tree_pss(child.pid))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    out, err = child.communicate()
+    done.set()
+    watcher.join()
+    return subprocess.CompletedProcess(command, child.returncode, out, err), peak
 
 
 def loop_sweep(model: Path, out: Path, jobs: int | None) -> dict[str, object]:
@@ -136,11 +181,10 @@ def loop_sweep(model: Path, out: Path, jobs: int | None) -> dict[str, object]:
     sweep = out / "sweep.yaml"
     sweep.write_text(sweep_text(model))
     t0 = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", SWEEP, str(sweep), str(out / "runs"), str(jobs or 0)], capture_output=True, text=True
-    )
+    done, tree = sampled([sys.executable, "-c", SWEEP, str(sweep), str(out / "runs"), str(jobs or 0)])
     found = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {"stderr": done.stderr[-800:]}
     found["seconds"] = time.perf_counter() - t0
+    found["tree_pss_bytes"] = tree
     found["largest_descendant_bytes"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     return found
 

@@ -28,12 +28,12 @@ def snr_by_method(path: Path, count: int) -> dict[str, float]:
     base = load(path, {})
     calib, test = frames.seeded(base.shape, count, 0), frames.seeded(base.shape, 16, 1)
     name = base.structure.inputs[0]
-    ref = session(base.data, optimize="all")
+    ref = session(base.path, optimize="all")
     expected = score.flat([ref.run(None, {name: f[None]}) for f in test])
     out = {}
     for method in METHODS:
         q = OnnxRuntimeCompiler().optimize(
-            base.data, calib, CompileOptions(bias_correction=False, calibration_method=method)
+            base.path, calib, CompileOptions(bias_correction=False, calibration_method=method)
         )
         got = session(onnx.load_from_string(q.data), optimize="all")
         out[method] = score.snr_db(expected, score.flat([got.run(None, {name: f[None]}) for f in test]))

@@ -53,14 +53,14 @@ def sweep_file(folder: Path, name: str, entry: dict[str, Any]) -> Path:
     return path
 
 
-def authored(path: Path, staging: Path) -> Authored:
+def authored(path: Path) -> Authored:
     spec = parse(path)
-    return author(spec, next(v for v in with_reference(spec) if v.name == "base"), True, staging)
+    return author(spec, next(v for v in with_reference(spec) if v.name == "base"), True)
 
 
 def timed_round(spec: SweepSpec, a: Authored, noise_first: bool) -> dict[str, float]:
     compiler, out = OnnxRuntimeCompiler(), {}
-    model, calibration, inputs = a.model(), a.calibration(), a.inputs()
+    model, calibration, inputs = a.model_path, a.calibration(), a.inputs()
     quantized_once = compiler.optimize(model, calibration, a.options)
 
     def compile_side() -> None:
@@ -82,8 +82,8 @@ def timed_round(spec: SweepSpec, a: Authored, noise_first: bool) -> dict[str, fl
 
 
 def measure(name: str, path: Path, rounds: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as staging, captured_stderr():
-        a = authored(path, Path(staging))
+    with captured_stderr():
+        a = authored(path)
         times = [timed_round(parse(path), a, i % 2 == 1) for i in range(rounds)]
         report, _ = of_authored(parse(path), a)
     med = {k: statistics.median(t[k] for t in times) for k in times[0]}

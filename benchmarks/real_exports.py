@@ -331,9 +331,9 @@ def plain_snr(path: Path, shapes: dict[str, list[int]], stored: tuple[Path, Path
         test = frames.seeded(base.shape, INPUTS["count"], INPUTS["seed"])
     else:
         calib, test = np.load(stored[0]), np.load(stored[1])
-    quantized = _quantize(base.data, calib, CompileOptions(bias_correction=False))
+    quantized = _quantize(base.path, calib, CompileOptions(bias_correction=False))
     name = base.structure.inputs[0]
-    ref, got = session(base.data, optimize="all"), session(quantized, optimize="all")
+    ref, got = session(base.path, optimize="all"), session(quantized, optimize="all")
     a = [ref.run(None, {name: f[None]}) for f in test]
     b = [got.run(None, {name: f[None]}) for f in test]
     return score.snr_db(score.flat(a), score.flat(b))
@@ -343,7 +343,7 @@ def check(
     path: Path, shapes: dict[str, list[int]], runs: Path, stored: tuple[Path, Path] | None
 ) -> tuple[list[str], int, int]:
     lines, agree, total = [], 0, 0
-    model = onnx.load_from_string(load(path, {}, shapes).data)
+    model = onnx.load(str(load(path, {}, shapes).path))
     for bc in (True, False):
         doc = sweep_doc(path, shapes, bc, stored)
         ops = {v["name"]: v.get("perturb", [None])[0] for v in doc["variants"]}

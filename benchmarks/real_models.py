@@ -106,10 +106,9 @@ def plain_loaded_snr(entry: dict[str, Any]) -> float:
     file, so this is the like-for-like figure."""
     scoring = feeds(entry["scoring"], list(entry["input_shapes"]))
     ref = ort.InferenceSession(entry["onnx"], providers=["CPUExecutionProvider"])
-    loaded = load(Path(entry["onnx"]), {}, entry["input_shapes"]).data
+    src = load(Path(entry["onnx"]), {}, entry["input_shapes"]).path
     with tempfile.TemporaryDirectory() as tmp:
-        src, out = Path(tmp) / "loaded.onnx", Path(tmp) / "plain.onnx"
-        src.write_bytes(loaded)
+        out = Path(tmp) / "plain.onnx"
         _plain(str(src), out, entry)
         got = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
         return snr([ref.run(None, f) for f in scoring], [got.run(None, f) for f in scoring])
@@ -181,7 +180,7 @@ def _moved(found: dict[str, Any]) -> str:
 
 def check(name: str, entry: dict[str, Any], runs: Path) -> dict[str, Any]:
     """Both sweeps of one model: its base SNRs and every variant's verdict beside the diff's."""
-    model = onnx.load_from_string(load(Path(entry["onnx"]), {}, entry["input_shapes"]).data)
+    model = onnx.load(str(load(Path(entry["onnx"]), {}, entry["input_shapes"]).path))
     result: dict[str, Any] = {"snr": {}, "verdicts": []}
     for bc in (True, False):
         doc = sweep_doc(name, entry, bc)

@@ -47,7 +47,7 @@ MEASURE = {"warmup": 1, "frames": 5, "repeats": 1, "ttfo_repeats": 1, "latency_f
 
 def _float_range(base: Base, tensor: str) -> tuple[float, float]:
     """The float range of ``tensor`` over the sweep's own calibration frames."""
-    model = onnx.load_from_string(base.data)
+    model = onnx.load(str(base.path))
     if tensor not in {o.name for o in model.graph.output}:
         model.graph.output.append(onnx.helper.make_empty_tensor_value_info(tensor))
     run = session(model)
@@ -70,7 +70,7 @@ def _ops(base: Base, layer: str) -> list[dict[str, Any]]:
     assert found is not None
     ops: list[dict[str, Any]] = []
     if found.weight is not None:
-        kernel = next(t for t in onnx.load_from_string(base.data).graph.initializer if t.name == found.weight)
+        kernel = next(t for t in onnx.load(str(base.path)).graph.initializer if t.name == found.weight)
         std = float(onnx.numpy_helper.to_array(kernel).std())
         ops += [
             {"op": "scale_weights", "layer": layer, "factor": 1.05},
@@ -84,7 +84,7 @@ def _ops(base: Base, layer: str) -> list[dict[str, Any]]:
 def sweep_doc(path: Path, bias_correction: bool) -> tuple[dict[str, Any], dict[str, str]]:
     """A sweep over ``path``, and what kind each variant's layer was picked for."""
     base = load(path, {})
-    kinds = layer_kinds(onnx.load_from_string(base.data))
+    kinds = layer_kinds(onnx.load(str(base.path)))
     picked: dict[str, str] = {}
     for kind in KINDS:
         layers = [name for name in kinds.get(kind, []) if base.structure.layer(name) is not None]

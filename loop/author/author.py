@@ -15,6 +15,7 @@ from loop.author import frames as frames_mod
 from loop.author.graphs import load
 from loop.author.perturb import Allow, Calibration, with_tensors
 from loop.author.sweepfile import DataSpec, SweepSpec, VariantSpec
+from loop.core.modelfile import write_model
 from loop.core.vocab import CompileOptions
 from loop.judge.structure import Structure
 
@@ -44,8 +45,9 @@ class Authored:
     input_dtypes: dict[str, str] = field(default_factory=dict)  # inputs that are not floating point
     group: str = ""  # the compile options it is judged under ("": the sweep's; see group_of)
 
-    def model(self) -> bytes:
-        return self.model_path.read_bytes()
+    def graph(self) -> onnx.ModelProto:
+        """The model without its external tensors' data."""
+        return onnx.load(str(self.model_path), load_external_data=False)
 
     def calibration(self) -> frames_mod.Frames:
         return make_frames(self.calib_source, self.input_shapes, self.folder, dtypes=self.input_dtypes)
@@ -115,10 +117,10 @@ def _calibration_source(spec: SweepSpec, variant: VariantSpec) -> DataSpec:
     return data
 
 
-def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path, threads: int = 0) -> Authored:
-    """Stage 1 for one variant; its ONNX bytes are written to ``staging`` (a scratch folder),
-    once per distinct content: a variant that only forces a range or changes calibration
-    shares the base's bytes."""
+def author(spec: SweepSpec, variant: VariantSpec, reference: bool, threads: int = 0) -> Authored:
+    """Stage 1 for one variant. A variant that only forces a range or changes calibration is its
+    base's file; one that rewrites weights is written beside its base, once per distinct content,
+    and where the base keeps its tensors in external data it writes only those it changes."""
     t0 = time.perf_counter()
     base = load(
         Path(variant.base or spec.base),
@@ -126,17 +128,16 @@ def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path
         spec.input_shapes,
     )
     structure = base.structure
-    data, sha = base.data, base.sha
+    path, sha = base.path, base.sha
     rewriting = [op for op in variant.ops if op.rewrites_model]
     if rewriting:
-        model = onnx.load_from_string(base.data)
+        model = base.graph()
         for op in rewriting:
-            op.apply(model, structure)
-        data = model.SerializeToString(deterministic=True)
-        sha = hashlib.sha256(data).hexdigest()
+            op.apply(model, structure, base.path.parent)
+        path, sha = write_model(model, base.path.parent, base.external, "variant")
     overrides = tuple(o for op in variant.ops for o in op.overrides(structure))
     precisions = tuple(dict.fromkeys(p for op in variant.ops for p in op.precisions(structure)))
-    precisions = with_tensors(precisions, data, structure)
+    precisions = with_tensors(precisions, path, structure)
     base_options = variant.compile or spec.compile
     rescales = tuple(r for op in variant.ops for r in op.rescales(structure))
     # a later op on the same layer wins, as a later line of a model script does
@@ -149,9 +150,6 @@ def author(spec: SweepSpec, variant: VariantSpec, reference: bool, staging: Path
         "threads": threads or base_options.threads,
     }
     options = base_options.model_copy(update=derived)
-    path = staging / f"{sha}.onnx"
-    if not path.exists():
-        path.write_bytes(data)
     source = _calibration_source(spec, variant)
     folder = spec.path.parent
     return Authored(

@@ -6,7 +6,10 @@ made by ONNX's own ``onnx.utils.Extractor``, so scoring compares like with like.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from loop.core.errors import LoopError
+from loop.core.modelfile import load_model
 from loop.core.vocab import CompileOptions
 
 Cut = tuple[tuple[str, ...], tuple[str, ...]]  # start nodes, end nodes
@@ -18,12 +21,10 @@ def cut_of(options: CompileOptions) -> Cut:
     return tuple(own.get("start_nodes") or ()), tuple(own.get("end_nodes") or ())
 
 
-def _boundary(model: bytes, cut: Cut) -> tuple[list[str], list[str]]:
+def _boundary(model: bytes | Path, cut: Cut) -> tuple[list[str], list[str]]:
     """The cut's input and output tensors: what the start nodes read (weights aside) and what the
     end nodes make; a node the model lacks is refused with the field and index that name it."""
-    import onnx
-
-    graph = onnx.load_from_string(model).graph
+    graph = load_model(model, data=False).graph
     nodes = {n.name: n for n in graph.node if n.name}
     constants = {i.name for i in graph.initializer}
     inputs = [i.name for i in graph.input if i.name not in constants]
@@ -44,13 +45,13 @@ def _boundary(model: bytes, cut: Cut) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(starts)), list(dict.fromkeys(ends))
 
 
-def check_cut(model: bytes, cut: Cut) -> None:
+def check_cut(model: bytes | Path, cut: Cut) -> None:
     """Refuse a cut the model cannot make (a :class:`LoopError` whose field names the node)."""
     if any(cut):
         _boundary(model, cut)
 
 
-def cut_model(model: bytes, cut: Cut) -> bytes:
+def cut_model(model: bytes | Path, cut: Cut) -> bytes | Path:
     """``model`` between the cut's start and end nodes (the whole model when there is no cut)."""
     if not any(cut):
         return model
@@ -59,6 +60,6 @@ def cut_model(model: bytes, cut: Cut) -> bytes:
 
     starts, ends = _boundary(model, cut)
     # Extractor wants every tensor's value info, as onnx.utils.extract_model gives it: shapes inferred first
-    inferred = onnx.shape_inference.infer_shapes(onnx.load_from_string(model))
+    inferred = onnx.shape_inference.infer_shapes(load_model(model))
     extracted = Extractor(inferred).extract_model(starts, ends)
     return bytes(extracted.SerializeToString())

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from loop.author import runnable, schema, shapes
 from loop.author.normalize import normalize
 from loop.author.yamlio import LineDict, line_of, load_yaml, regular_file
 from loop.core.errors import LoopError
+from loop.core.leftovers import scratch
+from loop.core.modelfile import EXTERNAL_FROM, self_contained, write_model
 from loop.judge.structure import Structure, analyse
 
 OPSET = 17
@@ -291,24 +294,31 @@ def input_shapes(model: onnx.ModelProto, structure: Structure) -> dict[str, tupl
 
 @dataclass(frozen=True)
 class Base:
-    """A base network loaded once: its ONNX bytes as authored, and what loading changed."""
+    """A base network loaded once, as a file: the model as authored (what loading changed done),
+    written where this process keeps its models (:func:`models_folder`), with its tensors beside it
+    where it is large or came so; every variant of it is written in the same folder."""
 
-    data: bytes
+    path: Path
     sha: str
     structure: Structure
     shapes: dict[str, tuple[int, ...]]
     notes: tuple[str, ...]
     dtypes: dict[str, str] = field(default_factory=dict)  # inputs that are not floating point
+    external: bool = False  # its large tensors in a data file beside it
 
     @property
     def shape(self) -> tuple[int, ...]:
         """The first input's shape."""
         return next(iter(self.shapes.values()), ())
 
+    def graph(self) -> onnx.ModelProto:
+        """The model without its external tensors' data (references to the files beside it)."""
+        return onnx.load(str(self.path), load_external_data=False)
+
 
 def load(path: Path, params: dict[str, Any] | None, given_shapes: Mapping[str, Sequence[int]] | None = None) -> Base:
     """The base at ``path`` with ``params`` and input shapes; loaded once per content, so a
-    sweep of many variants (and the sweep file's own check) reads and serializes a large model once."""
+    sweep of many variants (and the sweep file's own check) reads and writes a large model once."""
     stat = path.stat() if path.exists() else None
     stamp = (stat.st_mtime_ns, stat.st_size) if stat else None
     given = json.dumps({k: list(v) for k, v in (given_shapes or {}).items()}, sort_keys=True)
@@ -320,12 +330,27 @@ def _load(path: str, params: str, given: str, stamp: tuple[int, int] | None) -> 
     notes: list[str] = []
     model = load_base(Path(path), json.loads(params), notes, json.loads(given) or None)
     structure = analyse(model)
-    data = model.SerializeToString(deterministic=True)
-    return Base(
-        data,
-        hashlib.sha256(data).hexdigest(),
-        structure,
-        input_shapes(model, structure),
-        tuple(notes),
-        shapes.non_float_inputs(model),
-    )
+    shapes_, dtypes = input_shapes(model, structure), shapes.non_float_inputs(model)
+    external = _had_external_data(Path(path)) or _tensor_bytes(model) > EXTERNAL_FROM
+    folder = models_folder() / hashlib.sha256(f"{path}\0{params}\0{given}\0{stamp}".encode()).hexdigest()[:16]
+    written, sha = write_model(model, folder, external, "base")
+    return Base(written, sha, structure, shapes_, tuple(notes), dtypes, external)
+
+
+def _had_external_data(path: Path) -> bool:
+    return path.suffix == ".onnx" and not self_contained(path)
+
+
+def _tensor_bytes(model: onnx.ModelProto) -> int:
+    return sum(t.ByteSize() for t in model.graph.initializer)  # no copy of each tensor, as len(raw_data) makes
+
+
+_MODELS: list[tempfile.TemporaryDirectory[str]] = []
+
+
+def models_folder() -> Path:
+    """This process's folder of models as loop wrote them (bases and their variants), removed
+    when it exits; a killed process's is removed by the next sweep (:mod:`loop.core.leftovers`)."""
+    if not _MODELS:
+        _MODELS.append(scratch("models"))
+    return Path(_MODELS[0].name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -21,6 +22,7 @@ from onnx import numpy_helper
 from loop.author import schema
 from loop.core.errors import LoopError
 from loop.core.footprint import WHATS, Allow, Expect, parse_expect  # noqa: F401 - re-exported beside the ops
+from loop.core.modelfile import load_model
 from loop.core.vocab import CompileOptions, Precision, RangeOverride, Rescale, WeightPrecision
 from loop.judge.structure import Structure, constants, follow_activations
 
@@ -60,8 +62,8 @@ class Op:
         if self.layer is not None and structure.layer(self.layer) is None:
             raise LoopError(unknown_layer(self.layer, [lp.name for lp in structure.layers]), field="layer")
 
-    def apply(self, model: onnx.ModelProto, structure: Structure) -> None:
-        """Change the float model in place (weights ops only)."""
+    def apply(self, model: onnx.ModelProto, structure: Structure, folder: Path | None = None) -> None:
+        """Change the float model in place (weights ops only); ``folder`` holds its external data."""
 
     def overrides(self, structure: Structure) -> tuple[RangeOverride, ...]:
         return ()
@@ -138,9 +140,9 @@ class WeightOp(Op):
                 field="layer",
             )
 
-    def apply(self, model: onnx.ModelProto, structure: Structure) -> None:
+    def apply(self, model: onnx.ModelProto, structure: Structure, folder: Path | None = None) -> None:
         tensor = _own_kernel(model, self.layer)  # type: ignore[arg-type]
-        new = self.kernel(numpy_helper.to_array(tensor))
+        new = self.kernel(numpy_helper.to_array(tensor, str(folder or "")))
         tensor.CopyFrom(numpy_helper.from_array(new, tensor.name))
 
     def footprint(self, structure: Structure, options: CompileOptions) -> list[Allow]:
@@ -415,11 +417,11 @@ def _grid_rules(structure: Structure, p: Precision) -> list[Allow]:
     return rules
 
 
-def with_tensors(precisions: tuple[Precision, ...], model: bytes, structure: Structure) -> tuple[Precision, ...]:
+def with_tensors(precisions: tuple[Precision, ...], model: bytes | Path, structure: Structure) -> tuple[Precision, ...]:
     """Each precision on the tensor its node's output is quantized as: past a removed Relu or
     Clip, at the head of a chain that shares one grid (as :meth:`ForceRange.tensor`)."""
     if not all(p.tensor for p in precisions):
-        graph = onnx.load_from_string(model).graph
+        graph = load_model(model, data=False).graph
         outputs = {n.name: n.output[0] for n in graph.node if n.output}
         consts = constants(graph)
         precisions = tuple(

@@ -199,7 +199,7 @@ def _check_cut(spec: SweepSpec, raw: LineDict) -> None:
     section = raw.get("hailo")
     if not isinstance(section, LineDict):
         return
-    base = load(spec.base, spec.params, spec.input_shapes).data
+    base = load(spec.base, spec.params, spec.input_shapes).path
     try:
         check_cut(base, cut_of(spec.compile))
     except LoopError as exc:
@@ -212,15 +212,14 @@ def _check_cut(spec: SweepSpec, raw: LineDict) -> None:
     _ops_inside_cut(spec, base)
 
 
-def _ops_inside_cut(spec: SweepSpec, base: bytes) -> None:
+def _ops_inside_cut(spec: SweepSpec, base: Path) -> None:
     """A perturbation of a layer the cut leaves on the host is refused: loop does not run the host's
     pre- or post-processing, so its effect would never be measured, and would read ``no-effect``."""
-    import onnx
-
     from loop.author.cut import cut_model, cut_of
+    from loop.core.modelfile import load_model
 
     cut = cut_of(spec.compile)
-    inside = {n.name for n in onnx.load_from_string(cut_model(base, cut)).graph.node}
+    inside = {n.name for n in load_model(cut_model(base, cut), data=False).graph.node}
     for i, variant in enumerate(spec.variants):
         if variant.own_base:
             continue

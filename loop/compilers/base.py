@@ -2,10 +2,12 @@
 
 Contract for every compiler:
 
-* ``optimize(model, calibration, options)`` quantizes a float ONNX model (bytes) against
+* ``optimize(model, calibration, options)`` quantizes a float ONNX model against
   calibration frames (float32, the model's own layout, shape ``(N, *input_shape[1:])``; a
   mapping of such arrays by input name for a model with several inputs)
-  and returns a :class:`Quantized`.
+  and returns a :class:`Quantized`. The model is its file (a :class:`~pathlib.Path`, its external
+  data beside it, as the sweep gives it), or its bytes where it is small and self-contained (tests, a
+  model sent to another host); a compiler never writes to a model it was given.
 * ``compile(quantized)`` turns it into a deployable :class:`Artifact`, by value (bytes),
   so that it can be compiled on one host and run on another.
 * ``fingerprint(quantized)`` returns one :class:`LayerPrint` per quantized layer in graph
@@ -33,6 +35,7 @@ import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from loop.core.capture import STDERR_TAIL, captured_stderr
@@ -79,7 +82,7 @@ class Compiler(ABC):
     def describe(self) -> dict[str, str]: ...
 
     @abstractmethod
-    def optimize(self, model: bytes, calibration: Frames, options: CompileOptions) -> Quantized: ...
+    def optimize(self, model: bytes | Path, calibration: Frames, options: CompileOptions) -> Quantized: ...
 
     @abstractmethod
     def compile(self, quantized: Quantized, options: CompileOptions) -> Artifact: ...
@@ -128,7 +131,7 @@ def share_said(found: Mapping[str, Any] | None) -> str | None:
 
 def run_compile(
     compiler: Compiler,
-    model: bytes,
+    model: bytes | Path,
     calibration: Frames,
     options: CompileOptions,
     quantized: Quantized | None = None,

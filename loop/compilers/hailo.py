@@ -56,6 +56,7 @@ from loop.compilers.hailo_precision import (
 from loop.compilers.hailo_rescale import rescale_params
 from loop.compilers.hailo_weights import four_bit, hef_residency, hn_model_layers, layer_bits, residency
 from loop.core.hashing import bytes_sha
+from loop.core.modelfile import load_model
 from loop.core.vocab import (
     Artifact,
     CompileOptions,
@@ -339,7 +340,7 @@ class HailoCompiler(Compiler):
             return self.workdir
         return Path(tempfile.mkdtemp(prefix="loop-hailo-"))
 
-    def optimize(self, model: bytes, calibration: Frames, options: CompileOptions) -> Quantized:
+    def optimize(self, model: bytes | Path, calibration: Frames, options: CompileOptions) -> Quantized:
         refuse_ignored_options(options)
         refuse_float_layers(options)
         refuse_mixed_modes(options)
@@ -354,7 +355,7 @@ class HailoCompiler(Compiler):
         hw_arch, net = own.hw_arch or "hailo10h", own.net_name or "loop_net"
         stages: dict[str, float] = {}
         folder = self._dir()
-        runner, script, hn, translated = self._parse(model, calibration, options, folder / f"{net}.onnx", stages)
+        runner, script, hn, translated = self._parse(model, calibration, options, folder, net, stages)
         frames = nchw_to_nhwc(calibration)
         with named_errors("optimize"), dfc_log() as log, timed(stages, "optimize_s"):
             runner.optimize(frames)
@@ -394,14 +395,23 @@ class HailoCompiler(Compiler):
         return Quantized(self.name, data, info=info, stages=stages)
 
     def _parse(
-        self, model: bytes, calibration: np.ndarray, options: CompileOptions, onnx_path: Path, stages: dict[str, float]
+        self,
+        model: bytes | Path,
+        calibration: np.ndarray,
+        options: CompileOptions,
+        folder: Path,
+        net: str,
+        stages: dict[str, float],
     ) -> tuple[Any, str, dict[str, Any], dict[str, np.ndarray]]:
         """A runner holding the parsed network and its model script (and the HN, and the float params as
-        translated), each DFC call timed alone. A cut goes to the parser as hailo_model_zoo passes it."""
+        translated), each DFC call timed alone. A cut goes to the parser as hailo_model_zoo passes it. A
+        model given as a file goes by its path, as the DFC takes one with external data beside it."""
         from hailo_sdk_client import ClientRunner
 
         own = HailoOptions.of(options)
-        onnx_path.write_bytes(model)
+        onnx_path = model if isinstance(model, Path) else folder / f"{net}.onnx"
+        if isinstance(model, bytes):
+            onnx_path.write_bytes(model)
         with timed(stages, "startup_s"):
             runner = ClientRunner(hw_arch=own.hw_arch or "hailo10h")
         start, end = cut_of(options)
@@ -409,7 +419,7 @@ class HailoCompiler(Compiler):
         with named_errors("parse"):
             shapes = self._input_shapes(model, calibration)
             with timed(stages, "parse_s"):
-                parsed = runner.translate_onnx_model(str(onnx_path), onnx_path.stem, net_input_shapes=shapes, **cut)
+                parsed = runner.translate_onnx_model(str(onnx_path), net, net_input_shapes=shapes, **cut)
         hn = (hn_dict(parsed[0]) if isinstance(parsed, tuple) else {}) or hn_dict(self._hn(runner))
         script = model_script(options, len(calibration), layer_names_from_hn(hn))
         with timed(stages, "script_s"):
@@ -418,10 +428,8 @@ class HailoCompiler(Compiler):
         return runner, script, hn, translated
 
     @staticmethod
-    def _input_shapes(model: bytes, calibration: np.ndarray) -> dict[str, list[int]]:
-        import onnx
-
-        graph = onnx.load_from_string(model).graph
+    def _input_shapes(model: bytes | Path, calibration: np.ndarray) -> dict[str, list[int]]:
+        graph = load_model(model, data=False).graph
         initializers = {i.name for i in graph.initializer}
         inputs = [i.name for i in graph.input if i.name not in initializers]
         return {inputs[0]: [1, *calibration.shape[1:]]}

@@ -245,14 +245,14 @@ def discover_prints(
 _WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 
 
-def onnx_layers(model: bytes, hn: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+def onnx_layers(model: bytes | Path, hn: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """What each DFC layer stands for in the ONNX, through the HN's ``original_names``: by DFC
     layer (short name), the node of its weighted op (``name``), every node it lists that the ONNX
     has (``onnx_names``), and the tensors it reads and writes; and, by ONNX output, the node that
     makes it (to name a compiled output by the ONNX output it carries)."""
-    import onnx
+    from loop.core.modelfile import load_model
 
-    graph = onnx.load_from_string(model).graph
+    graph = load_model(model, data=False).graph
     initializers = {i.name for i in graph.initializer}
     nodes = {n.name: n for n in graph.node if n.name}
     found: dict[str, dict[str, Any]] = {}

@@ -9,6 +9,7 @@ more than a scale.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from loop.author.frames import Frames, count, feed
 from loop.compilers import bias_correction, biasing, boundary, calibration, qdq, qdq_rescale, qdq_weights
 from loop.compilers.base import Compiler, share_said
 from loop.core.leftovers import scratch
+from loop.core.modelfile import as_file, load_model, self_contained, write_model
 from loop.core.sessions import session
 from loop.core.vocab import Artifact, CompileOptions, LayerPrint, Quantized, Rescale
 from loop.judge.noise import TensorNoise
@@ -42,7 +44,7 @@ class OnnxRuntimeCompiler(Compiler):
     patches_warm = True  # a scale patch, its fingerprint and graph compile: tens of milliseconds
 
     def __init__(self) -> None:
-        self._sources: dict[bytes, qdq.FloatSource] = {}
+        self._sources: dict[bytes | str, qdq.FloatSource] = {}
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -62,22 +64,42 @@ class OnnxRuntimeCompiler(Compiler):
             "loop_compile": REVISION,
         }
 
-    def optimize(self, model: bytes, calibration: Frames, options: CompileOptions) -> Quantized:
+    def optimize(self, model: bytes | Path, calibration: Frames, options: CompileOptions) -> Quantized:
+        """Quantized from the model's file (bytes are written to one first); the Quantized's
+        ``source`` names the float model as it was given: its bytes, or its file's path."""
+        with as_file(model) as path:
+            quantized = self._optimize(path, calibration, options)
+        return replace(quantized, source=model if isinstance(model, bytes) else str(path))
+
+    def _optimize(self, path: Path, calibration: Frames, options: CompileOptions) -> Quantized:
         info: dict[str, Any] = {}
-        float_model = onnx.load_from_string(model)
-        if options.bias_correction:
-            # The Dataflow Compiler gives every layer a bias; a zero one here lets bias
-            # correction reach layers exported without (FPN's, a conv before a BatchNorm).
-            given = biasing.add_zero_biases(float_model)
-            if given:
-                info["zero_bias_added"] = given
-                model = float_model.SerializeToString()
+        float_model = onnx.load(str(path))
+        with scratch("q") as tmp:  # named by this pid, so a killed compile's folder is cleared later
+            if options.bias_correction:
+                # The Dataflow Compiler gives every layer a bias; a zero one here lets bias
+                # correction reach layers exported without (FPN's, a conv before a BatchNorm).
+                given = biasing.add_zero_biases(float_model)
+                if given:
+                    info["zero_bias_added"] = given
+                    path = write_model(float_model, Path(tmp), not self_contained(path), "biased")[0]
+                    float_model = onnx.load(str(path))  # written, its tensors went to the file
+            quantized = self._quantized(path, float_model, calibration, options, info)
+        return quantized
+
+    def _quantized(
+        self,
+        path: Path,
+        float_model: onnx.ModelProto,
+        calibration: Frames,
+        options: CompileOptions,
+        info: dict[str, Any],
+    ) -> Quantized:
         if options.weights_4bit_share is not None:
             chosen, info["weights_4bit_share"] = qdq_weights.share_layers(
                 float_model, analyse(float_model), options.weights_4bit_share, options.weight_bits
             )
             options = options.model_copy(update={"weight_bits": (*options.weight_bits, *chosen)})
-        quantized = _quantize(model, calibration, options)
+        quantized = _quantize(path, calibration, options, float_model)
         info["weights"] = qdq_weights.weighed(quantized)
         apart = qdq_weights.held_apart(quantized, options.weight_bits)
         if apart:
@@ -100,7 +122,7 @@ class OnnxRuntimeCompiler(Compiler):
             info["bias_correction"] = correction.to_dict()
         if warnings:
             info["warnings"] = warnings
-        return Quantized(self.name, quantized.SerializeToString(), info=info, source=model)
+        return Quantized(self.name, quantized.SerializeToString(), info=info)
 
     def rescale(self, quantized: Quantized, edits: Sequence[Rescale]) -> Quantized:
         """The QDQ model's scale initializers multiplied (:mod:`loop.compilers.qdq_rescale`)."""
@@ -112,13 +134,13 @@ class OnnxRuntimeCompiler(Compiler):
     def fingerprint(self, quantized: Quantized) -> list[LayerPrint]:
         return qdq.fingerprint(onnx.load_from_string(quantized.data), self._float_source(quantized.source))
 
-    def _float_source(self, source: bytes | None) -> qdq.FloatSource | None:
+    def _float_source(self, source: bytes | str) -> qdq.FloatSource | None:
         """The float model read once per compiler for every patch of one base (a patch child's
-        compiler lives across them): keyed by the bytes themselves, two at most."""
+        compiler lives across them): keyed by its bytes or its file's path, two at most."""
         if not source:
             return None
         if source not in self._sources:
-            self._sources[source] = qdq.FloatSource(onnx.load_from_string(source))
+            self._sources[source] = qdq.FloatSource(load_model(source))
             while len(self._sources) > 2:
                 self._sources.pop(next(iter(self._sources)))
         return self._sources[source]
@@ -128,7 +150,7 @@ class OnnxRuntimeCompiler(Compiler):
         (:mod:`loop.compilers.qdq_noise`), against the float model as the quantizer was given it."""
         from loop.compilers import qdq_noise
 
-        source = onnx.load_from_string(quantized.source)
+        source = load_model(quantized.source)
         return qdq_noise.analyse(onnx.load_from_string(quantized.data), source, calibration_feeds(source, frames))
 
     def compile(self, quantized: Quantized, options: CompileOptions) -> Artifact:
@@ -138,11 +160,14 @@ class OnnxRuntimeCompiler(Compiler):
         return Artifact(self.name, data, ".onnx", inputs, outputs)
 
 
-def _quantize(model: bytes, calibration_frames: Frames, options: CompileOptions) -> onnx.ModelProto:
-    float_model = onnx.load_from_string(model)
-    with scratch("q") as tmp:  # named by this pid, so a killed compile's folder is cleared later
-        src, dst = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx"
-        src.write_bytes(model)
+def _quantize(
+    model: bytes | Path, calibration_frames: Frames, options: CompileOptions, float_model: onnx.ModelProto | None = None
+) -> onnx.ModelProto:
+    """ONNX Runtime's ``quantize_static`` of ``model`` (``float_model``: it, read already); one
+    with its weights beside it goes in external data, and so does what the quantizer writes."""
+    with as_file(model) as src, scratch("q") as tmp:  # named by this pid: a killed compile's folder is cleared later
+        float_model = float_model if float_model is not None else load_model(src)
+        dst = Path(tmp) / "qdq.onnx"
         with calibration.threads(options.threads), calibration.method_options(options):
             quantize_static(
                 str(src),
@@ -155,6 +180,7 @@ def _quantize(model: bytes, calibration_frames: Frames, options: CompileOptions)
                 calibrate_method=calibration.method(options.calibration_method),
                 extra_options=_extra_options(tensor_overrides(options), options),
                 nodes_to_exclude=[p.layer for p in options.precisions if p.bits == 32],
+                use_external_data_format=not self_contained(src),
             )
         return onnx.load(str(dst))
 

@@ -3,20 +3,33 @@
 Users bring models of gigabytes in external data, and protobuf stops at 2 GiB, so a model is
 known by its files and a content key streamed over them, never by one ``bytes`` value. The key of
 a self-contained file is the SHA-256 of its bytes (what loop has always recorded as a model's
-sha); a model with external data is keyed over the ``.onnx`` and then each data file it names,
-in the order its tensors first name them, each with its name and size, read in chunks. Moving a data
-file's bytes, renaming it or editing the graph moves the key; nothing is held whole.
+sha); a model with external data is keyed over the ``.onnx``'s SHA-256 and then each data file it
+names, in the order its tensors first name them, by its name and its SHA-256 (read in chunks, and
+once per file: a base's variants share its data file). Moving a data file's bytes, renaming it or
+editing the graph moves the key; nothing is held whole.
+
+Loop writes a model it derives (a base as loaded, a variant) with :func:`write_model`: one folder
+per base holds the base and every variant of it, so a variant names its base's data file where
+its tensors are unchanged and writes only those it changes. Sharing goes by folder, not by link:
+onnx refuses a data file with more than one hard link, ONNX Runtime one reached through a
+symbolic link out of the model's folder.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loop.core.errors import LoopError
 from loop.core.hashing import add_part
+
+if TYPE_CHECKING:
+    import onnx
 
 CHUNK = 1 << 22
 
@@ -56,18 +69,110 @@ def model_key(path: str | os.PathLike[str]) -> str:
     h = hashlib.sha256()
     for i, file in enumerate(files):
         add_part(h, b"" if i == 0 else file.name.encode())
-        h.update(file.stat().st_size.to_bytes(8, "little"))  # so no file's bytes run into the next's
-        for chunk in _chunks(file):
-            h.update(chunk)
+        add_part(h, file_sha(file).encode())
     return h.hexdigest()
 
 
 def file_sha(path: str | os.PathLike[str]) -> str:
-    """SHA-256 of a file, read in chunks."""
+    """SHA-256 of a file, read in chunks; remembered per file while its size and time stand, so
+    the variants of one base, which share its data file, read it once."""
+    stat = os.stat(path)
+    return _file_sha(os.fspath(Path(path).resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+@functools.lru_cache(maxsize=256)
+def _file_sha(path: str, size: int, mtime_ns: int, inode: int) -> str:
     h = hashlib.sha256()
     for chunk in _chunks(Path(path)):
         h.update(chunk)
     return h.hexdigest()
+
+
+def self_contained(path: str | os.PathLike[str]) -> bool:
+    return not external_locations(path)
+
+
+def load_model(model: bytes | str | os.PathLike[str], data: bool = True) -> onnx.ModelProto:
+    """A model given as bytes or as a file (its external data read from beside it unless ``data``
+    is False: the graph alone, its large tensors left as references to their files)."""
+    import onnx
+
+    if isinstance(model, bytes):
+        return onnx.load_from_string(model)
+    return onnx.load(os.fspath(model), load_external_data=data)
+
+
+@contextlib.contextmanager
+def as_file(model: bytes | str | os.PathLike[str]) -> Iterator[Path]:
+    """``model`` as a file: a path as it is; bytes written to a scratch folder for the while."""
+    if not isinstance(model, bytes):
+        yield Path(model)
+        return
+    from loop.core.leftovers import scratch
+
+    with scratch("model") as tmp:
+        path = Path(tmp) / "model.onnx"
+        path.write_bytes(model)
+        yield path
+
+
+def portable(model: bytes | Path) -> bytes | Path:
+    """``model`` as it can go to another host: a self-contained file as its bytes (small: its
+    tensors would be beside it otherwise); a model with external data stays a path, which the
+    other host reads from a folder it shares with this one (docs/architecture.md, "Models as files")."""
+    if isinstance(model, Path) and self_contained(model):
+        return model.read_bytes()
+    return model
+
+
+EXTERNAL_FROM = 1 << 30  # a model's tensors past this many bytes are written beside it, whatever the source did
+DATA = "model.onnx.data"
+
+
+def write_model(model: onnx.ModelProto, folder: Path, external: bool, name: str = "model") -> tuple[Path, str]:
+    """``model`` written in ``folder`` as ``{key}.onnx`` (``name`` while it is written), its key.
+    ``external``: every tensor of 1 KiB or more goes to ``{key}.data`` beside it, except those the
+    proto already holds as references to files of ``folder`` (a variant's unchanged tensors,
+    which it shares with its base). The proto's written tensors are left as references."""
+    import onnx
+    from onnx.external_data_helper import convert_model_to_external_data
+
+    folder.mkdir(parents=True, exist_ok=True)
+    draft = folder / f".{name}-{os.getpid()}.onnx"
+    if not external:
+        data = model.SerializeToString(deterministic=True)
+        key = hashlib.sha256(data).hexdigest()
+        path = folder / f"{key}.onnx"
+        if not path.exists():
+            draft.write_bytes(data)
+            os.replace(draft, path)
+        return path, key
+    own = f".{name}-{os.getpid()}.data"
+    (folder / own).unlink(missing_ok=True)
+    convert_model_to_external_data(model, location=own, size_threshold=1024)
+    onnx.save_model(model, os.fspath(draft))  # writes the tensors marked for ``own``, then the graph
+    return _settle(model, folder, draft, own)
+
+
+def _settle(model: onnx.ModelProto, folder: Path, draft: Path, own: str) -> tuple[Path, str]:
+    """The draft named by content: its own data file as ``{sha}.data`` (the graph rewritten to
+    name it), then the graph as ``{key}.onnx``. A content already there is kept, the draft dropped."""
+    from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, uses_external_data
+
+    if (folder / own).exists():
+        data = f"{file_sha(folder / own)}.data"
+        os.replace(folder / own, folder / data)  # equal contents: the same bytes replace themselves
+        for tensor in _get_all_tensors(model):
+            if uses_external_data(tensor) and ExternalDataInfo(tensor).location == own:
+                next(e for e in tensor.external_data if e.key == "location").value = data
+        draft.write_bytes(model.SerializeToString(deterministic=True))
+    key = model_key(draft)
+    path = folder / f"{key}.onnx"
+    if path.exists():
+        draft.unlink()
+    else:
+        os.replace(draft, path)
+    return path, key
 
 
 def _chunks(path: Path) -> Iterator[bytes]:

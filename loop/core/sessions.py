@@ -6,9 +6,11 @@ Each caller says what it needs; nothing is left to a default that differs betwee
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # not at run time: a device process opens serialized bytes, and onnx is 0.6 s of its start
@@ -59,9 +61,58 @@ def session(
         so.log_severity_level = 3
     if save_to is not None:
         so.optimized_model_filepath = os.fspath(save_to)
-    data = model.SerializeToString() if hasattr(model, "SerializeToString") else model  # a proto
-    data = data if isinstance(data, bytes) else os.fspath(data)
-    return ort.InferenceSession(data, so, providers=list(providers))
+    if isinstance(model, bytes):
+        return ort.InferenceSession(model, so, providers=list(providers))
+    if isinstance(model, (str, os.PathLike)):  # a file, its external data beside it
+        return ort.InferenceSession(os.fspath(model), so, providers=list(providers))
+    if _tensor_bytes(model) < PROTO_LIMIT:
+        return ort.InferenceSession(model.SerializeToString(), so, providers=list(providers))
+    with _spilled(model) as path:
+        return ort.InferenceSession(os.fspath(path), so, providers=list(providers))
+
+
+PROTO_LIMIT = 3 << 29  # 1.5 GiB of tensors: past it a proto goes as a file, protobuf stopping at 2 GiB
+SPILL_FROM = 1 << 16  # a tensor that goes to the data file, the rest staying in the graph
+
+
+def _tensor_bytes(model: onnx.ModelProto) -> int:
+    return sum(t.ByteSize() for t in model.graph.initializer)  # each tensor's own (the whole's fails past 2 GiB)
+
+
+@contextlib.contextmanager
+def _spilled(model: onnx.ModelProto) -> Iterator[Path]:
+    """``model`` written to a scratch folder with its large tensors in a data file beside it, for
+    the while; the proto is given its tensors back after, so no copy of the model is ever made."""
+    from onnx import TensorProto
+
+    from loop.core.leftovers import scratch
+
+    moved: list[tuple[TensorProto, int, int]] = []
+    with scratch("spill") as tmp, open(Path(tmp) / "model.data", "wb") as data:
+        try:
+            for t in model.graph.initializer:
+                if t.HasField("raw_data") and t.ByteSize() >= SPILL_FROM:
+                    offset = data.tell()
+                    data.write(t.raw_data)
+                    moved.append((t, offset, data.tell() - offset))
+                    t.ClearField("raw_data")
+                    t.data_location = TensorProto.EXTERNAL
+                    for key, value in (
+                        ("location", "model.data"),
+                        ("offset", str(offset)),
+                        ("length", str(moved[-1][2])),
+                    ):
+                        t.external_data.add(key=key, value=value)
+            data.flush()
+            (Path(tmp) / "model.onnx").write_bytes(model.SerializeToString())
+            yield Path(tmp) / "model.onnx"
+        finally:
+            with open(Path(tmp) / "model.data", "rb") as back:
+                for t, offset, length in moved:
+                    back.seek(offset)
+                    t.raw_data = back.read(length)
+                    del t.external_data[:]
+                    t.ClearField("data_location")
 
 
 @functools.cache

@@ -328,9 +328,9 @@ class Quantized:
     data: bytes
     info: dict[str, Any] = field(default_factory=dict)
     stages: dict[str, float] = field(default_factory=dict)
-    # The float model as the quantizer was given it (after the compiler's own changes, such as
-    # zero biases): the fingerprint reads each kernel's float values from it.
-    source: bytes = b""
+    # The float model it was quantized from, as the compiler was given it: its bytes, or its file's
+    # path (str) where it came as a file. The fingerprint reads each kernel's float values from it.
+    source: bytes | str = b""
 
 
 @dataclass

@@ -21,12 +21,13 @@ from loop.core import memory
 from loop.core.errors import LoopError
 
 GB = 1e9
-# Measured (docs/architecture.md, "Memory"): a compile peaked at 0.44 GB on 0.052 GB of float
-# weights and 1.73 GB on 0.236 GB; the sweep's own process at 0.60 and 2.12 GB.
+# Measured (docs/architecture.md, "Memory"), models passed between stages as files: a compile
+# peaked at 1.11 GB on 0.236 GB of float weights and 2.35 GB on 0.520 GB; the sweep's own process
+# at 0.59 and 1.17 GB.
 COMPILE_FIXED = 100_000_000
-COMPILE_PER_WEIGHT_BYTE = 7.0
-PARENT_FIXED = 200_000_000
-PARENT_PER_WEIGHT_BYTE = 8.2
+COMPILE_PER_WEIGHT_BYTE = 4.4
+PARENT_FIXED = 150_000_000
+PARENT_PER_WEIGHT_BYTE = 2.1
 
 
 @dataclass(frozen=True)

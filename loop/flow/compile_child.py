@@ -6,7 +6,7 @@ too, and the pool, the sweep and the other compiles go on.
 
 Inputs and outputs are data, never pickles. A forked child holds its inputs already; a
 spawned one (Windows, or a threaded parent) reads them from its private 0700 folder as JSON,
-raw ONNX bytes and a ``.npy`` read without pickles. The result (checked against its hashes:
+the model's path (or its raw ONNX bytes) and a ``.npy`` read without pickles. The result (checked against its hashes:
 native tools may write anything to stdout) and the stage it is in come back through that folder.
 Spawned as ``python -m loop.flow.compile_child FOLDER PARENT_PID`` by :func:`run_isolated`.
 """
@@ -50,7 +50,7 @@ def resolve(ref: str) -> type[Compiler]:
 
 def compile_with(
     compiler: Compiler,
-    model: bytes,
+    model: bytes | Path,
     calibration: Frames,
     options: CompileOptions,
     quantized: Quantized | None = None,
@@ -63,7 +63,7 @@ def compile_with(
 
 
 def run_isolated(
-    ref: str, model: bytes, calibration: Frames, options: CompileOptions, quantized: Quantized | None = None
+    ref: str, model: bytes | Path, calibration: Frames, options: CompileOptions, quantized: Quantized | None = None
 ) -> CompileResult:
     """Compile in a child process, killed with its group after ``options.timeout_s``."""
     try:
@@ -77,7 +77,7 @@ def run_isolated(
     return result
 
 
-def _start(work: Path, args: tuple[str, bytes, Frames, CompileOptions, Quantized | None]) -> supervise.Child:
+def _start(work: Path, args: tuple[str, bytes | Path, Frames, CompileOptions, Quantized | None]) -> supervise.Child:
     """A fork, whose imports (the compiler's own included) are warm in this process, where it
     can; else a fresh interpreter that reads its inputs from ``work``."""
     if supervise.can_fork():
@@ -88,7 +88,12 @@ def _start(work: Path, args: tuple[str, bytes, Frames, CompileOptions, Quantized
 
 
 def _write_inputs(
-    work: Path, ref: str, model: bytes, calibration: Frames, options: CompileOptions, quantized: Quantized | None
+    work: Path,
+    ref: str,
+    model: bytes | Path,
+    calibration: Frames,
+    options: CompileOptions,
+    quantized: Quantized | None,
 ) -> None:
     if quantized is not None:
         meta, blob = encode_quantized(quantized)
@@ -96,24 +101,33 @@ def _write_inputs(
         (work / "quantized.blob").write_bytes(blob)
     (work / "ref.txt").write_text(ref)
     (work / "options.json").write_text(options_to_json(options))
-    (work / "model.onnx").write_bytes(model)
+    if isinstance(model, Path):  # a file goes by its path: the child runs on this host
+        (work / "model.path").write_text(str(model.resolve()))
+    else:
+        (work / "model.onnx").write_bytes(model)
     if isinstance(calibration, dict):
         np.savez(work / "calibration.npz", **calibration)  # type: ignore[arg-type]  # names, not flags
     else:
         np.save(work / "calibration.npy", calibration, allow_pickle=False)
 
 
-def _read_inputs(work: Path) -> tuple[str, bytes, Frames, CompileOptions, Quantized | None]:
+def _read_inputs(work: Path) -> tuple[str, bytes | Path, Frames, CompileOptions, Quantized | None]:
     quantized = None
     if (work / "quantized.meta").exists():
         quantized = decode_quantized((work / "quantized.meta").read_bytes(), (work / "quantized.blob").read_bytes())[0]
     return (
         (work / "ref.txt").read_text(),
-        (work / "model.onnx").read_bytes(),
+        _read_model(work),
         _read_frames(work),
         options_from_json((work / "options.json").read_text()),
         quantized,
     )
+
+
+def _read_model(work: Path) -> bytes | Path:
+    if (work / "model.path").exists():
+        return Path((work / "model.path").read_text())
+    return (work / "model.onnx").read_bytes()
 
 
 def _read_frames(work: Path) -> Frames:
@@ -172,7 +186,7 @@ def _marked(method: Callable[..., Any], stage: str, path: Path) -> Callable[...,
 def _compile_to(
     work: Path,
     ref: str,
-    model: bytes,
+    model: bytes | Path,
     calibration: Frames,
     options: CompileOptions,
     quantized: Quantized | None = None,

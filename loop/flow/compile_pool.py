@@ -19,12 +19,14 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Executor, Future, ThreadPoolExecutor, as_completed, wait
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from loop.core import memory
 from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha
+from loop.core.modelfile import model_key, portable
 from loop.core.registry import COMPILERS, compiler_class
 from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized
 from loop.flow import patch_child, supervise
@@ -32,7 +34,7 @@ from loop.flow.compile_child import OUT_OF_MEMORY, compile_with, out_of_memory, 
 from loop.flow.follow import decision
 from loop.store.cache import Cache, calibration_sha, entry_bytes, key_of, quantized_key
 
-Item = tuple[bytes, Frames, CompileOptions]
+Item = tuple[bytes | Path, Frames, CompileOptions]
 CONNECT_TIMEOUT_S = 20.0  # a scheduler that has not answered by then is taken as unreachable
 Progress = Callable[[int], None]
 
@@ -42,26 +44,28 @@ Done = Future[tuple[str, CompileResult]]  # a compile's key and result, as a poo
 
 @dataclass(frozen=True)
 class Job:
-    """One compile to do: its hashes up front, its bytes loaded only when it is dispatched,
-    so a generation of large models never sits in the parent all at once."""
+    """One compile to do: its hashes up front, its model (a file, or small bytes) and frames
+    loaded only when it is dispatched, so a generation never sits in the parent all at once."""
 
     model_sha: str
     calib_sha: str
     options: CompileOptions
-    load: Callable[[], tuple[bytes, Frames]]
+    load: Callable[[], tuple[bytes | Path, Frames]]
     # keep the quantized model it optimizes, for scale-only edits of it compiled later (a base
     # whose variants follow its guard's decision compile in a batch after it)
     keep_quantized: bool = False
+    path: Path | None = None  # the model's file, where it is one: a cached quantized model's float source
 
 
 def as_job(item: Item | Job) -> Job:
     if isinstance(item, Job):
         return item
     model, calibration, options = item
-    return Job(bytes_sha(model), calibration_sha(calibration), options, lambda: (model, calibration))
+    sha = bytes_sha(model) if isinstance(model, bytes) else model_key(model)
+    return Job(sha, calibration_sha(calibration), options, lambda: (model, calibration))
 
 
-def compile_job(backend: str, model: bytes, calibration: Frames, options: CompileOptions) -> CompileResult:
+def compile_job(backend: str, model: bytes | Path, calibration: Frames, options: CompileOptions) -> CompileResult:
     """One compile in this very process (no isolation, no cache); returns a value, never raises."""
     return compile_with(compiler_class(backend)(), model, calibration, options)
 
@@ -136,8 +140,12 @@ class _Quantized:
         self.of = {key: self._key(job, job.options) for key, job in todo.items()}
         self.wanted = {self.of[k] for k, j in todo.items() if j.options.rescales}
         self.models: dict[str, Quantized] = {}
+        files = {self.of[k]: j.path for k, j in todo.items() if j.path is not None}
         for qkey in self.wanted:
             found = cache.lookup_quantized(qkey) if cache is not None else None
+            if found is not None and isinstance(found.source, str) and not Path(found.source).exists():
+                # its float model was a file of a process since gone: this job's file has the same content
+                found = replace(found, source=str(files[qkey])) if qkey in files else None
             if found is not None:
                 self.models[qkey] = found
 
@@ -233,7 +241,9 @@ def _compile(
             for key, job in itertools.islice(queue, 2 * workers - len(running)):
                 start = held.get(key)
                 quantized = start[1] if start is not None else None
-                future = executor.submit(_task, key, ref, *job.load(), job.options, quantized)
+                model, calibration = job.load()
+                model = portable(model) if client is not None else model
+                future = executor.submit(_task, key, ref, model, calibration, job.options, quantized)
                 submitted[future] = key
                 running.add(future)
             if not running:
@@ -296,7 +306,12 @@ def _executor(client: Any, jobs: int) -> tuple[Executor, int]:
 
 
 def _task(
-    key: str, ref: str, model: bytes, calibration: Frames, options: CompileOptions, quantized: Quantized | None = None
+    key: str,
+    ref: str,
+    model: bytes | Path,
+    calibration: Frames,
+    options: CompileOptions,
+    quantized: Quantized | None = None,
 ) -> tuple[str, CompileResult]:
     result = run_isolated(ref, model, calibration, options, quantized)
     result.compiled_on = _worker_address()

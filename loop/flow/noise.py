@@ -12,7 +12,6 @@ from loop.author.frames import count
 from loop.author.sweepfile import SweepSpec, VariantSpec, parse
 from loop.core.capture import captured_stderr
 from loop.core.errors import LoopError
-from loop.core.leftovers import scratch
 from loop.core.record import RunRecord
 from loop.core.registry import compiler_class
 from loop.core.vocab import LayerPrint, Quantized
@@ -36,10 +35,9 @@ def of_variant(spec: SweepSpec, chosen: VariantSpec, runs: Path | None = None) -
         raise LoopError(
             f"the {spec.backend} compiler has no per-layer noise analysis", file=str(spec.path), field="backend"
         )
-    with scratch("noise") as staging:
-        refs = references(spec, with_reference(spec)).values()
-        authored = author(spec, chosen, any(chosen is r for r in refs), Path(staging))
-        report, quantized = of_authored(spec, authored)
+    refs = references(spec, with_reference(spec)).values()
+    authored = author(spec, chosen, any(chosen is r for r in refs))
+    report, quantized = of_authored(spec, authored)
     if runs is not None:  # fingerprinted only to compare with a recorded run
         report.notes = _run_note(runs, spec, chosen.name, compiler_class(spec.backend)().fingerprint(quantized))
     return report
@@ -50,14 +48,14 @@ def of_authored(spec: SweepSpec, authored: Authored) -> tuple[NoiseReport, Quant
     that quantization."""
     compiler = compiler_class(spec.backend)()
     with captured_stderr():  # the quantizer's advice to pre-process, as a sweep's compile keeps it
-        quantized = compiler.optimize(authored.model(), authored.calibration(), authored.options)
+        quantized = compiler.optimize(authored.model_path, authored.calibration(), authored.options)
         frames = authored.inputs()
         found = compiler.noise(quantized, frames)
     if found is None:
         raise LoopError(
             f"the {spec.backend} compiler has no per-layer noise analysis", file=str(spec.path), field="backend"
         )
-    reads = float_inputs(onnx.load_from_string(authored.model()))  # shape inference once, for both
+    reads = float_inputs(onnx.load(str(authored.model_path)))  # shape inference once, for both
     found = with_falls(found, reads)
     report = NoiseReport(spec.name, authored.variant.name, spec.backend, count(frames), worst_first(found))
     report.falls = falls(found, reads)

@@ -31,7 +31,7 @@ from loop.author.sweepfile import MeasureSpec, SweepSpec
 from loop.core.arrays import ref_of
 from loop.core.errors import LoopError
 from loop.core.kinds import Flag, Stage, Status
-from loop.core.leftovers import remove_stale_scratch, scratch
+from loop.core.leftovers import remove_stale_scratch
 from loop.core.record import RunRecord, Scores
 from loop.core.registry import make_device
 from loop.core.vocab import Artifact, CompileOptions, CompileResult, Frames, Rescale
@@ -95,9 +95,11 @@ class SweepResult:
 
 
 def job_of(a: Authored, keep_quantized: bool = False) -> Job:
-    """The compile of one authored variant, its bytes loaded only when it is dispatched;
-    ``keep_quantized``: a reference whose quantized model its ``scale_grid`` variants start from."""
-    return Job(a.onnx_sha, a.calib_sha, a.options, lambda: (a.model(), a.calibration()), keep_quantized)
+    """The compile of one authored variant, its frames made only when it is dispatched (the model
+    goes as its file); ``keep_quantized``: a reference whose quantized model its ``scale_grid``
+    variants start from."""
+    load = lambda: (a.model_path, a.calibration())  # noqa: E731
+    return Job(a.onnx_sha, a.calib_sha, a.options, load, keep_quantized, a.model_path)
 
 
 def _compile_stream(
@@ -190,17 +192,16 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
     if options.device_cluster:
         with _runner(spec, options, warm=False):  # reachable, and a worker holds the device: before anything is written
             pass
-    with scratch("author") as staging:
-        # user errors surface here, before anything is written under runs/
-        authored = [author(spec, v, any(v is r for r in refs), Path(staging), threads) for v in variants]
-        remove_stale_scratch()  # what killed sweeps left, now that this one is going ahead
-        remove_stale_temps(runs)
-        _keep_arrays(runs, authored)
-        ledger = Ledger(runs / "ledger.sqlite")
-        try:
-            return _run(spec, runs, options, jobs, authored, ledger)
-        finally:
-            ledger.close()
+    # user errors surface here, before anything is written under runs/
+    authored = [author(spec, v, any(v is r for r in refs), threads) for v in variants]
+    remove_stale_scratch()  # what killed sweeps left, now that this one is going ahead
+    remove_stale_temps(runs)
+    _keep_arrays(runs, authored)
+    ledger = Ledger(runs / "ledger.sqlite")
+    try:
+        return _run(spec, runs, options, jobs, authored, ledger)
+    finally:
+        ledger.close()
 
 
 def _keep_arrays(runs: Path, authored: list[Authored]) -> None:
@@ -254,8 +255,7 @@ def reference_content(spec: SweepSpec) -> tuple[Content, Named]:
     """The content of ``spec``'s reference as authored now (its base and frame files read
     afresh), and how to name it."""
     reference = references(spec, with_reference(spec))[""]
-    with scratch("author") as staging:
-        authored = author(spec, reference, True, Path(staging))
+    authored = author(spec, reference, True)
     return content(authored), named(spec, authored)
 
 

@@ -79,7 +79,7 @@ def widen_until(
         bench = _Bench(spec, Path(staging), runner, Cache.for_runs(runs) if runs is not None else None)
         reference = bench.tried(0, "as quantized", base, (), reference=True)
         steps = [reference if chosen is base else bench.tried(0, "as quantized", chosen, ())]
-        reads = float_inputs(onnx.load_from_string(bench.authored(chosen).model()))
+        reads = float_inputs(onnx.load(str(bench.authored(chosen).model_path)))
         why, layers = first_guess(report)
         rung = 0
         while _short(steps[-1], target) and reference.artifact is not None:
@@ -151,7 +151,7 @@ class _Bench:
         self.decided: dict[str, Decision | None] = {}  # the base's guard decision, as a sweep's variants follow it
 
     def authored(self, variant: VariantSpec, reference: bool = False) -> Authored:
-        return author(self.spec, variant, reference, self.staging)
+        return author(self.spec, variant, reference)
 
     def tried(
         self, index: int, why: str, variant: VariantSpec, layers: tuple[str, ...], reference: bool = False

@@ -168,7 +168,10 @@ def follow_activations(
 
 
 def constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
-    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    """The graph's initializers and Constant nodes' values; one whose data lies in a file (a graph
+    read without its weights) is left out: what asks for a kernel's values reads the whole model."""
+    stored = onnx.TensorProto.EXTERNAL
+    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer if t.data_location != stored}
     for node in graph.node:
         if node.op_type == "Constant" and node.attribute:
             consts[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)

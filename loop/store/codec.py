@@ -65,12 +65,16 @@ def _artifact_json(artifact: Artifact) -> tuple[dict[str, Any], list[tuple[str, 
 
 
 def _quantized_json(q: Quantized) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
-    return {"backend": q.backend, "info": q.info, "stages": q.stages}, [("quantized", q.data), ("source", q.source)]
+    head = {"backend": q.backend, "info": q.info, "stages": q.stages}
+    if isinstance(q.source, str):  # a file's path: the float model stays where it is
+        return {**head, "source_path": q.source}, [("quantized", q.data)]
+    return head, [("quantized", q.data), ("source", q.source)]
 
 
 def _quantized(head: dict[str, Any], parts: dict[str, bytes]) -> Quantized:
     info, stages = dict(head["info"]), {str(k): float(v) for k, v in head["stages"].items()}
-    return Quantized(str(head["backend"]), parts["quantized"], info, stages, parts["source"])
+    source = str(head["source_path"]) if "source_path" in head else parts["source"]
+    return Quantized(str(head["backend"]), parts["quantized"], info, stages, source)
 
 
 def encode_quantized(q: Quantized, extra: dict[str, Any] | None = None) -> tuple[bytes, bytes]:

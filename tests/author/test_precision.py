@@ -83,7 +83,7 @@ def test_precisions_reach_the_compile_options_and_its_cache_key(write_sweep, tmp
     from loop.store.cache import options_json
 
     spec = parse(write_sweep(SWEEP.replace("conv1", "'conv*'")))
-    base, p = (author(spec, v, i == 0, tmp_path) for i, v in enumerate(spec.variants))
+    base, p = (author(spec, v, i == 0) for i, v in enumerate(spec.variants))
     assert base.options.precisions == ()
     assert p.options.precisions == (Precision("conv1", 16, "conv1_out"), Precision("conv2", 16, "conv2_out"))
     assert options_json(base.options) != options_json(p.options)

@@ -89,7 +89,7 @@ def test_local_functions_are_inlined_so_their_layers_are_seen(tmp_path: Path):
     base = load(path, {})
     assert [(lp.op, lp.weight) for lp in base.structure.layers] == [("MatMul", "w")]
     assert "1 local function(s) inlined by ONNX" in base.notes
-    assert not onnx.load_from_string(base.data).functions
+    assert not onnx.load(str(base.path)).functions
 
 
 def test_what_a_function_leaves_after_inlining_is_checked_too(tmp_path: Path):

@@ -255,10 +255,12 @@ def _between(graph: onnx.GraphProto, start: list[str], end: list[str]) -> tuple[
     return [n for n in graph.node if n.name in keep], [by_name[n].output[0] for n in end]
 
 
-def translate(model_bytes: bytes, net: str, start: list[str] | None = None, end: list[str] | None = None) -> Net:
-    """The ONNX as the double's parser sees it: weighted ops named by kind, BN and Relu fused; only
-    the nodes between ``start`` and ``end`` when they are given."""
-    graph = onnx.load_from_string(model_bytes).graph
+def translate(path: str, net: str, start: list[str] | None = None, end: list[str] | None = None) -> Net:
+    """The ONNX at ``path`` as the double's parser sees it: weighted ops named by kind, BN and Relu
+    fused; only the nodes between ``start`` and ``end`` when they are given. Read by path, its
+    external data from beside it, as the DFC's ``ClientRunner.translate_onnx_model(model, net_name,
+    ...)`` takes "the path of the ONNX model" (Hailo Dataflow Compiler user guide, parsing)."""
+    graph = onnx.load(path).graph
     weights = {t.name: numpy_helper.to_array(t).astype(np.float32) for t in graph.initializer}
     nodes, outputs = _between(graph, start or [], end or [])
     (inp,) = [i for i in graph.input if i.name not in weights]

@@ -125,7 +125,7 @@ class FakeHailoSdkClient(types.ModuleType):
             def translate_onnx_model(self, path: str, net: str, **kwargs: Any) -> tuple[dict, dict]:
                 fake.record("translate_onnx_model", {"path": path, "net": net, **kwargs})
                 start, end = kwargs.get("start_node_names"), kwargs.get("end_node_names")
-                self.net = double.translate(Path(path).read_bytes(), net, start, end)
+                self.net = double.translate(path, net, start, end)
                 return self.net.hn(), double.native(self.net)
 
             def load_model_script(self, text: str, append: bool = False) -> None:

@@ -189,6 +189,22 @@ def test_clear_error_lines() -> None:
 # -- driver against the fake --------------------------------------------------------------------
 
 
+def test_a_model_with_external_data_goes_to_the_dfc_by_its_path(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
+    """The DFC's parser reads the ONNX by path, its tensors from beside it: loop hands it the
+    model's own file, never a copy in bytes, and the compile is the one a self-contained model gets."""
+    import onnx
+
+    calibration = np.random.default_rng(0).random((5, 3, 4, 4), dtype=np.float32)
+    model = tmp_path / "model" / "tiny.onnx"
+    model.parent.mkdir()
+    onnx.save(onnx.load_from_string(tiny_conv_onnx()), str(model), save_as_external_data=True, size_threshold=0)
+    by_path = run_compile(HailoCompiler(workdir=tmp_path / "a"), model, calibration, CompileOptions())
+    assert dict(fake_hailo_sdk_client.calls)["translate_onnx_model"]["path"] == str(model)
+    by_bytes = run_compile(HailoCompiler(workdir=tmp_path / "b"), tiny_conv_onnx(), calibration, CompileOptions())
+    assert by_path.ok and by_bytes.ok, (by_path.error, by_bytes.error)
+    assert [lp.kernel_sha for lp in by_path.layers] == [lp.kernel_sha for lp in by_bytes.layers]
+
+
 def test_driver_call_order_layout_and_files(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
     calibration = np.random.default_rng(0).random((5, 3, 4, 4), dtype=np.float32)
     opts = CompileOptions(

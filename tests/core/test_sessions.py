@@ -46,3 +46,31 @@ def test_spin_off_reaches_the_session_and_on_is_the_runtimes_default() -> None:
     assert session(identity_relu(), spin=False).get_session_options().get_session_config_entry(key) == "0"
     with pytest.raises(Exception, match="does not have configuration"):  # left to ONNX Runtime: it spins
         session(identity_relu()).get_session_options().get_session_config_entry(key)
+
+
+def test_a_proto_past_the_limit_goes_as_a_file_and_is_given_its_tensors_back(monkeypatch) -> None:
+    """Past protobuf's 2 GiB a proto cannot be serialized: the session reads it from a scratch file,
+    its large tensors beside it, and the caller's proto is as it was (the limit lowered to see it)."""
+    from onnx import numpy_helper
+
+    from loop.core import sessions
+
+    w = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) / 4096
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+        [numpy_helper.from_array(w, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    before = model.SerializeToString()
+    x = np.ones((1, 64), np.float32)
+    monkeypatch.setattr(sessions, "PROTO_LIMIT", 1024)
+    monkeypatch.setattr(sessions, "SPILL_FROM", 1024)
+    spilled = []
+    real = sessions._spilled
+    monkeypatch.setattr(sessions, "_spilled", lambda m: spilled.append(1) or real(m))
+    got = session(model).run(None, {"x": x})[0]
+    assert spilled and np.allclose(got, x @ w, rtol=1e-6)
+    assert model.SerializeToString() == before  # its tensors given back, nothing left pointing at a file

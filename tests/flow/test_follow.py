@@ -94,7 +94,7 @@ def test_what_a_variant_follows(guard, followed):
 
 def test_a_failed_reference_gives_nothing_to_follow(write_sweep, tmp_path):
     spec = parse(write_sweep(SWEEP))
-    base = author(spec, spec.variants[0], True, tmp_path)
+    base = author(spec, spec.variants[0], True)
     assert _decided({"": base}, {"base": _record("kept")}, "onnxruntime") == {"": "kept"}
     assert _decided({"": base}, {"base": _record("kept", Status.FAILED)}, "onnxruntime") == {}
     assert _decided({"": base}, {}, "onnxruntime") == {}

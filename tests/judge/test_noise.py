@@ -20,6 +20,7 @@ from loop import api
 from loop.author.author import author, with_reference
 from loop.author.sweepfile import parse
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler, calibration_feeds
+from loop.core.modelfile import load_model
 from loop.judge.noise import NoiseReport, precision_line, snr_db
 from loop.judge.structure import analyse
 
@@ -181,10 +182,10 @@ def alone_output(
 def kernel_snr(folder: Path, weight: str) -> float:
     """The kernel's own SNR: its float values against the QDQ model's integers times their scales."""
     spec = parse(folder / "sweep.yaml")
-    authored = author(spec, spec.variants[0], True, folder)
-    quantized = OnnxRuntimeCompiler().optimize(authored.model(), authored.calibration(), authored.options)
+    authored = author(spec, spec.variants[0], True)
+    quantized = OnnxRuntimeCompiler().optimize(authored.model_path, authored.calibration(), authored.options)
     inits = {t.name: numpy_helper.to_array(t) for t in onnx.load_from_string(quantized.data).graph.initializer}
-    source = {t.name: numpy_helper.to_array(t) for t in onnx.load_from_string(quantized.source).graph.initializer}
+    source = {t.name: numpy_helper.to_array(t) for t in load_model(quantized.source).graph.initializer}
     scale, zero = inits[weight + "_scale"], inits[weight + "_zero_point"]
     axis = 0 if scale.size > 1 else 1
     return check_snr(source[weight], dequantized(inits[weight + "_quantized"], scale, zero.astype(np.float64), axis))
@@ -193,9 +194,9 @@ def kernel_snr(folder: Path, weight: str) -> float:
 def report_and_check(path: Path, staging: Path) -> tuple[NoiseReport, dict[str, tuple[float, float]]]:
     spec = parse(path)
     variant = next(v for v in with_reference(spec) if v.name == "base")
-    authored = author(spec, variant, True, staging)
-    quantized = OnnxRuntimeCompiler().optimize(authored.model(), authored.calibration(), authored.options)
-    source = onnx.load_from_string(quantized.source)
+    authored = author(spec, variant, True)
+    quantized = OnnxRuntimeCompiler().optimize(authored.model_path, authored.calibration(), authored.options)
+    source = load_model(quantized.source)
     feeds = calibration_feeds(source, authored.inputs())
     return api.noise(path, "base"), expected(source, onnx.load_from_string(quantized.data), feeds)
 

@@ -71,7 +71,8 @@ class Correction:
     regridded: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     depths: int = 0
-    # the output guard: "kept" or "dropped" the pass, "off" (not asked), "too few frames"
+    # the output guard: "kept" or "dropped" the pass, "off" (not asked), "too few frames",
+    # "nothing to correct" (no layer has a bias the pass can move)
     guard: str = "off"
     guard_gain: float | None = None  # held-out squared error the pass removed (negative: added)
     guard_folds: tuple[float, ...] = ()  # each fold's share of its held-out error removed
@@ -187,8 +188,31 @@ def frame_means(
     return {n: np.stack(m) for n, m in means.items()}
 
 
+class FloatMeans:
+    """The float model's per-frame channel means, run once over every frame a pass and its guard's
+    folds read: a fold's pass reads its own frames' rows, the values a run on them alone makes (a
+    frame's outputs do not depend on the others run beside it). Two float runs for a guarded
+    pass, where each fold ran the float model again."""
+
+    def __init__(self, model: onnx.ModelProto, frames: list[dict[str, np.ndarray]], threads: int) -> None:
+        self.model, self.frames, self.threads = model, frames, threads
+        self._rows: dict[str, np.ndarray] = {}
+        self._at = {id(f): i for i, f in enumerate(frames)}
+
+    def rows(
+        self, names: list[str], frames: list[dict[str, np.ndarray]], last: frozenset[str]
+    ) -> dict[str, np.ndarray]:
+        missing = [n for n in dict.fromkeys(names) if n not in self._rows]
+        if missing:
+            self._rows.update(frame_means(self.model, missing, self.frames, self.threads, last=last))
+        if not all(id(f) in self._at for f in frames):  # frames it was not made on: run them
+            return frame_means(self.model, names, frames, self.threads, last=last)
+        at = [self._at[id(f)] for f in frames]
+        return {n: self._rows[n][at] for n in names}
+
+
 def correct(
-    float_model: onnx.ModelProto,
+    float_model: onnx.ModelProto | FloatMeans,
     quantized: onnx.ModelProto,
     frames: list[dict[str, np.ndarray]],
     threads: int = 0,
@@ -200,22 +224,24 @@ def correct(
     layer's correction kept or shrunk by ``rule`` (see ``bias_rules``). With ``guard``, only
     if the pass lowers the model's output error on held-out frames (see ``bias_guard``);
     ``given``: the guard's decision, already made on the reference, is followed, not estimated."""
+    means = float_model if isinstance(float_model, FloatMeans) else FloatMeans(float_model, frames, threads)
+    nothing = Correction(rule, len(frames), guard="nothing to correct" if guard and given is None else "off")
+    if not targets(QdqGraph(quantized), nothing):
+        return nothing  # no bias to correct (MatMuls without one, each skipped with why): nothing to guard
     if given is not None:
         if given == "dropped":
             dropped = Correction(rule, len(frames), guard="dropped", guard_from="reference")
             return _dropped(quantized, dropped, GUARD_REFERENCE)
         followed = Correction(rule, len(frames), guard="kept", guard_from="reference")
-        return _corrected(float_model, quantized, frames, threads, followed)
+        return _corrected(means, quantized, frames, threads, followed)
     if guard:
 
         def fit(model: onnx.ModelProto, part: list[dict[str, np.ndarray]]) -> object:
-            return correct(float_model, model, part, threads, rule, guard=False)
+            return correct(means, model, part, threads, rule, guard=False)
 
-        found = bias_guard.estimate(float_model, quantized, frames, threads, fit)
+        found = bias_guard.estimate(means.model, quantized, frames, threads, fit)
         if found is None:
-            return _corrected(
-                float_model, quantized, frames, threads, Correction(rule, len(frames), guard="too few frames")
-            )
+            return _corrected(means, quantized, frames, threads, Correction(rule, len(frames), guard="too few frames"))
         decided = Correction(
             rule,
             len(frames),
@@ -225,8 +251,8 @@ def correct(
         )
         if decided.guard == "dropped":
             return _dropped(quantized, decided, GUARD_WORSE)
-        return _corrected(float_model, quantized, frames, threads, decided)
-    return _corrected(float_model, quantized, frames, threads, Correction(rule, len(frames)))
+        return _corrected(means, quantized, frames, threads, decided)
+    return _corrected(means, quantized, frames, threads, Correction(rule, len(frames)))
 
 
 def _dropped(quantized: onnx.ModelProto, correction: Correction, why: str) -> Correction:
@@ -236,7 +262,7 @@ def _dropped(quantized: onnx.ModelProto, correction: Correction, why: str) -> Co
 
 
 def _corrected(
-    float_model: onnx.ModelProto,
+    means: FloatMeans,
     quantized: onnx.ModelProto,
     frames: list[dict[str, np.ndarray]],
     threads: int,
@@ -249,7 +275,7 @@ def _corrected(
     if not todo or not frames:
         return correction
     last = frozenset(t.f_out for t in todo if t.channels_last)
-    expected = frame_means(float_model, [t.f_out for t in todo], frames, threads, last=last)
+    expected = means.rows([t.f_out for t in todo], frames, last)
     runner = _Segments(g, {t.node for t in todo}, frames, threads)
     by_depth: dict[int, list[Target]] = {}
     for t in todo:

@@ -10,6 +10,7 @@ import onnx
 from onnx import numpy_helper
 
 from loop.compilers.qdq import QdqGraph
+from loop.core.modelfile import tensor_array
 from loop.core.vocab import RangeOverride
 from loop.judge.structure import FOLDED_ACTIVATIONS, clip_bounds, constants
 
@@ -37,7 +38,7 @@ def add_zero_biases(model: onnx.ModelProto) -> list[str]:
             continue
         if (len(node.input) > 2 and node.input[2]) or node.input[1] not in inits:
             continue
-        weight = numpy_helper.to_array(inits[node.input[1]])
+        weight = tensor_array(inits[node.input[1]])
         channels = _out_channels(node, weight)
         if channels is None or not np.issubdtype(weight.dtype, np.floating):
             continue

@@ -73,7 +73,9 @@ class OnnxRuntimeCompiler(Compiler):
 
     def _optimize(self, path: Path, calibration: Frames, options: CompileOptions) -> Quantized:
         info: dict[str, Any] = {}
-        float_model = onnx.load(str(path))
+        # its tensors mapped from their files where it has external data: this process never
+        # holds a copy of the float weights (quantize_static reads the file itself)
+        float_model = load_model(path, data=False)
         with scratch("q") as tmp:  # named by this pid, so a killed compile's folder is cleared later
             if options.bias_correction:
                 # The Dataflow Compiler gives every layer a bias; a zero one here lets bias
@@ -81,8 +83,8 @@ class OnnxRuntimeCompiler(Compiler):
                 given = biasing.add_zero_biases(float_model)
                 if given:
                     info["zero_bias_added"] = given
-                    path = write_model(float_model, Path(tmp), not self_contained(path), "biased")[0]
-                    float_model = onnx.load(str(path))  # written, its tensors went to the file
+                    path = _biased(path, Path(tmp))
+                    float_model = load_model(path, data=False)
             quantized = self._quantized(path, float_model, calibration, options, info)
         return quantized
 
@@ -140,7 +142,7 @@ class OnnxRuntimeCompiler(Compiler):
         if not source:
             return None
         if source not in self._sources:
-            self._sources[source] = qdq.FloatSource(load_model(source))
+            self._sources[source] = qdq.FloatSource(load_model(source, data=False))
             while len(self._sources) > 2:
                 self._sources.pop(next(iter(self._sources)))
         return self._sources[source]
@@ -158,6 +160,14 @@ class OnnxRuntimeCompiler(Compiler):
         inputs, outputs = boundary.strip(model) if options.io == "uint8" else boundary.float_io(model)
         data = with_layout(_graph_compile(model, options.threads), inputs, outputs)
         return Artifact(self.name, data, ".onnx", inputs, outputs)
+
+
+def _biased(path: Path, folder: Path) -> Path:
+    """The model at ``path`` with its zero biases, written in ``folder`` (its tensors beside it
+    where it has external data)."""
+    model = load_model(path)
+    biasing.add_zero_biases(model)
+    return write_model(model, folder, not self_contained(path), "biased")[0]
 
 
 def _quantize(

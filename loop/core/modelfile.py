@@ -20,10 +20,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import math
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from loop.core.errors import LoopError
 from loop.core.hashing import add_part
@@ -92,14 +96,56 @@ def self_contained(path: str | os.PathLike[str]) -> bool:
     return not external_locations(path)
 
 
-def load_model(model: bytes | str | os.PathLike[str], data: bool = True) -> onnx.ModelProto:
-    """A model given as bytes or as a file (its external data read from beside it unless ``data``
-    is False: the graph alone, its large tensors left as references to their files)."""
+def load_model(model: bytes | str | os.PathLike[str], data: bool = True, inline_below: int = 0) -> onnx.ModelProto:
+    """A model given as bytes or as a file, its external data read from beside it; with ``data``
+    False the graph alone, each external tensor a reference that knows its folder (onnx's own
+    ``basepath`` key), so :func:`tensor_array` maps it from its file and a session is given it
+    without a copy (:func:`loop.core.sessions.session`). Those under ``inline_below`` bytes are read
+    in (shapes and constants a graph's analyses read, exported to a file by ``size_threshold=0``)."""
     import onnx
+    from onnx.external_data_helper import _get_all_tensors, load_external_data_for_tensor, uses_external_data
 
     if isinstance(model, bytes):
         return onnx.load_from_string(model)
-    return onnx.load(os.fspath(model), load_external_data=data)
+    loaded = onnx.load(os.fspath(model), load_external_data=data)
+    if not data:
+        folder = os.fspath(Path(model).resolve().parent)
+        for tensor in _get_all_tensors(loaded):
+            if not uses_external_data(tensor):
+                continue
+            if _stored_bytes(tensor) < inline_below:
+                load_external_data_for_tensor(tensor, folder)
+                del tensor.external_data[:]
+                tensor.data_location = onnx.TensorProto.DEFAULT
+            else:
+                tensor.external_data.add(key="basepath", value=folder)
+    return loaded
+
+
+def _stored_bytes(tensor: onnx.TensorProto) -> int:
+    from onnx import helper
+
+    return int(np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize * math.prod(tensor.dims))
+
+
+def tensor_array(tensor: onnx.TensorProto) -> np.ndarray:
+    """A tensor's values: mapped read-only from its file where it is an external tensor that knows
+    its folder (:func:`load_model` with ``data`` False), so a model of gigabytes is read a page at a
+    time and never copied whole; else as onnx reads it."""
+    from onnx import helper, numpy_helper
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+    if not uses_external_data(tensor) or tensor.HasField("raw_data"):
+        return numpy_helper.to_array(tensor)
+    info = ExternalDataInfo(tensor)
+    if not info.basepath:
+        raise ValueError(f"tensor '{tensor.name}' lies in a file, and nothing says in which folder")
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    shape = tuple(int(d) for d in tensor.dims)
+    if dtype.kind not in "fiub" or dtype.itemsize * math.prod(shape) == 0:  # bfloat16, 4-bit, empty
+        return numpy_helper.to_array(tensor, info.basepath)
+    where = os.path.join(info.basepath, info.location)
+    return np.memmap(where, dtype=dtype, mode="r", offset=info.offset or 0, shape=shape)
 
 
 @contextlib.contextmanager
@@ -138,8 +184,10 @@ def write_model(model: onnx.ModelProto, folder: Path, external: bool, name: str 
     from onnx.external_data_helper import convert_model_to_external_data
 
     folder.mkdir(parents=True, exist_ok=True)
-    draft = folder / f".{name}-{os.getpid()}.onnx"
+    mark = f"{name}-{os.getpid()}-{threading.get_ident()}"  # two threads never share a draft
+    draft = folder / f".{mark}.onnx"
     if not external:
+        _read_in(model)
         data = model.SerializeToString(deterministic=True)
         key = hashlib.sha256(data).hexdigest()
         path = folder / f"{key}.onnx"
@@ -147,11 +195,56 @@ def write_model(model: onnx.ModelProto, folder: Path, external: bool, name: str 
             draft.write_bytes(data)
             os.replace(draft, path)
         return path, key
-    own = f".{name}-{os.getpid()}.data"
+    own = f".{mark}.data"
     (folder / own).unlink(missing_ok=True)
+    _adopt(model, folder, own)
     convert_model_to_external_data(model, location=own, size_threshold=1024)
     onnx.save_model(model, os.fspath(draft))  # writes the tensors marked for ``own``, then the graph
     return _settle(model, folder, draft, own)
+
+
+def _elsewhere(model: onnx.ModelProto, folder: Path | None) -> Iterator[tuple[onnx.TensorProto, Path, int, int]]:
+    """Each tensor whose data lies in a file of another folder than ``folder`` (its ``basepath``;
+    None: any folder): the tensor, the file, and where in it."""
+    from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, uses_external_data
+
+    for tensor in _get_all_tensors(model):
+        if not uses_external_data(tensor) or tensor.HasField("raw_data"):
+            continue
+        info = ExternalDataInfo(tensor)
+        if info.basepath and (folder is None or Path(info.basepath).resolve() != folder.resolve()):
+            file = Path(info.basepath) / info.location
+            offset = info.offset or 0
+            yield tensor, file, offset, info.length if info.length is not None else file.stat().st_size - offset
+
+
+def _adopt(model: onnx.ModelProto, folder: Path, own: str) -> None:
+    """Tensors lying in another folder's files copied into ``folder / own``, a chunk at a time, and
+    named there: a model loop writes names only files of its own folder."""
+    with open(folder / own, "ab") as out:
+        for tensor, file, offset, length in list(_elsewhere(model, folder)):
+            at = out.tell()
+            with open(file, "rb") as src:
+                src.seek(offset)
+                left = length
+                while left and (chunk := src.read(min(CHUNK, left))):
+                    out.write(chunk)
+                    left -= len(chunk)
+            del tensor.external_data[:]
+            for key, value in (("location", own), ("offset", str(at)), ("length", str(length))):
+                tensor.external_data.add(key=key, value=value)
+
+
+def _read_in(model: onnx.ModelProto) -> None:
+    """Tensors lying in another folder's files read into the proto (a model written whole)."""
+    from onnx import TensorProto
+
+    for tensor, file, offset, length in list(_elsewhere(model, None)):
+        with open(file, "rb") as src:
+            src.seek(offset)
+            tensor.raw_data = src.read(length)
+        del tensor.external_data[:]
+        tensor.data_location = TensorProto.DEFAULT
 
 
 def _settle(model: onnx.ModelProto, folder: Path, draft: Path, own: str) -> tuple[Path, str]:

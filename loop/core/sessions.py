@@ -65,14 +65,37 @@ def session(
         return ort.InferenceSession(model, so, providers=list(providers))
     if isinstance(model, (str, os.PathLike)):  # a file, its external data beside it
         return ort.InferenceSession(os.fspath(model), so, providers=list(providers))
+    kept = _given_from_files(model, so)
     if _tensor_bytes(model) < PROTO_LIMIT:
-        return ort.InferenceSession(model.SerializeToString(), so, providers=list(providers))
+        made = ort.InferenceSession(model.SerializeToString(), so, providers=list(providers))
+        made._loop_initializers = kept  # ONNX Runtime reads them in place, for the session's life
+        return made
     with _spilled(model) as path:
         return ort.InferenceSession(os.fspath(path), so, providers=list(providers))
 
 
 PROTO_LIMIT = 3 << 29  # 1.5 GiB of tensors: past it a proto goes as a file, protobuf stopping at 2 GiB
 SPILL_FROM = 1 << 16  # a tensor that goes to the data file, the rest staying in the graph
+
+
+def _given_from_files(model: onnx.ModelProto, so: Any) -> list[Any]:
+    """Each external tensor of ``model`` that knows its folder (``loop.core.modelfile.load_model``
+    with ``data`` False), mapped from its file and handed to the session by ONNX Runtime's
+    ``add_external_initializers``, which uses the memory given instead of reading the tensor: no
+    copy of the weights in this process. The values handed, which must outlive the session."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from loop.core.modelfile import tensor_array
+
+    names, values = [], []
+    for t in model.graph.initializer:
+        if t.data_location == t.EXTERNAL and any(e.key == "basepath" for e in t.external_data):
+            names.append(t.name)
+            values.append(ort.OrtValue.ortvalue_from_numpy(np.asarray(tensor_array(t))))
+    if names:
+        so.add_external_initializers(names, values)
+    return values
 
 
 def _tensor_bytes(model: onnx.ModelProto) -> int:

@@ -24,6 +24,8 @@ from loop.author.sweepfile import SweepSpec
 from loop.core.errors import LoopError
 from loop.core.hashing import array_sha, bytes_sha
 from loop.core.kinds import Flag, Stage, Status, Verdict
+from loop.core.leftovers import scratch
+from loop.core.modelfile import model_files
 from loop.core.record import Change, Measurement
 from loop.core.registry import compiler_class
 from loop.core.sessions import session as onnx_session
@@ -256,7 +258,12 @@ def float_outputs(load: Callable[[], bytes | Path], inputs: frames_mod.Frames, s
     return found
 
 
+APART_FROM = 256 << 20  # a model's files past this run their float reference in a child (loop.flow.float_child)
+
+
 def _float_outputs(model: bytes | Path, inputs: frames_mod.Frames) -> FloatOutputs:
+    if isinstance(model, Path) and sum(f.stat().st_size for f in model_files(model)) > APART_FROM:
+        return _float_apart(model, inputs)
     session = onnx_session(model, optimize="all")
     names = [i.name for i in session.get_inputs()]
     raw = [session.run(None, frames_mod.feed(inputs, j, names)) for j in range(frames_mod.count(inputs))]
@@ -265,6 +272,26 @@ def _float_outputs(model: bytes | Path, inputs: frames_mod.Frames) -> FloatOutpu
             if isinstance(o, np.ndarray):
                 o.flags.writeable = False
     return FloatOutputs(tuple(o.name for o in session.get_outputs()), raw)
+
+
+def _float_apart(model: Path, inputs: frames_mod.Frames) -> FloatOutputs:
+    """:func:`_float_outputs` in a child process (:mod:`loop.flow.float_child`): this process never
+    holds the float weights; a failure there is this one's, with the child's log."""
+    from loop.flow import float_child, supervise
+
+    with scratch("float") as tmp:
+        folder = Path(tmp)
+        float_child.write_inputs(folder, model, inputs)
+        with supervise.spawn("loop.flow.float_child", tmp, folder=folder) as child:
+            code = child.finish(None)
+            if code != 0:
+                how = supervise.how_it_died(code) if code is not None else "no end"
+                raise RuntimeError(f"the float reference failed ({how}): {child.tail()[-400:]}")
+        names, raw = float_child.read_outputs(folder)
+    for outs in raw:
+        for o in outs:
+            o.flags.writeable = False
+    return FloatOutputs(names, raw)
 
 
 def _frames_sha(inputs: frames_mod.Frames) -> str:

@@ -14,6 +14,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from loop.core.modelfile import tensor_array
+
 QUANTIZED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 FOLDED_ACTIVATIONS = ("Relu", "Clip")
 # Ops whose quantized output takes their input's scale and zero point: ONNX Runtime's QDQ
@@ -168,14 +170,18 @@ def follow_activations(
 
 
 def constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
-    """The graph's initializers and Constant nodes' values; one whose data lies in a file (a graph
-    read without its weights) is left out: what asks for a kernel's values reads the whole model."""
-    stored = onnx.TensorProto.EXTERNAL
-    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer if t.data_location != stored}
+    """The graph's initializers and Constant nodes' values; one whose data lies in a file is mapped
+    from it (:func:`loop.core.modelfile.tensor_array`), or left out where the graph does not say
+    in which folder (read by ``onnx.load(..., load_external_data=False)``)."""
+    consts = {t.name: tensor_array(t) for t in graph.initializer if _readable(t)}
     for node in graph.node:
         if node.op_type == "Constant" and node.attribute:
             consts[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
     return consts
+
+
+def _readable(tensor: onnx.TensorProto) -> bool:
+    return tensor.data_location != onnx.TensorProto.EXTERNAL or any(e.key == "basepath" for e in tensor.external_data)
 
 
 def _opset(model: onnx.ModelProto) -> int:

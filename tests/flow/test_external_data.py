@@ -25,15 +25,18 @@ KERNEL_BYTES = HIDDEN * 4 * HIDDEN * 4  # one h x 4h float32 kernel
 
 
 def stack() -> onnx.ModelProto:
-    """MatMul h->4h, Relu, MatMul 4h->h and a residual Add, twice: the big_model benchmark's shape."""
+    """MatMul h->4h with a bias Add (what bias correction moves), Relu, MatMul 4h->h and a residual
+    Add, twice: the big_model benchmark's shape, with an exporter's linear bias."""
     rng = np.random.default_rng(3)
     nodes, inits, x = [], [], "x"
     for b in range(BLOCKS):
         for name, shape in ((f"b{b}.up", (HIDDEN, 4 * HIDDEN)), (f"b{b}.down", (4 * HIDDEN, HIDDEN))):
             w = rng.standard_normal(shape).astype(np.float32) / np.sqrt(shape[0])
             inits.append(numpy_helper.from_array(w.astype(np.float32), name))
+        inits.append(numpy_helper.from_array(rng.standard_normal(4 * HIDDEN).astype(np.float32) * 0.1, f"b{b}.bias"))
         nodes += [
-            helper.make_node("MatMul", [x, f"b{b}.up"], [f"b{b}.u"], name=f"b{b}/up"),
+            helper.make_node("MatMul", [x, f"b{b}.up"], [f"b{b}.m"], name=f"b{b}/up"),
+            helper.make_node("Add", [f"b{b}.m", f"b{b}.bias"], [f"b{b}.u"], name=f"b{b}/bias"),
             helper.make_node("Relu", [f"b{b}.u"], [f"b{b}.r"], name=f"b{b}/relu"),
             helper.make_node("MatMul", [f"b{b}.r", f"b{b}.down"], [f"b{b}.d"], name=f"b{b}/down"),
             helper.make_node("Add", [x, f"b{b}.d"], [f"b{b}.o"], name=f"b{b}/add"),
@@ -83,6 +86,8 @@ def test_an_external_data_base_sweeps_as_the_same_model_self_contained(both) -> 
     assert {v: r["verdict"] for v, r in external.items()} == {v: r["verdict"] for v, r in plain.items()}
     assert external["grid"]["verdict"] == external["four"]["verdict"] == "clean"
     runs = both[0] / "external" / "runs"
+    corrected = _record(runs, external["base"]["id"]).info["bias_correction"]
+    assert corrected["guard"] in ("kept", "dropped") and corrected["guard_gain"] is not None  # the float ran
     assert all(
         lp.float_sha for run in external.values() for lp in _record(runs, run["id"]).layers
     )  # read from the files
@@ -152,3 +157,22 @@ def test_dask_compiles_an_external_data_model_from_the_folder_it_shares(both) ->
     assert remote.ok, remote.error
     assert remote.compiled_on != "local"
     assert [lp.kernel_sha for lp in remote.layers] == [lp.kernel_sha for lp in compile_job("onnxruntime", *item).layers]
+
+
+def test_a_large_models_float_reference_runs_apart_with_the_same_outputs(tmp_path: Path, monkeypatch) -> None:
+    """Past ``APART_FROM`` the float reference runs in a child, so the sweep's process never holds the
+    float weights; its outputs are the ones a run here makes (the limit lowered to see it)."""
+    from loop.flow import evaluate
+
+    path = tmp_path / "stack.onnx"
+    onnx.save(stack(), str(path), save_as_external_data=True, location="stack.data")
+    inputs = np.random.default_rng(1).standard_normal((3, 8, HIDDEN)).astype(np.float32)
+    here = evaluate._float_outputs(path, inputs)
+    apart, ran = evaluate._float_apart, []
+    monkeypatch.setattr(evaluate, "APART_FROM", 0)
+    monkeypatch.setattr(evaluate, "_float_apart", lambda m, i: ran.append(1) or apart(m, i))
+    there = evaluate._float_outputs(path, inputs)
+    assert ran and there.names == here.names
+    assert all(
+        np.array_equal(a, b) for x, y in zip(there.raw, here.raw, strict=True) for a, b in zip(x, y, strict=True)
+    )

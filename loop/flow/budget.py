@@ -21,13 +21,13 @@ from loop.core import memory
 from loop.core.errors import LoopError
 
 GB = 1e9
-# Measured (docs/architecture.md, "Memory"), models passed between stages as files: a compile
-# peaked at 1.11 GB on 0.236 GB of float weights and 2.35 GB on 0.520 GB; the sweep's own process
-# at 0.59 and 1.17 GB.
-COMPILE_FIXED = 100_000_000
-COMPILE_PER_WEIGHT_BYTE = 4.4
-PARENT_FIXED = 150_000_000
-PARENT_PER_WEIGHT_BYTE = 2.1
+# Measured (docs/architecture.md, "Memory"), models passed between stages as files, the float
+# weights mapped from them, results left in runs/: a compile peaked at 1.05 GB on 0.236 GB of float
+# weights and 3.38 GB on 1.074 GB; the sweep's own process at 0.52 and 0.69 GB.
+COMPILE_FIXED = 400_000_000
+COMPILE_PER_WEIGHT_BYTE = 2.8
+PARENT_FIXED = 450_000_000
+PARENT_PER_WEIGHT_BYTE = 0.25
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,15 @@ this batch with the same model, frames and options optimizes first (the base, or
 edited compiles), so each base is optimized once. Misses go to workers (joblib's loky
 processes here, or the workers of a Dask cluster), and each worker runs its compile in a
 child process of its own process group (:mod:`loop.flow.compile_child`), so a per-variant
-timeout or a crash fails that variant alone. Results come back by value, in input order,
-and only the parent writes the cache.
+timeout or a crash fails that variant alone. Results come back in input order. A local worker
+of a sweep stores its artifact under ``runs/artifacts`` and writes its cache entry itself (each
+file written whole and renamed, as the parent writes them), so a result comes back without its
+bytes; a Dask worker's result comes back by value, and the parent writes its entry.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import socket
@@ -32,6 +35,7 @@ from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized
 from loop.flow import patch_child, supervise
 from loop.flow.compile_child import OUT_OF_MEMORY, compile_with, out_of_memory, resolve, run_isolated
 from loop.flow.follow import decision
+from loop.store.artifacts import spill
 from loop.store.cache import Cache, calibration_sha, entry_bytes, key_of, quantized_key
 
 Item = tuple[bytes | Path, Frames, CompileOptions]
@@ -93,10 +97,21 @@ def compile_all(
 
 
 def iter_compiled(
-    backend: str, items: Sequence[Item | Job], *, jobs: int, cache: Cache | None, cluster: str | None = None
+    backend: str,
+    items: Sequence[Item | Job],
+    *,
+    jobs: int,
+    cache: Cache | None,
+    cluster: str | None = None,
+    runs: Path | None = None,
 ) -> Iterator[list[tuple[int, CompileResult]]]:
     """The items' ``(index, result)`` pairs in batches as they settle: all cache hits first,
-    then each finished compile with its repeats, so a caller can measure while compiles run."""
+    then each finished compile with its repeats, so a caller can measure while compiles run.
+
+    ``runs``: a local worker stores each artifact there (``runs/artifacts``, :func:`spill`) and
+    writes its cache entry itself, so a result comes back without its bytes and this process
+    never holds a model's artifact whole; a quantized model comes back only where a later
+    compile of the batch starts from it."""
     ref = _compiler_ref(backend)
     with _cluster(cluster) as client:
         versions = _versions(ref, client)
@@ -110,15 +125,16 @@ def iter_compiled(
         if base.wanted and client is None and resolve(ref).patches_warm:
             patch_child.warm(ref, _patchers(jobs, len(todo)))
         for phase in base.phases():
-            for key, result, entry in _compile(ref, phase, jobs, client, base.held):
+            spool = Spool(runs, cache.root if cache is not None else None, base.carried) if runs else None
+            for key, result, entry in _compile(ref, phase, jobs, client, base.held, spool):
                 base.keep(todo[key], result)
                 result.info.setdefault("versions", versions)
-                if entry is None and cache is not None and result.ok and result.artifact is not None:
+                if entry is None and cache is not None and result.ok and result.artifact and result.artifact.data:
                     entry = entry_bytes(key, result)  # now: the sweep may spill the artifact's bytes
                 yield _settle(keys, {key: result})
                 # written after the result is on its way: the cache only saves time, and the sweep
                 # should not wait for it (a caller that stops here loses that one entry)
-                if cache is not None and entry is not None:
+                if cache is not None and entry is not None and entry is not STORED:
                     cache.store_encoded(key, *entry)
 
 
@@ -172,6 +188,11 @@ class _Quantized:
                 first[key] = job
         return [first, {k: j for k, j in self.todo.items() if k not in first}]
 
+    @property
+    def carried(self) -> frozenset[str]:
+        """The compiles whose quantized models come back: one an edit starts from, or kept."""
+        return frozenset(k for k, j in self.todo.items() if self.of[k] in self.wanted or j.keep_quantized)
+
     def keep(self, job: Job, result: CompileResult) -> None:
         """Hold (and cache) the quantized model a compile optimized, where edits want it: under
         its own key, and under the key of the guard decision it made, which its variants follow."""
@@ -216,6 +237,7 @@ def _compile(
     jobs: int,
     client: Any,
     held: dict[str, tuple[str, Quantized] | None] | None = None,
+    spool: Spool | None = None,
 ) -> Iterator[tuple[str, CompileResult, tuple[bytes, bytes] | None]]:
     """Each compile as it finishes (with its cache entry's bytes, where a patch child made
     them), with at most two per worker in flight, so each job loads
@@ -243,13 +265,16 @@ def _compile(
                 quantized = start[1] if start is not None else None
                 model, calibration = job.load()
                 model = portable(model) if client is not None else model
-                future = executor.submit(_task, key, ref, model, calibration, job.options, quantized)
+                mine = spool.of(key) if spool is not None and client is None else None
+                future = executor.submit(_task, key, ref, model, calibration, job.options, quantized, mine)
                 submitted[future] = key
                 running.add(future)
             if not running:
                 return
             done, running = wait(running, return_when=FIRST_COMPLETED)
-            yield from ((*_result(future, submitted[future], killed_before), None) for future in done)
+            for future in done:
+                key, result = _result(future, submitted[future], killed_before)
+                yield key, result, STORED if result.info.pop(STORED_KEY, False) else None
     finally:  # a caller that stops early leaves nothing queued behind it
         for future in running:
             future.cancel()
@@ -312,10 +337,35 @@ def _task(
     calibration: Frames,
     options: CompileOptions,
     quantized: Quantized | None = None,
+    spool: tuple[Path, Path | None, bool] | None = None,
 ) -> tuple[str, CompileResult]:
     result = run_isolated(ref, model, calibration, options, quantized)
     result.compiled_on = _worker_address()
+    if spool is not None and result.ok and result.artifact is not None:
+        runs, cache, carry = spool
+        result.quantized = result.quantized if carry else None
+        with contextlib.suppress(OSError):  # a full disk: the bytes go back, and the sweep's store says so
+            if cache is not None:  # written here, from the bytes this worker holds, as the parent would
+                result.info[STORED_KEY] = Cache(cache).store_encoded(key, *entry_bytes(key, result))
+            spill(runs, result)
     return key, result
+
+
+STORED: tuple[bytes, bytes] = (b"", b"")  # a cache entry its worker wrote already
+STORED_KEY = "_stored_by_worker"
+
+
+@dataclass(frozen=True)
+class Spool:
+    """Where local workers leave what a compile made (:func:`iter_compiled`'s ``runs``), and which
+    compiles' quantized models come back (by compile key)."""
+
+    runs: Path
+    cache: Path | None
+    carried: frozenset[str]
+
+    def of(self, key: str) -> tuple[Path, Path | None, bool]:
+        return self.runs, self.cache, key in self.carried
 
 
 def _worker_address() -> str:

@@ -151,6 +151,7 @@ def _in_order(
         jobs=jobs,
         cache=Cache.for_runs(runs),
         cluster=options.cluster,
+        runs=runs,
     )
     for settled in batches:
         bar.update(len(settled))

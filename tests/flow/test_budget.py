@@ -27,11 +27,11 @@ def test_the_cores_are_cut_to_what_memory_holds() -> None:
 
 
 def test_a_sweep_that_cannot_fit_one_compile_refuses_naming_both_figures() -> None:
-    small = Budget(4 * GB, 20 * GB)
+    small = Budget(8 * GB, 20 * GB)
     with pytest.raises(LoopError) as refused:
         small.jobs(1, 2)
     line = str(refused.value)
-    assert "\n" not in line and "4.00 GB of weights" in line and "20.0 GB is available" in line
+    assert "\n" not in line and "8.00 GB of weights" in line and "20.0 GB is available" in line
     assert f"{small.compile_bytes / 1e9:.1f} GB" in line
 
 

@@ -230,3 +230,19 @@ def test_a_compile_killed_for_memory_says_out_of_memory(tmp_path: Path) -> None:
     hog, fine = json.loads(done.stdout.strip().splitlines()[-1])
     assert hog[:2] == [False, "optimize"] and hog[2].startswith("out of memory"), hog
     assert fine[0] is True
+
+
+def test_a_local_worker_stores_the_artifact_and_its_cache_entry_itself(tmp_path: Path) -> None:
+    """With a runs folder, what a compile made never comes back whole: the worker stores the artifact
+    under runs/artifacts and writes the cache entry, and the result names the file."""
+    from loop.store.artifacts import materialize
+
+    items = [(_model(tmp_path, seed), _calibration(), _options()) for seed in (1, 2)]
+    cache, runs = Cache(tmp_path / "runs" / "cache"), tmp_path / "runs"
+    results = [r for batch in iter_compiled("onnxruntime", items, jobs=1, cache=cache, runs=runs) for _, r in batch]
+    assert all(r.ok and r.artifact is not None and not r.artifact.data for r in results)
+    assert all(Path(r.artifact.path).parent == runs / "artifacts" for r in results)  # type: ignore[union-attr,arg-type]
+    assert len(cache.entries()) == 2 and all(r.quantized is None for r in results)
+    again = compile_all("onnxruntime", items, jobs=1, cache=cache)
+    assert all(r.cache_hit for r in again)
+    assert [materialize(r.artifact).data for r in results] == [r.artifact.data for r in again]  # type: ignore[union-attr,arg-type]

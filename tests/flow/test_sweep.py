@@ -137,7 +137,9 @@ def test_hanging_compile_times_out_and_the_sweep_goes_on(write_sweep, tmp_path, 
     assert runs["hangs"]["status"] == "failed" and "timeout after 5" in runs["hangs"]["error"]
     assert runs["crashes"]["status"] == "failed" and "SIGSEGV" in runs["crashes"]["error"]
     assert ledger.record(runs["crashes"]["id"]).stderr_tail
-    assert all(runs[v]["status"] == "ok" for v in ("base", "weights", "scale", "calib"))
+    assert all(runs[v]["status"] == "ok" for v in ("base", "weights", "scale", "calib")), {
+        v: (r["status"], r.get("error")) for v, r in runs.items()
+    }
 
 
 def test_fresh_identical_sweep_compiles_nothing(write_sweep, tmp_path):

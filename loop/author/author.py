@@ -9,7 +9,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-import onnx
 
 from loop.author import frames as frames_mod
 from loop.author.graphs import load
@@ -44,10 +43,6 @@ class Authored:
     author_s: float = 0.0
     input_dtypes: dict[str, str] = field(default_factory=dict)  # inputs that are not floating point
     group: str = ""  # the compile options it is judged under ("": the sweep's; see group_of)
-
-    def graph(self) -> onnx.ModelProto:
-        """The model without its external tensors' data."""
-        return onnx.load(str(self.model_path), load_external_data=False)
 
     def calibration(self) -> frames_mod.Frames:
         return make_frames(self.calib_source, self.input_shapes, self.folder, dtypes=self.input_dtypes)

@@ -22,12 +22,13 @@ from loop.core.errors import LoopError
 
 GB = 1e9
 # Measured (docs/architecture.md, "Memory"), models passed between stages as files, the float
-# weights mapped from them, results left in runs/: a compile peaked at 1.05 GB on 0.236 GB of float
-# weights and 3.38 GB on 1.074 GB; the sweep's own process at 0.52 and 0.69 GB.
-COMPILE_FIXED = 400_000_000
-COMPILE_PER_WEIGHT_BYTE = 2.8
+# weights mapped from them, results left in runs/: a compile peaked at 1.05, 3.38 and 13.25 GB on
+# 0.236, 1.074 and 4.295 GB of float weights (quantize_static's own peak, which it runs); the
+# sweep's own process at 0.52, 0.69 and 2.32 GB.
+COMPILE_FIXED = 300_000_000
+COMPILE_PER_WEIGHT_BYTE = 3.1
 PARENT_FIXED = 450_000_000
-PARENT_PER_WEIGHT_BYTE = 0.25
+PARENT_PER_WEIGHT_BYTE = 0.45
 
 
 @dataclass(frozen=True)

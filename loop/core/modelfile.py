@@ -172,14 +172,14 @@ def portable(model: bytes | Path) -> bytes | Path:
 
 
 EXTERNAL_FROM = 1 << 30  # a model's tensors past this many bytes are written beside it, whatever the source did
-DATA = "model.onnx.data"
 
 
 def write_model(model: onnx.ModelProto, folder: Path, external: bool, name: str = "model") -> tuple[Path, str]:
     """``model`` written in ``folder`` as ``{key}.onnx`` (``name`` while it is written), its key.
-    ``external``: every tensor of 1 KiB or more goes to ``{key}.data`` beside it, except those the
-    proto already holds as references to files of ``folder`` (a variant's unchanged tensors,
-    which it shares with its base). The proto's written tensors are left as references."""
+    ``external``: every tensor of 1 KiB or more goes to a data file beside it named by its own
+    SHA-256, except those the proto already holds as references to files of ``folder`` (a variant's
+    unchanged tensors, which it shares with its base); those lying in another folder's files are
+    copied in. The proto's written tensors are left as references."""
     import onnx
     from onnx.external_data_helper import convert_model_to_external_data
 

@@ -9,6 +9,7 @@ from authored import exported_classifier
 
 import loop
 from loop.core.errors import LoopError
+from loop.store.ledger import Ledger
 
 FAST = {
     "measure": {"warmup": 1, "frames": 10, "repeats": 2, "ttfo_repeats": 1, "latency_frames": 2, "min_duration_s": 0},
@@ -72,7 +73,9 @@ def test_example_optimizer_runs(tmp_path: Path, capsys):
     module.SETTINGS.update(FAST)
     hi, snr = module.search(generations=2, population=2, runs=tmp_path / "runs")
     out = capsys.readouterr().out
-    assert out.count("verdict=clean") == 4 and snr > 0 and 0.25 <= hi <= 16
+    with Ledger(tmp_path / "runs" / "ledger.sqlite", readonly=True) as ledger:  # what went wrong, if any
+        apart = [(r.variant, r.status, r.stage, r.error, r.why_apart) for r in ledger.records() if r.why_apart]
+    assert out.count("verdict=clean") == 4 and snr > 0 and 0.25 <= hi <= 16, apart
 
 
 def test_candidate_failing_onnx_checking_writes_nothing(tmp_path: Path):

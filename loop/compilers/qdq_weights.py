@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 
 from loop.core.vocab import WeightPrecision
-from loop.judge.structure import Structure, constants
+from loop.judge.structure import QUANTIZED_OPS, Structure, constants
 from loop.judge.weights import at_bits, bits_of
 
 SHARE_RULE = (
@@ -46,9 +46,10 @@ def weighed(model: onnx.ModelProto) -> dict[str, Any]:
 
 
 def held_apart(model: onnx.ModelProto, asked: Sequence[WeightPrecision]) -> list[dict[str, Any]]:
-    """Where weights were asked at another width, the quantized constants that stayed at theirs: each
-    tensor a ``DequantizeLinear`` reads that is no asked layer's kernel (int32 biases aside: their
-    grid is the input's scale times the kernel's), with its reader and why it was not asked."""
+    """Where every layer's weights were asked at another width, the quantized constants that stayed
+    at theirs: each tensor a ``DequantizeLinear`` reads that is no asked layer's kernel (int32 biases
+    aside: their grid is the input's scale times the kernel's), with its reader and why it was not
+    asked. Where a layer's kernel was not asked (one layer at 4 bits), nothing: the rest is as asked."""
     if not asked:
         return []
     kernels = {w.tensor for w in asked}
@@ -61,6 +62,8 @@ def held_apart(model: onnx.ModelProto, asked: Sequence[WeightPrecision]) -> list
             continue
         reader = readers.get(node.output[0], "nothing")
         found.append({"tensor": x, "reader": reader, "weights": sizes[x][0], "bits": sizes[x][1], "why": _why(reader)})
+    if any(f["reader"] in QUANTIZED_OPS for f in found):
+        return []  # a layer not asked: some layers were asked, not every weight; the rest is as asked
     return found
 
 

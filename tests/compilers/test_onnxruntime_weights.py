@@ -172,3 +172,10 @@ def test_weights_left_at_their_width_are_named_with_why():
     ]
     assert apart_line(found, asked).startswith("weights asked at 4 bits; 4 stay as quantized: 4 read by BatchNorm")
     assert held_apart(helper.make_model(graph), []) == []  # nothing asked: nothing to name
+    graph.node.append(helper.make_node("DequantizeLinear", ["w_quantized", "s"], ["w2"]))
+    graph.node.append(helper.make_node("Conv", ["y", "w2"], ["z"], name="other"))
+    graph.initializer[0].name = "v_quantized"  # another layer's kernel, not asked: one layer at 4 bits
+    graph.node[0].input[0] = "v_quantized"
+    graph.node[-2].input[0] = "w_quantized"
+    graph.initializer.append(numpy_helper.from_array(np.ones((4, 3, 1, 1), np.int8), "w_quantized"))
+    assert held_apart(helper.make_model(graph), [WeightPrecision("other", 4, "v")]) == []

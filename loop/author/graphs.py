@@ -33,7 +33,7 @@ from loop.author.normalize import normalize
 from loop.author.yamlio import LineDict, line_of, load_yaml, regular_file
 from loop.core.errors import LoopError
 from loop.core.leftovers import scratch
-from loop.core.modelfile import EXTERNAL_FROM, load_model, self_contained, write_model
+from loop.core.modelfile import EXTERNAL_FROM, knows_folder, load_model, write_model
 from loop.judge.structure import Structure, analyse
 
 OPSET = 17
@@ -333,14 +333,17 @@ def _load(path: str, params: str, given: str, stamp: tuple[int, int] | None) -> 
     model = load_base(Path(path), json.loads(params), notes, json.loads(given) or None)
     structure = analyse(model)
     shapes_, dtypes = input_shapes(model, structure), shapes.non_float_inputs(model)
-    external = _had_external_data(Path(path)) or _tensor_bytes(model) > EXTERNAL_FROM
+    external = _left_in_files(model) or _tensor_bytes(model) > EXTERNAL_FROM
     folder = models_folder() / hashlib.sha256(f"{path}\0{params}\0{given}\0{stamp}".encode()).hexdigest()[:16]
     written, sha = write_model(model, folder, external, "base")
     return Base(written, sha, structure, shapes_, tuple(notes), dtypes, external)
 
 
-def _had_external_data(path: Path) -> bool:
-    return path.suffix == ".onnx" and not self_contained(path)
+def _left_in_files(model: onnx.ModelProto) -> bool:
+    """Whether loading left tensors in the user's files (large ones of a model with external data)."""
+    from onnx.external_data_helper import _get_all_tensors
+
+    return any(knows_folder(t) for t in _get_all_tensors(model))
 
 
 def _tensor_bytes(model: onnx.ModelProto) -> int:

@@ -128,6 +128,11 @@ def _stored_bytes(tensor: onnx.TensorProto) -> int:
     return int(np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize * math.prod(tensor.dims))
 
 
+def knows_folder(tensor: onnx.TensorProto) -> bool:
+    """An external tensor that says where its file lies (:func:`load_model` with ``data`` False)."""
+    return any(e.key == "basepath" for e in tensor.external_data)
+
+
 def tensor_array(tensor: onnx.TensorProto) -> np.ndarray:
     """A tensor's values: mapped read-only from its file where it is an external tensor that knows
     its folder (:func:`load_model` with ``data`` False), so a model of gigabytes is read a page at a

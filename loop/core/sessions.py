@@ -86,11 +86,11 @@ def _given_from_files(model: onnx.ModelProto, so: Any) -> list[Any]:
     import numpy as np
     import onnxruntime as ort
 
-    from loop.core.modelfile import tensor_array
+    from loop.core.modelfile import knows_folder, tensor_array
 
     names, values = [], []
     for t in model.graph.initializer:
-        if t.data_location == t.EXTERNAL and any(e.key == "basepath" for e in t.external_data):
+        if t.data_location == t.EXTERNAL and knows_folder(t):
             names.append(t.name)
             values.append(ort.OrtValue.ortvalue_from_numpy(np.asarray(tensor_array(t))))
     if names:

@@ -43,7 +43,8 @@ CONNECT_TIMEOUT_S = 20.0  # a scheduler that has not answered by then is taken a
 Progress = Callable[[int], None]
 
 
-Done = Future[tuple[str, CompileResult]]  # a compile's key and result, as a pool hands them back
+# a compile's key and result, as a pool hands them back, and whether its worker wrote its cache entry
+Done = Future[tuple[str, CompileResult, bool]]
 
 
 @dataclass(frozen=True)
@@ -273,21 +274,21 @@ def _compile(
                 return
             done, running = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
-                key, result = _result(future, submitted[future], killed_before)
-                yield key, result, STORED if result.info.pop(STORED_KEY, False) else None
+                key, result, stored = _result(future, submitted[future], killed_before)
+                yield key, result, STORED if stored else None
     finally:  # a caller that stops early leaves nothing queued behind it
         for future in running:
             future.cancel()
 
 
-def _result(future: Done, key: str, killed_before: int | None = None) -> tuple[str, CompileResult]:
+def _result(future: Done, key: str, killed_before: int | None = None) -> tuple[str, CompileResult, bool]:
     """The compile's result; a worker that died under it is that compile's failure (out of
     memory, where the out-of-memory killer struck meanwhile), never the sweep's."""
     try:
         return future.result()
     except BrokenExecutor as exc:
         error = OUT_OF_MEMORY if out_of_memory(killed_before) else f"the compile worker died: {exc}"
-        return key, CompileResult(ok=False, stage="compile", error=error)
+        return key, CompileResult(ok=False, stage="compile", error=error), False
 
 
 def _patchers(jobs: int, count: int) -> int:
@@ -338,21 +339,21 @@ def _task(
     options: CompileOptions,
     quantized: Quantized | None = None,
     spool: tuple[Path, Path | None, bool] | None = None,
-) -> tuple[str, CompileResult]:
+) -> tuple[str, CompileResult, bool]:
     result = run_isolated(ref, model, calibration, options, quantized)
     result.compiled_on = _worker_address()
+    stored = False
     if spool is not None and result.ok and result.artifact is not None:
         runs, cache, carry = spool
         result.quantized = result.quantized if carry else None
         with contextlib.suppress(OSError):  # a full disk: the bytes go back, and the sweep's store says so
             if cache is not None:  # written here, from the bytes this worker holds, as the parent would
-                result.info[STORED_KEY] = Cache(cache).store_encoded(key, *entry_bytes(key, result))
+                stored = Cache(cache).store_encoded(key, *entry_bytes(key, result))
             spill(runs, result)
-    return key, result
+    return key, result, stored
 
 
 STORED: tuple[bytes, bytes] = (b"", b"")  # a cache entry its worker wrote already
-STORED_KEY = "_stored_by_worker"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from loop.core.modelfile import tensor_array
+from loop.core.modelfile import knows_folder, tensor_array
 
 QUANTIZED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 FOLDED_ACTIVATIONS = ("Relu", "Clip")
@@ -181,7 +181,7 @@ def constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
 
 
 def _readable(tensor: onnx.TensorProto) -> bool:
-    return tensor.data_location != onnx.TensorProto.EXTERNAL or any(e.key == "basepath" for e in tensor.external_data)
+    return tensor.data_location != onnx.TensorProto.EXTERNAL or knows_folder(tensor)
 
 
 def _opset(model: onnx.ModelProto) -> int:

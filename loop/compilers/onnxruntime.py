@@ -25,7 +25,7 @@ from loop.author.frames import Frames, count, feed
 from loop.compilers import bias_correction, biasing, boundary, calibration, qdq, qdq_rescale, qdq_weights
 from loop.compilers.base import Compiler, share_said
 from loop.core.leftovers import scratch
-from loop.core.modelfile import as_file, load_model, self_contained, write_model
+from loop.core.modelfile import as_file, load_model, own_name, self_contained, write_model
 from loop.core.sessions import session
 from loop.core.vocab import Artifact, CompileOptions, LayerPrint, Quantized, Rescale
 from loop.judge.noise import TensorNoise
@@ -175,7 +175,8 @@ def _quantize(
 ) -> onnx.ModelProto:
     """ONNX Runtime's ``quantize_static`` of ``model`` (``float_model``: it, read already); one
     with its weights beside it goes in external data, and so does what the quantizer writes."""
-    with as_file(model) as src, scratch("q") as tmp:  # named by this pid: a killed compile's folder is cleared later
+    # named by this pid: a killed compile's folder is cleared later
+    with as_file(model) as shared, own_name(shared) as src, scratch("q") as tmp:
         float_model = float_model if float_model is not None else load_model(src)
         dst = Path(tmp) / "qdq.onnx"
         with calibration.threads(options.threads), calibration.method_options(options):

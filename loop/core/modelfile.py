@@ -22,6 +22,7 @@ import functools
 import hashlib
 import math
 import os
+import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,6 +166,23 @@ def as_file(model: bytes | str | os.PathLike[str]) -> Iterator[Path]:
         path = Path(tmp) / "model.onnx"
         path.write_bytes(model)
         yield path
+
+
+@contextlib.contextmanager
+def own_name(path: Path) -> Iterator[Path]:
+    """``path`` under a name of this thread's own, in its folder (its external data found as
+    before): ONNX Runtime's calibrator writes ``<name>-inferred.onnx`` beside the model it reads
+    and deletes it after (``quant_utils.load_model_with_shape_infer``), so two compiles of one
+    file at once would write, and delete, the same file."""
+    alias = path.parent / f".{path.stem}-{os.getpid()}-{threading.get_ident()}.onnx"
+    try:
+        os.link(path, alias)  # the graph's file: onnx refuses a second link only to a data file
+    except OSError:
+        shutil.copyfile(path, alias)
+    try:
+        yield alias
+    finally:
+        alias.unlink(missing_ok=True)
 
 
 def portable(model: bytes | Path) -> bytes | Path:

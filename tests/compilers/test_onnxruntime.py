@@ -32,6 +32,39 @@ def test_deterministic(model):
     assert a.artifact.data == b.artifact.data
 
 
+def test_two_compiles_of_one_file_at_once_keep_apart(model, tmp_path, monkeypatch):
+    """ONNX Runtime's calibrator writes ``<model>-inferred.onnx`` beside the file it reads and
+    deletes it after: two compiles of one file at once (an optimizer's population) shared it,
+    and one failed with FileNotFoundError. Each now reads the file under a name of its own."""
+    import threading
+
+    (tmp_path / "models").mkdir()
+    path = tmp_path / "models" / "m.onnx"
+    path.write_bytes(model)
+    written: list[str] = []
+    both = threading.Barrier(2, timeout=60)
+    real = onnx.shape_inference.infer_shapes_path
+
+    def infer_shapes_path(src: str, dst: str = "", *args, **kwargs) -> None:
+        real(src, dst, *args, **kwargs)
+        written.append(dst)
+        both.wait()  # both drafts written before either is read and deleted
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes_path", infer_shapes_path)
+    results: list = []
+    threads = [
+        threading.Thread(target=lambda: results.append(run_compile(OnnxRuntimeCompiler(), path, CAL, CompileOptions())))
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert len(set(written)) == 2 and path.read_bytes() == model
+    assert [p.name for p in path.parent.iterdir()] == ["m.onnx"]  # no alias left behind
+
+
 def test_fingerprint_reads_every_quantized_layer(model):
     layers = compile_(model).layers
     assert [lp.name for lp in layers] == ["conv1", "conv2"]

@@ -125,8 +125,9 @@ with Ledger.open_existing(Path(sys.argv[2]) / "ledger.sqlite") as book:
     runs = book.records()
 artifact = lambda r: (Path(sys.argv[2]) / r.artifact).stat().st_size if r.artifact else 0
 models = {f.name: f.stat().st_size for f in models_folder().rglob("*") if f.is_file()}
+size = lambda d: sum(f.stat().st_size for f in (Path(sys.argv[2]) / d).glob("*") if f.is_file())
 print(json.dumps({"parent_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-    "models_written": models,
+    "models_written": models, "shared_tensors_bytes": size("artifacts/tensors"), "cache_bytes": size("cache"),
     "runs": {r.variant: {"status": r.status.value, "verdict": r.verdict.value if r.verdict else None,
     "stages": r.stages, "compile_peak_bytes": r.info.get("peak_bytes"), "onnx_sha": r.onnx_sha,
     "artifact_bytes": artifact(r)} for r in runs}}))

@@ -14,7 +14,6 @@ bytes; a Dask worker's result comes back by value, and the parent writes its ent
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import itertools
 import socket
@@ -35,7 +34,7 @@ from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized
 from loop.flow import patch_child, supervise
 from loop.flow.compile_child import OUT_OF_MEMORY, compile_with, out_of_memory, resolve, run_isolated
 from loop.flow.follow import decision
-from loop.store.artifacts import spill
+from loop.store.artifacts import keep_here
 from loop.store.cache import Cache, calibration_sha, entry_bytes, key_of, quantized_key
 
 Item = tuple[bytes | Path, Frames, CompileOptions]
@@ -131,7 +130,7 @@ def iter_compiled(
                 base.keep(todo[key], result)
                 result.info.setdefault("versions", versions)
                 if entry is None and cache is not None and result.ok and result.artifact and result.artifact.data:
-                    entry = entry_bytes(key, result)  # now: the sweep may spill the artifact's bytes
+                    entry = entry_bytes(key, result, cache.tensors)  # now: the sweep may spill the artifact's bytes
                 yield _settle(keys, {key: result})
                 # written after the result is on its way: the cache only saves time, and the sweep
                 # should not wait for it (a caller that stops here loses that one entry)
@@ -250,7 +249,7 @@ def _compile(
     patches = {k: held[k] for k in todo if warm and held.get(k) is not None}
     if patches:
         yield from _patched(
-            ref, {k: (todo[k].options, p) for k, p in patches.items() if p}, _patchers(jobs, len(patches))
+            ref, {k: (todo[k].options, p) for k, p in patches.items() if p}, _patchers(jobs, len(patches)), spool
         )
     todo = {k: j for k, j in todo.items() if k not in patches}
     if not todo:
@@ -298,19 +297,23 @@ def _patchers(jobs: int, count: int) -> int:
 
 
 def _patched(
-    ref: str, todo: dict[str, tuple[CompileOptions, tuple[str, Quantized]]], jobs: int
+    ref: str,
+    todo: dict[str, tuple[CompileOptions, tuple[str, Quantized]]],
+    jobs: int,
+    spool: Spool | None = None,
 ) -> Iterator[tuple[str, CompileResult, tuple[bytes, bytes] | None]]:
     """Each patch compiled by one of ``jobs`` patch children, as it finishes, with its cache
-    entry's bytes (None for a failure, which is never cached)."""
+    entry's bytes (None for a failure, which is never cached; :data:`STORED` where the child
+    kept the entry and the artifact under ``spool``'s folders itself)."""
 
     def one(key: str) -> tuple[str, CompileResult, tuple[bytes, bytes] | None]:
         options, (qkey, quantized) = todo[key]
         process = patch_child.borrow()
         try:
-            result, entry = process.call(ref, qkey, quantized, options, key)
+            result, entry = process.call(ref, qkey, quantized, options, key, spool.of(key)[:2] if spool else None)
         finally:
             patch_child.give_back(process)
-        return key, result, entry
+        return key, result, STORED if entry == patch_child.KEPT else entry
 
     with ThreadPoolExecutor(max(1, min(jobs, len(todo))), thread_name_prefix="loop-patch") as pool:
         running = {pool.submit(one, key) for key in todo}
@@ -346,10 +349,7 @@ def _task(
     if spool is not None and result.ok and result.artifact is not None:
         runs, cache, carry = spool
         result.quantized = result.quantized if carry else None
-        with contextlib.suppress(OSError):  # a full disk: the bytes go back, and the sweep's store says so
-            if cache is not None:  # written here, from the bytes this worker holds, as the parent would
-                stored = Cache(cache).store_encoded(key, *entry_bytes(key, result))
-            spill(runs, result)
+        stored = keep_here(runs, cache, key, result)
     return key, result, stored
 
 

@@ -36,7 +36,7 @@ from loop.flow.runner import DeviceRun, RunResult, RunTask, StageTimeouts, devic
 from loop.judge import audit as audit_mod
 from loop.judge import score as score_mod
 from loop.store.artifacts import materialize
-from loop.store.files import store_artifact
+from loop.store.shared import store_artifact
 
 Raw = list[list[np.ndarray]]
 

@@ -23,10 +23,12 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from loop.core.vocab import CompileOptions, CompileResult, Quantized
 from loop.flow import supervise
+from loop.store.artifacts import keep_here
 from loop.store.cache import entry_bytes
 from loop.store.codec import (
     Damaged,
@@ -39,6 +41,7 @@ from loop.store.codec import (
 )
 
 HELD = 2  # quantized bases a child keeps: a study's, and another group's
+KEPT: tuple[bytes, bytes] = (b"", b"")  # the entry of a patch whose child stored it itself
 EXIT_GRACE_S = 5.0
 
 
@@ -51,11 +54,20 @@ class PatchProcess:
         self._sent: OrderedDict[str, None] = OrderedDict()  # the bases the child holds
 
     def call(
-        self, ref: str, key: str, quantized: Quantized, options: CompileOptions, entry: str
+        self,
+        ref: str,
+        key: str,
+        quantized: Quantized,
+        options: CompileOptions,
+        entry: str,
+        keep: tuple[Path, Path | None] | None = None,
     ) -> tuple[CompileResult, tuple[bytes, bytes] | None]:
         """The patch of ``quantized`` (known as ``key``) that ``options.rescales`` asks, compiled;
         and, if it succeeded, its compile cache entry under ``entry`` as the child encoded it
-        (:func:`loop.store.cache.entry_bytes`), which is also what the result was read from."""
+        (:func:`loop.store.cache.entry_bytes`), which is also what the result was read from.
+        ``keep``: the runs folder and the cache folder, where the child stores the artifact and
+        its cache entry itself (:func:`loop.store.artifacts.keep_here`); the entry is then
+        :data:`KEPT` and the result names its artifact's file, so the bytes never cross the pipe."""
         try:
             self._ensure()
             assert self._conn is not None
@@ -68,8 +80,10 @@ class PatchProcess:
                 while len(self._sent) > HELD:
                     self._sent.popitem(last=False)
             self._sent.move_to_end(key)
-            for part in (b"patch", ref.encode(), key.encode(), entry.encode(), options_to_json(options).encode()):
+            runs, cache = (str(keep[0]), str(keep[1] or "")) if keep is not None else ("", "")
+            for part in (b"patch", ref.encode(), key.encode(), entry.encode(), runs.encode(), cache.encode()):
                 self._conn.send_bytes(part)
+            self._conn.send_bytes(options_to_json(options).encode())
             return self._answer(options.timeout_s)
         except (OSError, EOFError) as exc:
             return self._ended("startup", f"patch process unreachable: {exc}"), None
@@ -112,11 +126,13 @@ class PatchProcess:
             if kind == b"stage":
                 stage = self._conn.recv_bytes().decode()
                 continue
-            meta, blob = self._conn.recv_bytes(), self._conn.recv_bytes()
+            meta, blob, kept = self._conn.recv_bytes(), self._conn.recv_bytes(), self._conn.recv_bytes()
             try:
                 result = decode(meta, blob)[0]
             except Damaged as exc:
                 return self._ended(stage, f"compile result unreadable: {exc}"), None
+            if kept == b"kept":
+                return result, KEPT
             return result, ((meta, blob) if result.ok and result.artifact is not None else None)
 
     def _ended(self, stage: str, error: str) -> CompileResult:
@@ -190,12 +206,16 @@ def _serve(conn: Any) -> None:
             compilers[ref] = _told(resolve(ref)(), STAGES, conn)
         if kind == b"warm":
             continue
-        key, entry, options = (conn.recv_bytes().decode() for _ in range(3))
+        key, entry, runs, cache, options = (conn.recv_bytes().decode() for _ in range(5))
         bases.move_to_end(key)  # the parent's order of use, so both drop the same base (HELD)
         result = compile_with(compilers[ref], b"", {}, options_from_json(options), bases[key])
-        # a success as the cache keeps it (the parent stores these very bytes); a failure as it is
-        encoded = entry_bytes(entry, result) if result.ok and result.artifact is not None else encode(result)
-        for part in (b"done", *encoded):
+        ok = result.ok and result.artifact is not None
+        kept = ok and bool(runs) and keep_here(Path(runs), Path(cache) if cache else None, entry, result)
+        spilled = ok and not result.artifact.data  # type: ignore[union-attr]
+        # stored here: the result naming its artifact's file; else a success as the cache keeps
+        # it (the parent stores these very bytes), a failure as it is
+        encoded = encode(result) if spilled or not ok else entry_bytes(entry, result)
+        for part in (b"done", *encoded, b"kept" if kept else b""):
             conn.send_bytes(part)
 
 

@@ -9,6 +9,7 @@ disk, is never measured as the variant.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +23,9 @@ from loop.core.registry import BACKEND_BY_SUFFIX
 from loop.core.registry import DEVICE_BY_SUFFIX as DEVICE_BY_SUFFIX  # re-exported: the CLI reads it here
 from loop.core.text import for_person
 from loop.core.vocab import Artifact, CompileResult, TensorLayout
-from loop.store.files import StoreFault, read_regular, store_artifact, store_verified
+from loop.store.cache import Cache, entry_bytes
+from loop.store.files import StoreFault, read_regular, store_verified
+from loop.store.shared import FOLDER, JOIN_BELOW, TensorStore, join, read_whole, store_artifact
 
 if TYPE_CHECKING:
     from loop.core.record import RunRecord
@@ -61,6 +64,20 @@ def spill(runs: Path, result: CompileResult) -> CompileResult:
     return result
 
 
+def keep_here(runs: Path, cache: Path | None, key: str, result: CompileResult) -> bool:
+    """Store a finished compile where it was made (a worker, a patch child): its cache entry
+    under ``key`` and its artifact under ``runs/artifacts``, so only a path and hashes travel on.
+    True if the cache entry was written; a full disk leaves the bytes in the result, for the
+    sweep's own store to report."""
+    stored = False
+    with contextlib.suppress(OSError):
+        if cache is not None:
+            at = Cache(cache)
+            stored = at.store_encoded(key, *entry_bytes(key, result, at.tensors))
+        spill(runs, result)
+    return stored
+
+
 def extra_path(path: Path, key: str, sha: str) -> Path:
     """Where an extra (a HAR) of the artifact at ``path`` lies: beside it, and named by its own
     hash too, since two compiles may give one HEF from two different HARs."""
@@ -73,9 +90,12 @@ def read_checked(path: Path, sha: str | None) -> bytes:
         data = read_regular(path)
     except OSError as exc:
         raise StoreFault(f"{for_person(path)}: cannot read: {exc.strerror or exc}") from None
-    if sha and not bytes_sha(data).startswith(sha):
+    if not sha:
+        return data
+    whole = read_whole(path, sha, data)  # a split ONNX artifact joined (loop.store.shared)
+    if whole is None:
         raise StoreFault(f"{for_person(path)} does not match its hash {sha[:12]} (swapped or damaged): not used")
-    return data
+    return whole
 
 
 def materialize(artifact: Artifact) -> Artifact:
@@ -114,6 +134,8 @@ def load_artifact(path: Path, sha: str | None = None) -> Artifact:
             data = read_regular(path, follow=True)
         except OSError as exc:
             raise LoopError(f"{for_person(path)}: cannot read: {exc.strerror or exc}") from None
+        if path.suffix == ".onnx" and len(data) < JOIN_BELOW:  # a runs folder's, its shared tensors beside it
+            data = join(data, TensorStore(path.resolve().parent / FOLDER)) or data
     backend = BACKEND_BY_SUFFIX[path.suffix]
     if path.suffix != ".onnx":  # only ONNX carries its layout; a device reads the others' when it opens them
         return Artifact(backend, data, path.suffix, (), ())

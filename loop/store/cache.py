@@ -35,6 +35,7 @@ from loop.core.hashing import bytes_sha, parts_sha
 from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized
 from loop.store.codec import FORMAT, QUANTIZED, Damaged, body, decode, decode_quantized, encode, encode_quantized
 from loop.store.files import StoreWarning, atomic_write, read_regular, safe_component
+from loop.store.shared import FOLDER, TensorStore
 
 SPEED_ONLY = ("threads", "timeout_s")  # options that change how fast, not what comes out
 META, BLOB = ".meta.json", ".blob"
@@ -103,12 +104,17 @@ class Cache:
     def for_runs(cls, runs: Path) -> Cache:
         return cls(Path(runs) / "cache")
 
+    @property
+    def tensors(self) -> TensorStore:
+        """Where its entries' artifacts keep their large tensors: the runs folder's shared ones."""
+        return TensorStore(self.root.parent / "artifacts" / FOLDER)
+
     def path(self, key: str, suffix: str) -> Path:
         return self.root / f"{safe_component(key, 'cache key')}{suffix}"
 
     def lookup(self, key: str) -> CompileResult | None:
         """The stored result, as a fresh copy marked ``cache_hit``; None on a miss."""
-        result = self._checked(key, verified)
+        result = self._checked(key, lambda k, m, b: verified(k, m, b, self.tensors))
         if result is not None:
             result.cache_hit = True
         return result
@@ -158,7 +164,7 @@ class Cache:
         The cache only saves time, so a write that fails (a full disk) is a warning."""
         if not result.ok or result.artifact is None:
             return False
-        return self.store_encoded(key, *entry_bytes(key, result))
+        return self.store_encoded(key, *entry_bytes(key, result, self.tensors))
 
     def store_encoded(self, key: str, meta: bytes, blob: bytes) -> bool:
         """Keep an entry :func:`entry_bytes` made (a patch child makes its own: the parent then
@@ -220,13 +226,15 @@ class Cache:
         return removed
 
 
-def verified(key: str, meta: bytes, blob: bytes) -> CompileResult:
+def verified(key: str, meta: bytes, blob: bytes, tensors: TensorStore | None = None) -> CompileResult:
     """The result of an entry that passes every check for ``key``; :class:`Damaged` otherwise."""
-    result, extra = decode(meta, blob)
+    result, extra = decode(meta, blob, tensors)
     if extra.get("key") != key:
         raise Damaged("it was stored under another key (a copied entry)")
     if not result.ok or result.artifact is None:
         raise Damaged("it holds no successful compile")
+    if result.artifact.path is not None:  # an entry holds its artifact; a file's path is a worker's word
+        raise Damaged("it names a file rather than holding its artifact")
     return result
 
 
@@ -268,10 +276,11 @@ def _scaled(text: str, units: dict[str, int], default: str, what: str) -> float:
     return value * units[unit]
 
 
-def entry_bytes(key: str, result: CompileResult) -> tuple[bytes, bytes]:
-    """A successful compile's entry as the cache keeps it under ``key``: meta and blob."""
+def entry_bytes(key: str, result: CompileResult, tensors: TensorStore | None = None) -> tuple[bytes, bytes]:
+    """A successful compile's entry as the cache keeps it under ``key``: meta and blob (an ONNX
+    artifact's large tensors written to ``tensors``, where given)."""
     stored = dataclasses.replace(result, cache_hit=False, quantized=None)
-    return encode(stored, {"key": key, "summary": _summary(result)})
+    return encode(stored, {"key": key, "summary": _summary(result)}, tensors)
 
 
 def _summary(result: CompileResult) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from loop.core.vocab import (
     TensorLayout,
     WeightPrecision,
 )
+from loop.store.shared import TensorStore, checked_join, names, split
 
 FORMAT = "loop-result-1"
 QUANTIZED = "loop-quantized-1"  # a quantized model: the compile cache's other kind of entry
@@ -51,17 +52,28 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def _artifact_json(artifact: Artifact) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
-    if not artifact.data:
-        raise ValueError("an artifact spilled to disk has no bytes to encode")
-    parts = [("artifact", artifact.data), *((f"extra:{k}", v) for k, v in sorted(artifact.extras.items()))]
-    head = {
+def _artifact_json(
+    artifact: Artifact, tensors: TensorStore | None = None
+) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
+    """With ``tensors``, an ONNX artifact's large tensors go there and its part is the graph
+    that names them (:mod:`loop.store.shared`), with the hash of the artifact they join back to."""
+    head: dict[str, Any] = {
         "backend": artifact.backend,
         "suffix": artifact.suffix,
         "inputs": [t.to_json() for t in artifact.inputs],
         "outputs": [t.to_json() for t in artifact.outputs],
     }
-    return head, parts
+    if not artifact.data:  # stored under runs/ by whoever compiled it: its file and hashes travel
+        if artifact.path is None or artifact.stored_sha is None:
+            raise ValueError("an artifact with neither bytes nor a stored file")
+        head.update(path=artifact.path, stored_sha=artifact.stored_sha, extras_sha=artifact.extras_sha)
+        return head, []
+    data = artifact.data
+    graph = split(data, tensors) if tensors is not None and artifact.suffix == ".onnx" else None
+    if graph is not None:
+        head.update(joined_sha256=_sha(data), tensors=names(graph))
+        data = graph
+    return head, [("artifact", data), *((f"extra:{k}", v) for k, v in sorted(artifact.extras.items()))]
 
 
 def _quantized_json(q: Quantized) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
@@ -101,11 +113,14 @@ def _sealed(data: dict[str, Any], parts: list[tuple[str, bytes]], fmt: str) -> t
     return f"{fmt} {_sha(text)}\n".encode() + text, b"".join(d for _, d in parts)
 
 
-def encode(result: CompileResult, extra: dict[str, Any] | None = None) -> tuple[bytes, bytes]:
+def encode(
+    result: CompileResult, extra: dict[str, Any] | None = None, tensors: TensorStore | None = None
+) -> tuple[bytes, bytes]:
     """``(meta, blob)``: a header line and JSON, and the artifact's bytes one after another
     (then the quantized model's, where a compile child carries it back). ``extra`` travels in
-    the JSON (the cache keeps its key there)."""
-    head, parts = _artifact_json(result.artifact) if result.artifact is not None else (None, [])
+    the JSON (the cache keeps its key there). ``tensors``: where an ONNX artifact's large
+    tensors go, shared with every artifact that holds them (:mod:`loop.store.shared`)."""
+    head, parts = _artifact_json(result.artifact, tensors) if result.artifact is not None else (None, [])
     quantized = None
     if result.quantized is not None:
         quantized, more = _quantized_json(result.quantized)
@@ -158,15 +173,27 @@ def _parts(data: dict[str, Any], blob: bytes) -> dict[str, bytes]:
     return out
 
 
-def decode(meta: bytes, blob: bytes) -> tuple[CompileResult, dict[str, Any]]:
+def decode(meta: bytes, blob: bytes, tensors: TensorStore | None = None) -> tuple[CompileResult, dict[str, Any]]:
     """The result and the ``extra`` that :func:`encode` was given; :class:`Damaged` if any part
-    fails its hash or is not the shape of a result."""
+    fails its hash or is not the shape of a result. ``tensors``: where an artifact encoded
+    with them finds its tensors again."""
     data = body(meta)
     parts = _parts(data, blob)
+    if data["artifact"] is not None and data["artifact"].get("joined_sha256"):
+        parts["artifact"] = _joined(parts["artifact"], data["artifact"]["joined_sha256"], tensors)
     try:
         return _result(data, parts), dict(data["extra"])
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise Damaged(f"a malformed field ({type(exc).__name__}: {exc})") from None
+
+
+def _joined(graph: bytes, sha: str, tensors: TensorStore | None) -> bytes:
+    if tensors is None:
+        raise Damaged("its artifact's tensors lie in a runs folder it was not read with")
+    whole = checked_join(graph, tensors, sha)
+    if whole is None:
+        raise Damaged("its artifact's shared tensors are missing or do not match its hash")
+    return whole
 
 
 def _result(data: dict[str, Any], parts: dict[str, bytes]) -> CompileResult:
@@ -174,14 +201,20 @@ def _result(data: dict[str, Any], parts: dict[str, bytes]) -> CompileResult:
     if data["artifact"] is not None:
         a = data["artifact"]
         extras = {name.split(":", 1)[1]: chunk for name, chunk in parts.items() if name.startswith("extra:")}
+        stored = {str(k): str(v) for k, v in a.get("extras_sha", {}).items()}
         artifact = Artifact(
             str(a["backend"]),
-            parts["artifact"],
+            parts.get("artifact", b""),
             str(a["suffix"]),
             tuple(TensorLayout.from_json(t) for t in a["inputs"]),
             tuple(TensorLayout.from_json(t) for t in a["outputs"]),
-            extras=extras,
+            extras=extras or dict.fromkeys(stored, b""),
+            path=str(a["path"]) if a.get("path") else None,
+            stored_sha=str(a["stored_sha"]) if a.get("stored_sha") else None,
+            extras_sha=stored,
         )
+        if artifact.path is None and "artifact" not in parts:
+            raise KeyError("artifact")
     return CompileResult(
         ok=bool(data["ok"]),
         stage=data["stage"],

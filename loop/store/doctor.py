@@ -23,9 +23,10 @@ from pathlib import Path
 from loop.core.errors import LoopError
 from loop.core.kinds import Stage, Status, Verdict
 from loop.store.cache import BLOB, LEGACY, META, Cache, is_quantized, verified, verified_quantized
-from loop.store.codec import Damaged
-from loop.store.files import RUNS_FOLDERS, atomic_write, read_regular, read_verified, stale_temps
+from loop.store.codec import Damaged, body
+from loop.store.files import RUNS_FOLDERS, atomic_write, read_regular, stale_temps
 from loop.store.ledger import COLUMNS, SQL_TYPES, Garbled, Ledger, LedgerEntry, is_live
+from loop.store.shared import FOLDER, read_whole, tensors_read
 
 LEDGER = "ledger.sqlite"
 
@@ -62,9 +63,11 @@ def examine(runs: Path) -> Examination:
         ]
     )
     rows = _ledger(runs, exam)
-    restores = _cache(runs, exam.problems)
+    reads: set[str] = set()  # the shared tensors (artifacts/tensors) some artifact or entry reads
+    restores = _cache(runs, exam.problems, reads)
     if rows is not None:
-        _artifacts(runs, rows, restores, exam.problems)
+        _artifacts(runs, rows, restores, exam.problems, reads)
+        _tensors(runs, reads, exam.problems)
     for sub in RUNS_FOLDERS:
         exam.problems += [
             Problem(
@@ -270,8 +273,9 @@ def _rows_of(db: sqlite3.Connection) -> list[dict[str, object]]:
     return out
 
 
-def _cache(runs: Path, problems: list[Problem]) -> dict[str, str]:
-    """Check every cache entry in full; returns a verified entry's key by artifact hash."""
+def _cache(runs: Path, problems: list[Problem], reads: set[str]) -> dict[str, str]:
+    """Check every cache entry in full; returns a verified entry's key by artifact hash, and
+    adds the shared tensors each entry's artifact reads to ``reads``."""
     cache, restores = Cache.for_runs(runs), {}
     folder = cache.root
     names = sorted(os.listdir(folder)) if folder.is_dir() and not folder.is_symlink() else []
@@ -284,8 +288,9 @@ def _cache(runs: Path, problems: list[Problem]) -> dict[str, str]:
                 if is_quantized(meta):  # a quantized model scale_grid starts from: no artifact to restore
                     verified_quantized(key, meta, blob)
                     continue
-                result = verified(key, meta, blob)
+                result = verified(key, meta, blob, cache.tensors)
                 restores[result.artifact.sha] = key  # type: ignore[union-attr]
+                reads.update((body(meta)["artifact"] or {}).get("tensors", []))
             except (OSError, Damaged) as exc:
                 why = str(exc) if isinstance(exc, Damaged) else f"unreadable ({exc.strerror or exc})"
                 problems.append(
@@ -306,7 +311,9 @@ def _uncacher(cache: Cache, key: str) -> Callable[[], None]:
     return lambda: cache.remove(key)
 
 
-def _artifacts(runs: Path, rows: list[LedgerEntry], restores: dict[str, str], problems: list[Problem]) -> None:
+def _artifacts(
+    runs: Path, rows: list[LedgerEntry], restores: dict[str, str], problems: list[Problem], reads: set[str]
+) -> None:
     recorded: set[str] = set()
     for run in (row.run for row in rows):
         if run.artifact and not isinstance(run.artifact, Garbled):  # even a corrupt row's
@@ -316,7 +323,10 @@ def _artifacts(runs: Path, rows: list[LedgerEntry], restores: dict[str, str], pr
     folder = runs / "artifacts"
     names = sorted(os.listdir(folder)) if folder.is_dir() and not folder.is_symlink() else []
     for name in names:
-        if name.startswith(".") or name.split(".")[0] in recorded:
+        if name.startswith(".") or name == FOLDER:
+            continue
+        if name.split(".")[0] in recorded:
+            reads.update(tensors_read(folder / name))
             continue
         problems.append(
             Problem(
@@ -329,9 +339,20 @@ def _artifacts(runs: Path, rows: list[LedgerEntry], restores: dict[str, str], pr
         )
 
 
+def _tensors(runs: Path, reads: set[str], problems: list[Problem]) -> None:
+    """Shared tensors no recorded artifact and no cache entry reads (their last reader removed)."""
+    folder = runs / "artifacts" / FOLDER
+    names = sorted(os.listdir(folder)) if folder.is_dir() and not folder.is_symlink() else []
+    for name in names:
+        if not name.startswith(".") and name not in reads:
+            problems.append(
+                Problem(f"artifacts/{FOLDER}/{name[:16]}", "no artifact reads it", "remove it", _remover(folder / name))
+            )
+
+
 def _recorded(runs: Path, run_id: int, name: str, sha: str, restores: dict[str, str], problems: list[Problem]) -> None:
     path = runs / "artifacts" / name
-    if read_verified(path, sha) is not None:
+    if read_whole(path, sha) is not None:
         return
     what = "is missing" if not os.path.lexists(path) else "does not match its hash (swapped or damaged)"
     key = next((k for s, k in restores.items() if s.startswith(sha)), None)

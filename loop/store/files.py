@@ -37,7 +37,7 @@ FLAGS = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 DIR_FD = bool(DIRECTORY) and {os.open, os.rename, os.unlink} <= os.supports_dir_fd
 # .NAME.PID-TOKEN.tmp: the pid tells a stale temporary file (its writer is gone) from a live one
 TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)(-[0-9a-f]{16})?\.tmp$")  # also the older .NAME.PID.tmp
-RUNS_FOLDERS = ("artifacts", "cache", "generations", "candidates", "quarantine", "arrays")
+RUNS_FOLDERS = ("artifacts", "artifacts/tensors", "cache", "generations", "candidates", "quarantine", "arrays")
 MAX_NAME_BYTES = 200  # leaves room for the temporary name's additions under a 255-byte limit
 
 

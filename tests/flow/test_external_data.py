@@ -112,6 +112,27 @@ def test_a_variant_writes_only_the_tensors_it_changes(both) -> None:
     assert data[0] == KERNEL_BYTES and data[1] == pytest.approx(total, rel=0.01) and len(data) == 2
 
 
+def test_a_scale_only_candidate_stores_its_graph_not_the_model(both) -> None:
+    """``scale_grid`` keeps its base's integers: its artifact and its cache entry are graphs that
+    name the base's stored kernels (loop.store.shared), and read back as the artifact compiled."""
+    from loop.store.artifacts import load_artifact
+    from loop.store.cache import Cache
+    from loop.store.shared import tensors_read
+
+    folder, external, _ = both
+    runs = folder / "external" / "runs"
+    base, grid = (_record(runs, external[v]["id"]) for v in ("base", "grid"))
+    base_file, grid_file = (runs / "artifacts" / Path(r.artifact).name for r in (base, grid))
+    kernels = set(tensors_read(base_file))
+    assert len(kernels) == 2 * BLOCKS  # every kernel at 8 bits, 16 KiB each
+    assert set(tensors_read(grid_file)) == kernels  # the same integers, not copies
+    int8_kernel = KERNEL_BYTES // 4
+    assert grid_file.stat().st_size < int8_kernel  # its graph and its scales: less than one kernel
+    assert load_artifact(grid_file, grid.artifact_sha).sha == grid.artifact_sha
+    key = next(e.key for e in Cache.for_runs(runs).entries() if e.info.get("artifact_sha") == grid.artifact_sha)
+    assert Cache.for_runs(runs).path(key, ".blob").stat().st_size < int8_kernel
+
+
 def test_the_cache_and_doctor_cover_an_external_data_model(both) -> None:
     folder, external, _ = both
     runs = folder / "external" / "runs"

@@ -97,3 +97,31 @@ def test_options_round_trip() -> None:
         backend_options=(("hw_arch", "hailo8"), ("optimization_level", 2)),
     )
     assert options_from_json(options_to_json(options)) == options
+
+
+def test_a_stored_artifact_travels_as_its_file_and_hashes_never_into_the_cache(tmp_path) -> None:
+    """A worker or patch child that stored the artifact itself sends its path and hashes; a cache
+    entry that names a file instead of holding its artifact is damaged, never a hit."""
+    from dataclasses import replace
+
+    from loop.store.cache import verified
+
+    result = _result()
+    stored = replace(
+        result.artifact,
+        data=b"",
+        path=str(tmp_path / "a.onnx"),
+        stored_sha="ab" * 32,
+        extras={"har": b""},
+        extras_sha={"har": "cd" * 32},
+    )
+    back = decode(*encode(replace(result, artifact=stored)))[0].artifact
+    assert (back.data, back.path, back.stored_sha, back.extras_sha, back.extras) == (
+        b"",
+        stored.path,
+        stored.stored_sha,
+        stored.extras_sha,
+        {"har": b""},
+    )
+    with pytest.raises(Damaged, match="names a file"):
+        verified("k", *encode(replace(result, artifact=stored), {"key": "k"}))

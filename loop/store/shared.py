@@ -1,0 +1,219 @@
+"""ONNX artifacts that share their unchanged weights: one file a tensor, named by its hash.
+
+A scale-only candidate (``scale_grid``, a QZO probe) keeps its base's integer kernels; stored
+whole, each candidate was a copy of the model twice over (its artifact and its cache entry):
+268.9 MB each at 1.1 GB of float weights. Stored split, an artifact (and the cache entry of its
+compile) is its graph, with every tensor of :data:`SHARE_FROM` bytes or more in
+``runs/artifacts/tensors/{sha256}``, written once whoever needs it. The graph names each such
+tensor as ONNX's external data does (``location: tensors/{sha256}``), so ONNX Runtime opens
+``runs/artifacts/x.onnx`` as it lies.
+
+An artifact keeps its identity: the hash of its bytes as compiled. A split file is joined
+(each tensor read back into the graph) and the join must hash to the recorded hash, so a
+swapped or damaged tensor file is caught as a whole artifact's would be. A model whose bytes
+do not come back exactly from a join is stored whole.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loop.core.hashing import bytes_sha
+from loop.store.files import StoreFault, StoreWarning, artifact_path, atomic_write, read_regular, store_verified
+
+if TYPE_CHECKING:
+    import onnx
+
+SHARE_FROM = 16 * 1024  # a tensor this large goes to the tensor store (scales and small biases stay inline)
+SPLIT_FROM = 64 * 1024  # an artifact smaller than this is stored whole: nothing worth sharing
+FOLDER = "tensors"  # in runs/artifacts, so that a split artifact's locations stay inside its folder
+JOIN_BELOW = 64 << 20  # a file this large is a whole artifact, never a graph to join
+NAMED = re.compile(r"[0-9a-f]{64}")  # a stored tensor's name: never a path out of its folder
+
+
+class TensorStore:
+    """Tensors named by their SHA-256 in one folder (``runs/artifacts/tensors``)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+
+    @classmethod
+    def for_runs(cls, runs: Path) -> TensorStore:
+        return cls(Path(runs).resolve() / "artifacts" / FOLDER)
+
+    def put(self, data: bytes) -> str:
+        """Keep ``data``; its hash. A file of that name and size already there is kept: the
+        join of any artifact that reads it is checked against the artifact's own hash."""
+        sha = bytes_sha(data)
+        path = self.folder / sha
+        try:
+            if path.stat().st_size == len(data) and not path.is_symlink():
+                return sha
+        except FileNotFoundError:
+            pass
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, data, durable=False)  # an artifact's join is checked, so a torn one is caught
+        return sha
+
+    def get(self, sha: str) -> bytes:
+        return read_regular(self.folder / sha)
+
+    def drop_damaged(self, shas: list[str]) -> None:
+        """Remove each of these files that does not hash to its name (flipped, truncated,
+        swapped), so the next :meth:`put` writes it anew; called when a join fails its check."""
+        for sha in shas:
+            try:
+                if bytes_sha(self.get(sha)) != sha:
+                    (self.folder / sha).unlink()
+            except OSError:
+                pass
+
+
+def _shared(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    from onnx.external_data_helper import _get_all_tensors
+
+    for tensor in _get_all_tensors(model):
+        if len(tensor.raw_data) >= SHARE_FROM and tensor.data_location != tensor.EXTERNAL:
+            yield tensor
+
+
+def split(data: bytes, store: TensorStore) -> bytes | None:
+    """``data`` (an ONNX model's bytes) as a graph whose large tensors lie in ``store``; None
+    where there is nothing to share, the bytes are no ONNX model, or a join would not give
+    them back exactly (then they are stored whole)."""
+    import onnx
+
+    if len(data) < SPLIT_FROM:
+        return None
+    try:
+        model = onnx.load_from_string(data)
+    except Exception:  # a HEF named .onnx, a damaged file: stored whole, as it came
+        return None
+    moved = [(t, t.raw_data, t.HasField("data_location")) for t in _shared(model)]
+    if not moved:
+        return None
+    for tensor, raw, _ in moved:
+        tensor.ClearField("raw_data")
+        tensor.data_location = tensor.EXTERNAL
+        entry = tensor.external_data.add()
+        entry.key, entry.value = "location", f"{FOLDER}/{bytes_sha(raw)}"
+    graph = model.SerializeToString()
+    for tensor, raw, had_location in moved:  # put back, to check the round trip on the very bytes
+        _inline(tensor, raw, had_location)
+    if model.SerializeToString() != data:
+        return None
+    del model
+    for _, raw, _ in moved:
+        store.put(raw)
+    return graph
+
+
+def _inline(tensor: onnx.TensorProto, raw: bytes, had_location: bool) -> None:
+    tensor.ClearField("external_data")
+    tensor.ClearField("data_location")
+    if had_location:
+        tensor.data_location = tensor.DEFAULT
+    tensor.raw_data = raw
+
+
+def join(graph: bytes, store: TensorStore) -> bytes | None:
+    """The whole model of a graph :func:`split` wrote; None if it names no stored tensor (it is
+    no split graph) or a tensor is missing or unreadable."""
+    import onnx
+
+    try:
+        model = onnx.load_from_string(graph)
+    except Exception:
+        return None
+    found = False
+    from onnx.external_data_helper import _get_all_tensors
+
+    for tensor in _get_all_tensors(model):
+        name = _stored_name(tensor)
+        if name is None:
+            continue
+        try:
+            raw = store.get(name)
+        except (OSError, ValueError):
+            return None
+        _inline(tensor, raw, False)
+        found = True
+    return model.SerializeToString() if found else None
+
+
+def store_artifact(runs: Path, sha: str, suffix: str, data: bytes) -> Path:
+    """Content-addressed under ``runs/artifacts``: stored once, after its bytes are checked
+    against ``sha``; an ONNX artifact as a graph whose large tensors are shared (:func:`split`)."""
+    path = artifact_path(runs, sha, suffix)
+    if bytes_sha(data) != sha:
+        raise StoreFault(f"{path.name}: the bytes to store do not match their hash {sha[:12]}; not stored")
+    if os.path.lexists(path) and read_whole(path, sha) is not None:
+        return path
+    graph = split(data, TensorStore(path.parent / FOLDER)) if suffix == ".onnx" else None
+    if graph is None:
+        return store_verified(path, sha, data)
+    if os.path.lexists(path):
+        warnings.warn(f"{path} did not match its hash; rewritten", StoreWarning, stacklevel=2)
+    return atomic_write(path, graph)
+
+
+def read_whole(path: Path, sha: str, data: bytes | None = None) -> bytes | None:
+    """The artifact at ``path`` as compiled, if it hashes to ``sha`` (a whole hash or the prefix
+    a file is named by): the file itself (``data``, where read already), or the join of the
+    graph it holds. None otherwise."""
+    if data is None:
+        try:
+            data = read_regular(path)
+        except OSError:
+            return None
+    if sha and bytes_sha(data).startswith(sha):
+        return data
+    if not sha or path.suffix != ".onnx" or len(data) >= JOIN_BELOW:
+        return None
+    return checked_join(data, TensorStore(path.parent / FOLDER), sha)
+
+
+def checked_join(graph: bytes, store: TensorStore, sha: str) -> bytes | None:
+    """:func:`join`, if the whole hashes to ``sha`` (or starts with it); a failed join removes
+    the stored tensors that do not match their names, so storing the artifact again mends it."""
+    joined = join(graph, store)
+    if joined is not None and bytes_sha(joined).startswith(sha):
+        return joined
+    store.drop_damaged(names(graph))
+    return None
+
+
+def names(graph_or_model: bytes) -> list[str]:
+    """The stored tensors a split graph reads (none for a whole model or other bytes)."""
+    import onnx
+    from onnx.external_data_helper import _get_all_tensors
+
+    if len(graph_or_model) >= JOIN_BELOW:
+        return []
+    try:
+        model = onnx.load_from_string(graph_or_model)
+    except Exception:
+        return []
+    return [n for n in map(_stored_name, _get_all_tensors(model)) if n is not None]
+
+
+def _stored_name(tensor: onnx.TensorProto) -> str | None:
+    """The stored tensor ``tensor`` names, if it names one (``location: tensors/{sha256}``)."""
+    if tensor.data_location != tensor.EXTERNAL:
+        return None
+    where = {e.key: e.value for e in tensor.external_data}.get("location", "")
+    folder, _, name = where.partition("/")
+    return name if folder == FOLDER and NAMED.fullmatch(name) else None
+
+
+def tensors_read(path: Path) -> list[str]:
+    """The stored tensors the artifact file at ``path`` reads (none for a whole one)."""
+    try:
+        return names(read_regular(path)) if os.path.getsize(path) < JOIN_BELOW else []
+    except OSError:
+        return []

@@ -3,7 +3,7 @@
 Each block is MatMul h->4h, Relu, MatMul 4h->h and a residual Add, on tokens [1, T, h]; the
 weights lie in one external-data file beside the model, as exporters write models past 2 GiB.
 ``write_stack`` makes one of about the bytes asked; ``main`` sweeps it (base, ``scale_weights``,
-``scale_grid``, ``weights: 4``) beside plain ``quantize_static`` and one session on the same model,
+two ``scale_grid`` candidates, ``weights: 4``) beside plain ``quantize_static`` and one session,
 and reports each process's peak, the process tree's summed PSS peak, what each variant wrote
 (its model files and its artifact) and each stage's time as JSON.
 
@@ -108,6 +108,7 @@ def sweep_text(model: Path) -> str:
         "variants:\n  - name: base\n"
         "  - {name: weights, perturb: [{op: scale_weights, layer: b0/up, factor: 1.05}]}\n"
         "  - {name: grid, perturb: [{op: scale_grid, layer: b0/up, of: weights, factor: 1.05}]}\n"
+        "  - {name: grid2, perturb: [{op: scale_grid, layer: b1/down, of: weights, factor: 1.05}]}\n"
         "  - {name: four, perturb: [{op: precision, layer: b0/up, weights: 4}]}\n"
     )
 

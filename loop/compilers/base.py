@@ -161,7 +161,9 @@ def run_compile(
                 result.stages["rescale_s"] = time.perf_counter() - t0
                 result.info.update(quantized.info)
             stage = "fingerprint"
+            t0 = time.perf_counter()
             result.layers = compiler.fingerprint(quantized)
+            result.stages["fingerprint_s"] = time.perf_counter() - t0
             stage = "compile"
             t0 = time.perf_counter()
             result.artifact = compiler.compile(quantized, options)

@@ -158,7 +158,8 @@ class OnnxRuntimeCompiler(Compiler):
     def compile(self, quantized: Quantized, options: CompileOptions) -> Artifact:
         model = onnx.load_from_string(quantized.data)
         inputs, outputs = boundary.strip(model) if options.io == "uint8" else boundary.float_io(model)
-        data = with_layout(_graph_compile(model, options.threads), inputs, outputs)
+        with_layout(model, inputs, outputs)  # ONNX Runtime keeps a model's metadata in the graph it saves
+        data = _graph_compile(model, options.threads)
         return Artifact(self.name, data, ".onnx", inputs, outputs)
 
 
@@ -235,5 +236,5 @@ def _graph_compile(model: onnx.ModelProto, threads: int) -> bytes:
     hardware-specific layouts are applied by the session that loads the artifact."""
     with scratch("c") as tmp:
         out = Path(tmp) / "artifact.onnx"
-        session(model, threads, "extended", save_to=out)
+        session(model, threads, "extended", save_to=out, consume=True)
         return out.read_bytes()

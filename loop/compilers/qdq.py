@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,7 +10,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from loop.core.hashing import array_sha
+from loop.core.hashing import array_sha, array_shas
 from loop.core.vocab import LayerPrint
 from loop.judge.structure import FOLDED_ACTIVATIONS, QUANTIZED_OPS, constants
 from loop.judge.weights import bits_of
@@ -134,7 +135,8 @@ def _kernel(g: QdqGraph, node: onnx.NodeProto) -> tuple[str | None, str | None, 
         return None, None, (), ()
     kernel, w_scale, w_zp = g.required(w.values), g.required(w.scale), g.array(w.zero_point)
     zps: list[np.ndarray] = [w_zp] if w_zp is not None else []
-    return array_sha(kernel, w_scale, *zps), array_sha(kernel, *zps), _tuple(w_scale, float), _tuple(w_zp, int)
+    with_grid, integers = array_shas(kernel, (w_scale, *zps), tuple(zps))
+    return with_grid, integers, _tuple(w_scale, float), _tuple(w_zp, int)
 
 
 def _per_axis(a: np.ndarray, like: np.ndarray, axis: int) -> np.ndarray:
@@ -190,6 +192,7 @@ class FloatSource:
         self.nodes = {n.name: n for n in model.graph.node}
         self.consts = constants(model.graph)
         self._shas: dict[str, str] = {}
+        self._off: dict[tuple[Any, ...], int] = {}
 
     def kernel(self, name: str) -> np.ndarray | None:
         original = self.nodes.get(name)
@@ -202,8 +205,23 @@ class FloatSource:
             self._shas[name] = array_sha(kernel.astype(np.float32))
         return self._shas[name]
 
+    def off_grid(self, key: tuple[Any, ...], count: Callable[[], int]) -> int:
+        """:func:`off_grid` of one layer, counted once for its integers and grid (``key``): the
+        patches of a search move a few grids, and the other layers' counts stand (2.5 s of a
+        patch's 3 at 1.1 GB of weights, counted again for every layer)."""
+        if key not in self._off:
+            if len(self._off) >= OFF_GRID_KEPT:
+                self._off.clear()
+            self._off[key] = count()
+        return self._off[key]
 
-def _float_kernel(g: QdqGraph, node: onnx.NodeProto, source: FloatSource | None) -> tuple[str | None, int | None]:
+
+OFF_GRID_KEPT = 4096  # counts a float source keeps, by layer, integers and grid
+
+
+def _float_kernel(
+    g: QdqGraph, node: onnx.NodeProto, source: FloatSource | None, int_sha: str | None
+) -> tuple[str | None, int | None]:
     w = g.weight(node)
     kernel = source.kernel(node.name) if source is not None else None
     if w is None or kernel is None or source is None:
@@ -213,13 +231,15 @@ def _float_kernel(g: QdqGraph, node: onnx.NodeProto, source: FloatSource | None)
         return source.sha(node.name, kernel), None
     dq = g.producer[node.input[1]]
     axis = next((a.i for a in dq.attribute if a.name == "axis"), 1)
-    grid_off = off_grid(q, kernel, g.required(w.scale), g.array(w.zero_point), axis)
+    scale, zero_point = g.required(w.scale), g.array(w.zero_point)
+    key = (node.name, int_sha, axis, _tuple(scale, float), _tuple(zero_point, int))
+    grid_off = source.off_grid(key, lambda: off_grid(q, kernel, scale, zero_point, axis))
     return source.sha(node.name, kernel), grid_off
 
 
 def layer_print(g: QdqGraph, node: onnx.NodeProto, source: FloatSource | None = None) -> LayerPrint:
     kernel_sha, kernel_int_sha, w_scale, w_zp = _kernel(g, node)
-    float_sha, grid_off = _float_kernel(g, node, source)
+    float_sha, grid_off = _float_kernel(g, node, source, kernel_int_sha)
     x = g.dq_param(node.input[0])
     q, _ = g.out_q(node.output[0])
     bias_sha = bias_int_sha = bias = step = None

@@ -50,6 +50,20 @@ def array_sha(*arrays: np.ndarray) -> str:
     return h.hexdigest()
 
 
+def array_shas(first: np.ndarray, *branches: tuple[np.ndarray, ...]) -> tuple[str, ...]:
+    """``array_sha(first, *branch)`` for each branch, ``first`` hashed once: a kernel's hash with
+    its grid and its integers' alone share the kernel, hundreds of megabytes at a time."""
+    h = hashlib.sha256()
+    add_array(h, first)
+    out = []
+    for branch in branches:
+        g = h.copy()
+        for a in branch:
+            add_array(g, a)
+        out.append(g.hexdigest())
+    return tuple(out)
+
+
 def named_sha(items: Iterable[tuple[str, np.ndarray]]) -> str:
     """Over each name (length-prefixed) and its array, in the order given."""
     h = hashlib.sha256()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -31,6 +32,7 @@ def session(
     quiet: bool = True,
     save_to: str | os.PathLike[str] | None = None,
     spin: bool = True,
+    consume: bool = False,
 ) -> Any:
     """A session on ``model`` (a proto, serialized bytes or a file path) with ``threads``
     intra-op threads (0: ONNX Runtime's default, every core).
@@ -38,7 +40,10 @@ def session(
     ``optimize`` is ONNX Runtime's graph optimization level: "none" by default, so every tensor
     of the graph exists to be read. ``quiet`` drops ONNX Runtime's warnings from stderr.
     ``save_to`` writes the optimized graph there (ONNX Runtime's own graph compile). ``spin``
-    off: idle intra-op threads sleep instead of spin-waiting (see ``RuntimeOptions.spin``)."""
+    off: idle intra-op threads sleep instead of spin-waiting (see ``RuntimeOptions.spin``).
+    ``consume``: ``model`` (a proto) is not used after, so its large tensors are handed to ONNX
+    Runtime as they are and taken out of it, rather than serialized with it (0.5 s and a copy
+    of the weights at 268 MB); ONNX Runtime still writes them into a graph it saves."""
     import onnxruntime as ort
 
     levels = {
@@ -65,7 +70,7 @@ def session(
         return ort.InferenceSession(model, so, providers=list(providers))
     if isinstance(model, (str, os.PathLike)):  # a file, its external data beside it
         return ort.InferenceSession(os.fspath(model), so, providers=list(providers))
-    kept = _given_from_files(model, so)
+    kept = _given_from_files(model, so) + (_handed_over(model, so) if consume else [])
     if _tensor_bytes(model) < PROTO_LIMIT:
         made = ort.InferenceSession(model.SerializeToString(), so, providers=list(providers))
         made._loop_initializers = kept  # ONNX Runtime reads them in place, for the session's life
@@ -93,6 +98,35 @@ def _given_from_files(model: onnx.ModelProto, so: Any) -> list[Any]:
         if t.data_location == t.EXTERNAL and knows_folder(t):
             names.append(t.name)
             values.append(ort.OrtValue.ortvalue_from_numpy(np.asarray(tensor_array(t))))
+    if names:
+        so.add_external_initializers(names, values)
+    return values
+
+
+def _handed_over(model: onnx.ModelProto, so: Any) -> list[Any]:
+    """Each inline tensor of ``model`` of ``SPILL_FROM`` bytes or more whose type numpy holds,
+    taken out of the proto and handed to the session as an array (``add_external_initializers``).
+    The values handed, which must outlive the session."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import helper
+
+    names, values = [], []
+    for t in model.graph.initializer:
+        if not t.HasField("raw_data") or len(t.raw_data) < SPILL_FROM:
+            continue
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
+        except (KeyError, TypeError, ValueError):
+            continue
+        raw = t.raw_data
+        if dtype.hasobject or dtype.itemsize * math.prod(t.dims) != len(raw):  # packed 4-bit, say: kept inline
+            continue
+        names.append(t.name)
+        values.append(ort.OrtValue.ortvalue_from_numpy(np.frombuffer(raw, dtype).reshape(tuple(t.dims))))
+        t.ClearField("raw_data")
+        t.data_location = t.EXTERNAL
+        t.external_data.add(key="location", value="handed-to-the-session")  # never read: ONNX Runtime has it
     if names:
         so.add_external_initializers(names, values)
     return values

@@ -333,6 +333,16 @@ class Quantized:
     source: bytes | str = b""
 
 
+@dataclass(frozen=True)
+class QuantizedInCache:
+    """A quantized model its worker left in the compile cache (the folder ``folder``) under
+    ``keys``: whoever starts from it reads it there (a patch child), so it never crosses a
+    process boundary whole."""
+
+    folder: str
+    keys: tuple[str, ...]
+
+
 @dataclass
 class CompileResult:
     """What one compile produced, or where and why it failed. Never raised."""
@@ -349,4 +359,4 @@ class CompileResult:
     cache_hit: bool = False
     # the quantized model this compile optimized, before any rescale: carried back to the parent
     # for its quantized-model cache, never kept in a compile's own entry
-    quantized: Quantized | None = None
+    quantized: Quantized | QuantizedInCache | None = None

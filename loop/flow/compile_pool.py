@@ -30,7 +30,7 @@ from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha
 from loop.core.modelfile import model_key, portable
 from loop.core.registry import COMPILERS, compiler_class
-from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized
+from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized, QuantizedInCache
 from loop.flow import patch_child, supervise
 from loop.flow.compile_child import OUT_OF_MEMORY, compile_with, out_of_memory, resolve, run_isolated
 from loop.flow.follow import decision
@@ -127,7 +127,7 @@ def iter_compiled(
         for phase in base.phases():
             spool = Spool(runs, cache.root if cache is not None else None, base.carried) if runs else None
             for key, result, entry in _compile(ref, phase, jobs, client, base.held, spool):
-                base.keep(todo[key], result)
+                base.keep(key, result)
                 result.info.setdefault("versions", versions)
                 if entry is None and cache is not None and result.ok and result.artifact and result.artifact.data:
                     entry = entry_bytes(key, result, cache.tensors)  # now: the sweep may spill the artifact's bytes
@@ -155,7 +155,7 @@ class _Quantized:
         self.backend, self.versions, self.cache, self.todo = backend, versions, cache, todo
         self.of = {key: self._key(job, job.options) for key, job in todo.items()}
         self.wanted = {self.of[k] for k, j in todo.items() if j.options.rescales}
-        self.models: dict[str, Quantized] = {}
+        self.models: dict[str, Quantized | QuantizedInCache] = {}
         files = {self.of[k]: j.path for k, j in todo.items() if j.path is not None}
         for qkey in self.wanted:
             found = cache.lookup_quantized(qkey) if cache is not None else None
@@ -169,9 +169,9 @@ class _Quantized:
         return quantized_key(job.model_sha, job.calib_sha, options, self.backend, self.versions)
 
     @property
-    def held(self) -> dict[str, tuple[str, Quantized] | None]:
+    def held(self) -> dict[str, tuple[str, Quantized | QuantizedInCache] | None]:
         """Each compile key's quantized model to start from, with its own key (None: optimize)."""
-        out: dict[str, tuple[str, Quantized] | None] = {}
+        out: dict[str, tuple[str, Quantized | QuantizedInCache] | None] = {}
         for k, j in self.todo.items():
             found = self.models.get(self.of[k]) if j.options.rescales else None
             out[k] = None if found is None else (self.of[k], found)
@@ -189,25 +189,37 @@ class _Quantized:
         return [first, {k: j for k, j in self.todo.items() if k not in first}]
 
     @property
-    def carried(self) -> frozenset[str]:
-        """The compiles whose quantized models come back: one an edit starts from, or kept."""
-        return frozenset(k for k, j in self.todo.items() if self.of[k] in self.wanted or j.keep_quantized)
+    def carried(self) -> dict[str, Stash]:
+        """The compiles whose quantized models are kept (one an edit starts from, or kept), each
+        with the keys to keep it under by the guard's decision (:meth:`stash`)."""
+        return {k: self.stash(k) for k, j in self.todo.items() if self.of[k] in self.wanted or j.keep_quantized}
 
-    def keep(self, job: Job, result: CompileResult) -> None:
-        """Hold (and cache) the quantized model a compile optimized, where edits want it: under
-        its own key, and under the key of the guard decision it made, which its variants follow."""
+    def stash(self, key: str) -> Stash:
+        """The keys compile ``key``'s quantized model is kept under, by the guard decision it
+        makes (:func:`decision`): its own, and the decision's, which its variants follow."""
+        job = self.todo[key]
+        out: Stash = {}
+        for decided in (None, "kept", "dropped"):
+            keys = {self.of[key]}
+            if job.options.bias_guard_given is None and decided is not None:
+                keys.add(self._key(job, job.options.model_copy(update={"bias_guard_given": decided})))
+            out[decided] = tuple(sorted(q for q in keys if q in self.wanted or job.keep_quantized))
+        return out
+
+    def keep(self, key: str, result: CompileResult) -> None:
+        """Hold (and cache) the quantized model a compile optimized, where edits want it; one
+        its worker left in the cache is held as that (:class:`QuantizedInCache`)."""
         quantized, result.quantized = result.quantized, None
+        if isinstance(quantized, QuantizedInCache):
+            for qkey in quantized.keys:
+                self.models.setdefault(qkey, quantized)
+            return
         if quantized is None:
             return
-        keys = {self._key(job, job.options)}
-        decided = decision(result.info)
-        if job.options.bias_guard_given is None and decided is not None:
-            keys.add(self._key(job, job.options.model_copy(update={"bias_guard_given": decided})))
-        for qkey in keys:
-            if qkey in self.wanted or job.keep_quantized:
-                self.models.setdefault(qkey, quantized)
-                if self.cache is not None:
-                    self.cache.store_quantized(qkey, quantized)
+        for qkey in self.stash(key)[decision(result.info)]:
+            self.models.setdefault(qkey, quantized)
+            if self.cache is not None:
+                self.cache.store_quantized(qkey, quantized)
 
 
 def _compiler_ref(backend: str) -> str:
@@ -236,7 +248,7 @@ def _compile(
     todo: dict[str, Job],
     jobs: int,
     client: Any,
-    held: dict[str, tuple[str, Quantized] | None] | None = None,
+    held: dict[str, tuple[str, Quantized | QuantizedInCache] | None] | None = None,
     spool: Spool | None = None,
 ) -> Iterator[tuple[str, CompileResult, tuple[bytes, bytes] | None]]:
     """Each compile as it finishes (with its cache entry's bytes, where a patch child made
@@ -262,7 +274,7 @@ def _compile(
         while True:
             for key, job in itertools.islice(queue, 2 * workers - len(running)):
                 start = held.get(key)
-                quantized = start[1] if start is not None else None
+                quantized = _read(start[1]) if start is not None else None
                 model, calibration = job.load()
                 model = portable(model) if client is not None else model
                 mine = spool.of(key) if spool is not None and client is None else None
@@ -278,6 +290,14 @@ def _compile(
     finally:  # a caller that stops early leaves nothing queued behind it
         for future in running:
             future.cancel()
+
+
+def _read(quantized: Quantized | QuantizedInCache) -> Quantized | None:
+    """A quantized model to send a worker (a cluster's, or a backend's without patch children);
+    None, so the compile optimizes, where the one left in the cache has gone meanwhile."""
+    if isinstance(quantized, Quantized):
+        return quantized
+    return Cache(Path(quantized.folder)).lookup_quantized(quantized.keys[0])
 
 
 def _result(future: Done, key: str, killed_before: int | None = None) -> tuple[str, CompileResult, bool]:
@@ -298,7 +318,7 @@ def _patchers(jobs: int, count: int) -> int:
 
 def _patched(
     ref: str,
-    todo: dict[str, tuple[CompileOptions, tuple[str, Quantized]]],
+    todo: dict[str, tuple[CompileOptions, tuple[str, Quantized | QuantizedInCache]]],
     jobs: int,
     spool: Spool | None = None,
 ) -> Iterator[tuple[str, CompileResult, tuple[bytes, bytes] | None]]:
@@ -341,19 +361,34 @@ def _task(
     calibration: Frames,
     options: CompileOptions,
     quantized: Quantized | None = None,
-    spool: tuple[Path, Path | None, bool] | None = None,
+    spool: tuple[Path, Path | None, Stash | None] | None = None,
 ) -> tuple[str, CompileResult, bool]:
     result = run_isolated(ref, model, calibration, options, quantized)
     result.compiled_on = _worker_address()
     stored = False
     if spool is not None and result.ok and result.artifact is not None:
-        runs, cache, carry = spool
-        result.quantized = result.quantized if carry else None
+        runs, cache, stash = spool
+        result.quantized = _stashed(result, cache, stash) if stash is not None else None
         stored = keep_here(runs, cache, key, result)
     return key, result, stored
 
 
+def _stashed(result: CompileResult, cache: Path | None, stash: Stash) -> Quantized | QuantizedInCache | None:
+    """The quantized model a compile made, left in the cache here under the keys its guard's
+    decision names, where there is a cache: a patch child reads it there, and the sweep's
+    process never holds it (268 MB at 1.1 GB of weights). Else the model itself, to carry back."""
+    quantized = result.quantized
+    keys = stash.get(decision(result.info), ())
+    if cache is None or not isinstance(quantized, Quantized) or not keys:
+        return quantized
+    at = Cache(cache)
+    if all(at.store_quantized(q, quantized) for q in keys):
+        return QuantizedInCache(str(cache), keys)
+    return quantized
+
+
 STORED: tuple[bytes, bytes] = (b"", b"")  # a cache entry its worker wrote already
+Stash = dict[str | None, tuple[str, ...]]  # a guard's decision (None: no guard ran) -> the keys to keep under
 
 
 @dataclass(frozen=True)
@@ -363,10 +398,10 @@ class Spool:
 
     runs: Path
     cache: Path | None
-    carried: frozenset[str]
+    carried: dict[str, Stash]
 
-    def of(self, key: str) -> tuple[Path, Path | None, bool]:
-        return self.runs, self.cache, key in self.carried
+    def of(self, key: str) -> tuple[Path, Path | None, Stash | None]:
+        return self.runs, self.cache, self.carried.get(key)
 
 
 def _worker_address() -> str:

@@ -28,7 +28,7 @@ import numpy as np
 from loop.author import frames as frames_mod
 from loop.author.schema import MeasureSpec
 from loop.core import registry
-from loop.core.errors import BufferSizeError
+from loop.core.errors import BufferSizeError, LoopError
 from loop.core.hashing import bytes_sha
 from loop.core.kinds import Stage
 from loop.core.leftovers import scratch
@@ -90,6 +90,18 @@ def answer(device: Device, artifact: Artifact, inputs: Frames, stage: Callable[[
         return DeviceRun(raw, same, layouts, outs)
 
 
+def read_in(job: DeviceJob) -> DeviceJob:
+    """The job with its artifacts' bytes, read from where they were stored and checked against
+    their hashes (:func:`loop.store.artifacts.materialize`): here, in the device's process."""
+    stored = [a for a in (job.artifact, *(job.race.others if job.race else ())) if not a.data]
+    if not stored:
+        return job
+    from loop.store.artifacts import materialize  # onnx, which a job with its bytes never imports
+
+    race = job.race and replace(job.race, others=tuple(map(materialize, job.race.others)))
+    return replace(job, artifact=materialize(job.artifact), race=race)
+
+
 def _artifact_file(artifact: Artifact, folder: Path) -> Path:
     """The artifact's file on this host: where it was stored if that file still holds these
     bytes, else a copy here (a worker on another host has no such file)."""
@@ -144,6 +156,10 @@ def execute(
     that tool hang: a vendor check never fails a measured run."""
     stages = _Stages(tell)
     result = RunResult(True, host=socket.gethostname())
+    try:
+        job = read_in(job)
+    except LoopError as exc:  # a stored artifact swapped or damaged since: never measured as the variant
+        return RunResult.failed(Stage.STORE, str(exc), host=result.host)
     try:
         for kind, ref in job.device_refs:  # runners registered in the parent, seen here too
             registry.DEVICES.setdefault(kind, ref)

@@ -35,7 +35,6 @@ from loop.devices.base import VENDOR_CHECK_FAILED, VENDOR_DISAGREES
 from loop.flow.runner import DeviceRun, RunResult, RunTask, StageTimeouts, device_refs
 from loop.judge import audit as audit_mod
 from loop.judge import score as score_mod
-from loop.store.artifacts import materialize
 from loop.store.shared import store_artifact
 
 Raw = list[list[np.ndarray]]
@@ -400,10 +399,9 @@ def prepare(
             info=dict(compiled.info),
             stages=dict(compiled.stages),
         )
-    try:
-        artifact = materialize(compiled.artifact)
-    except LoopError as exc:
-        return RunOutcome(name, Status.FAILED, stage=Stage.STORE, error=str(exc))
+    # a stored artifact goes to its device as its file: the device's process reads and checks it
+    # (device_child.read_in), so this process never holds a model's weights to measure them
+    artifact = compiled.artifact
     path = Path(artifact.path) if artifact.path else store_artifact(runs, artifact.sha, artifact.suffix, artifact.data)
     task = RunTask(
         artifact,

@@ -21,7 +21,7 @@ from loop.core.record import RunRecord
 from loop.flow.runner import RaceSpec, Runner, RunTask, device_refs
 from loop.flow.sweep import SweepOptions, SweepResult, open_runner, run_sweep
 from loop.measure.stats import median_ci95
-from loop.store.artifacts import load_artifact, recorded_sha
+from loop.store.artifacts import recorded_sha, stored_artifact
 from loop.store.files import runs_artifact
 from loop.store.ledger import Ledger
 from loop.store.studies import Ratio, RatioRow
@@ -66,7 +66,8 @@ def race(
     ok = [r for r in candidates if r.status == Status.OK and r.artifact]
     if ref is None or ref.status != Status.OK or not ref.artifact or not ok:
         return []
-    load = lambda r: load_artifact(runs_artifact(runs, Path(r.artifact or "").name), recorded_sha(r))  # noqa: E731
+    # each as its file: the device's process reads the weights, not this one
+    load = lambda r: stored_artifact(runs_artifact(runs, Path(r.artifact or "").name), recorded_sha(r))  # noqa: E731
     unique = list({recorded_sha(r): r for r in ok}.values())  # one side per artifact
     target, budget = spec.measure.target_ratio_pct, spec.measure.budget_s
     device = spec.devices[:1]

@@ -26,10 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from loop.core.vocab import CompileOptions, CompileResult, Quantized
+from loop.core.vocab import CompileOptions, CompileResult, Quantized, QuantizedInCache
 from loop.flow import supervise
 from loop.store.artifacts import keep_here
-from loop.store.cache import entry_bytes
+from loop.store.cache import Cache, entry_bytes
 from loop.store.codec import (
     Damaged,
     decode,
@@ -57,7 +57,7 @@ class PatchProcess:
         self,
         ref: str,
         key: str,
-        quantized: Quantized,
+        quantized: Quantized | QuantizedInCache,
         options: CompileOptions,
         entry: str,
         keep: tuple[Path, Path | None] | None = None,
@@ -72,9 +72,11 @@ class PatchProcess:
             self._ensure()
             assert self._conn is not None
             if key not in self._sent:
-                self._conn.send_bytes(b"base")
-                self._conn.send_bytes(key.encode())
-                for part in encode_quantized(quantized):
+                if isinstance(quantized, QuantizedInCache):  # read there by the child
+                    parts: tuple[bytes, ...] = (b"cached", key.encode(), quantized.folder.encode())
+                else:
+                    parts = (b"base", key.encode(), *encode_quantized(quantized))
+                for part in parts:
                     self._conn.send_bytes(part)
                 self._sent[key] = None
                 while len(self._sent) > HELD:
@@ -191,13 +193,16 @@ def _stop_all() -> None:
 def _serve(conn: Any) -> None:
     from loop.flow.compile_child import STAGES, compile_with, resolve
 
-    bases: OrderedDict[str, Quantized] = OrderedDict()
+    bases: OrderedDict[str, Quantized | None] = OrderedDict()
     compilers: dict[str, Any] = {}
     while True:
         kind = conn.recv_bytes()
-        if kind == b"base":
+        if kind in (b"base", b"cached"):
             key = conn.recv_bytes().decode()
-            bases[key] = decode_quantized(conn.recv_bytes(), conn.recv_bytes())[0]
+            if kind == b"base":
+                bases[key] = decode_quantized(conn.recv_bytes(), conn.recv_bytes())[0]
+            else:  # None where the entry went meanwhile (pruned): each patch of it says so
+                bases[key] = Cache(Path(conn.recv_bytes().decode())).lookup_quantized(key)
             while len(bases) > HELD:
                 bases.popitem(last=False)
             continue
@@ -208,7 +213,13 @@ def _serve(conn: Any) -> None:
             continue
         key, entry, runs, cache, options = (conn.recv_bytes().decode() for _ in range(5))
         bases.move_to_end(key)  # the parent's order of use, so both drop the same base (HELD)
-        result = compile_with(compilers[ref], b"", {}, options_from_json(options), bases[key])
+        base = bases[key]
+        if base is None:
+            gone = CompileResult(ok=False, stage="rescale", error="its quantized base left the compile cache (pruned?)")
+            for part in (b"done", *encode(gone), b""):
+                conn.send_bytes(part)
+            continue
+        result = compile_with(compilers[ref], b"", {}, options_from_json(options), base)
         ok = result.ok and result.artifact is not None
         kept = ok and bool(runs) and keep_here(Path(runs), Path(cache) if cache else None, entry, result)
         spilled = ok and not result.artifact.data  # type: ignore[union-attr]

@@ -17,6 +17,7 @@ import threading
 import time
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any
 
 from loop.core.errors import LoopError
@@ -24,6 +25,7 @@ from loop.core.registry import split_device
 from loop.flow.compile_pool import _cluster
 from loop.flow.local_runner import LocalRunner
 from loop.flow.runner import Runner, RunResult, RunTask
+from loop.store.artifacts import materialize
 
 LOST_GRACE_S = 60.0  # no worker holds the device for this long: tasks still out are failed
 _WORKER: list[LocalRunner] = []  # this worker process's runner, while a sweep uses it
@@ -116,6 +118,9 @@ class DaskRunner(Runner):
         return f"no worker of the Dask cluster at {self.address} holds '{self.resource}' any more"
 
     def submit(self, task: RunTask) -> Future[RunResult]:
+        # another host has no runs folder of ours: the artifacts travel with their bytes
+        race = task.race and replace(task.race, others=tuple(map(materialize, task.race.others)))
+        task = replace(task, artifact=materialize(task.artifact), race=race)
         future: Future[RunResult] = self._executor.submit(run_on_worker, task, self.overlap)
         return future
 

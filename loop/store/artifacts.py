@@ -25,7 +25,7 @@ from loop.core.text import for_person
 from loop.core.vocab import Artifact, CompileResult, TensorLayout
 from loop.store.cache import Cache, entry_bytes
 from loop.store.files import StoreFault, read_regular, store_verified
-from loop.store.shared import FOLDER, JOIN_BELOW, TensorStore, join, read_whole, store_artifact
+from loop.store.shared import FOLDER, JOIN_BELOW, TensorStore, join, names, read_whole, store_artifact
 
 if TYPE_CHECKING:
     from loop.core.record import RunRecord
@@ -33,12 +33,11 @@ if TYPE_CHECKING:
 LAYOUT_KEY = "loop.layout"
 
 
-def with_layout(data: bytes, inputs: tuple[TensorLayout, ...], outputs: tuple[TensorLayout, ...]) -> bytes:
-    model = onnx.load_from_string(data)
+def with_layout(model: onnx.ModelProto, inputs: tuple[TensorLayout, ...], outputs: tuple[TensorLayout, ...]) -> None:
+    """Record the I/O layout in ``model``'s metadata, where :func:`load_artifact` reads it."""
     entry = model.metadata_props.add()
     entry.key = LAYOUT_KEY
     entry.value = json.dumps({"inputs": [t.to_json() for t in inputs], "outputs": [t.to_json() for t in outputs]})
-    return model.SerializeToString()
 
 
 def spill(runs: Path, result: CompileResult) -> CompileResult:
@@ -139,20 +138,39 @@ def load_artifact(path: Path, sha: str | None = None) -> Artifact:
     backend = BACKEND_BY_SUFFIX[path.suffix]
     if path.suffix != ".onnx":  # only ONNX carries its layout; a device reads the others' when it opens them
         return Artifact(backend, data, path.suffix, (), ())
+    model = _parsed(data, path)
+    _self_contained(model, path)
+    return Artifact(backend, data, ".onnx", *_layout(model, path))
+
+
+def stored_artifact(path: Path, sha: str) -> Artifact:
+    """A run's artifact as its file, for a device's process to read and check (its layout read
+    from the graph): an ONNX artifact stored with its tensors shared is its graph, and a
+    generation's candidates go to their race without this process holding their weights.
+    Anything else is read whole, as :func:`load_artifact` reads it."""
     try:
-        model = onnx.load_from_string(data)
+        graph = read_regular(path) if path.suffix == ".onnx" and path.stat().st_size < JOIN_BELOW else b""
+    except OSError:
+        graph = b""
+    if not names(graph):
+        return load_artifact(path, sha)
+    inputs, outputs = _layout(_parsed(graph, path), path)
+    return Artifact(BACKEND_BY_SUFFIX[".onnx"], b"", ".onnx", inputs, outputs, path=str(path), stored_sha=sha)
+
+
+def _parsed(data: bytes, path: Path) -> onnx.ModelProto:
+    try:
+        return onnx.load_from_string(data)
     except Exception as exc:
         raise LoopError(f"{for_person(path)}: unreadable ONNX artifact: {type(exc).__name__}") from None
-    _self_contained(model, path)
+
+
+def _layout(model: onnx.ModelProto, path: Path) -> tuple[tuple[TensorLayout, ...], tuple[TensorLayout, ...]]:
     meta = {p.key: p.value for p in model.metadata_props}
     if LAYOUT_KEY not in meta:
         raise LoopError(f"{for_person(path)}: no {LAYOUT_KEY} metadata; is it an artifact compiled by loop?")
     layout = json.loads(meta[LAYOUT_KEY])
-    inputs, outputs = (
-        tuple(map(TensorLayout.from_json, layout["inputs"])),
-        tuple(map(TensorLayout.from_json, layout["outputs"])),
-    )
-    return Artifact(backend, data, ".onnx", inputs, outputs)
+    return tuple(map(TensorLayout.from_json, layout["inputs"])), tuple(map(TensorLayout.from_json, layout["outputs"]))
 
 
 def _self_contained(model: onnx.ModelProto, path: Path) -> None:

@@ -122,7 +122,7 @@ def encode(
     tensors go, shared with every artifact that holds them (:mod:`loop.store.shared`)."""
     head, parts = _artifact_json(result.artifact, tensors) if result.artifact is not None else (None, [])
     quantized = None
-    if result.quantized is not None:
+    if isinstance(result.quantized, Quantized):  # one left in a cache is no part of a result's bytes
         quantized, more = _quantized_json(result.quantized)
         parts = [*parts, *((f"q:{n}", d) for n, d in more)]
     body = {

@@ -246,3 +246,31 @@ def test_a_local_worker_stores_the_artifact_and_its_cache_entry_itself(tmp_path:
     again = compile_all("onnxruntime", items, jobs=1, cache=cache)
     assert all(r.cache_hit for r in again)
     assert [materialize(r.artifact).data for r in results] == [r.artifact.data for r in again]  # type: ignore[union-attr,arg-type]
+
+
+def test_a_scale_grid_base_stays_in_the_cache_and_its_patches_read_it_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a runs folder and a cache, the worker that optimizes a scale_grid base leaves the
+    quantized model in the cache and the patch child reads it there: this process never encodes
+    it (it would hold the model twice while sending it). Without a cache it is carried, as before."""
+    from loop.core.vocab import Rescale
+    from loop.flow import patch_child
+
+    model = _model(tmp_path, 1)
+    grid = _options().model_copy(update={"rescales": (Rescale("conv1", "weights", (1.05,)),)})
+    items = [(model, _calibration(), _options()), (model, _calibration(), grid)]
+    sent: list[int] = []
+    real = patch_child.encode_quantized
+    monkeypatch.setattr(patch_child, "encode_quantized", lambda q, *a: sent.append(1) or real(q, *a))
+    cache, runs = Cache(tmp_path / "runs" / "cache"), tmp_path / "runs"
+    batches = iter_compiled("onnxruntime", items, jobs=1, cache=cache, runs=runs)
+    base, patched = (r for batch in batches for _, r in batch)
+    assert base.ok and patched.ok, (base.error, patched.error)
+    assert sent == [] and patched.info["quantized_from"] == "cache"
+    assert [e.info.get("kind") for e in cache.entries()].count("quantized") == 1
+    moved = [np.array(b.weight_scale) * (1.05 if b.name == "conv1" else 1) for b in base.layers]
+    assert all(np.allclose(m, p.weight_scale, rtol=1e-6) for m, p in zip(moved, patched.layers, strict=True))
+    other = [(_model(tmp_path, 2), _calibration(), o) for o in (_options(), grid)]
+    alone = compile_all("onnxruntime", other, jobs=1, cache=None)  # no cache: carried, and sent
+    assert alone[1].ok and sent

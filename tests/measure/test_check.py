@@ -68,7 +68,8 @@ def _authored_artifact(folder: Path, weight=None, node=None) -> Path:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     io = (TensorLayout("x", (1, 4), "float32"),), (TensorLayout("y", (1, 4), "float32"),)
     path = folder / "crafted.onnx"
-    path.write_bytes(with_layout(model.SerializeToString(), *io))
+    with_layout(model, *io)
+    path.write_bytes(model.SerializeToString())
     return path
 
 

@@ -29,7 +29,7 @@ from loop.store.files import StoreFault, StoreWarning, artifact_path, atomic_wri
 if TYPE_CHECKING:
     import onnx
 
-SHARE_FROM = 16 * 1024  # a tensor this large goes to the tensor store (scales and small biases stay inline)
+SHARE_FROM = 16 * 1024  # a tensor this large goes to the tensor store; smaller ones (most scales) stay in the graph
 SPLIT_FROM = 64 * 1024  # an artifact smaller than this is stored whole: nothing worth sharing
 FOLDER = "tensors"  # in runs/artifacts, so that a split artifact's locations stay inside its folder
 JOIN_BELOW = 64 << 20  # a file this large is a whole artifact, never a graph to join

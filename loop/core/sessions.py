@@ -120,7 +120,9 @@ def _handed_over(model: onnx.ModelProto, so: Any) -> list[Any]:
         except (KeyError, TypeError, ValueError):
             continue
         raw = t.raw_data
-        if dtype.hasobject or dtype.itemsize * math.prod(t.dims) != len(raw):  # packed 4-bit, say: kept inline
+        # numpy's own kinds only (bfloat16 and float8 are ml_dtypes', which ONNX Runtime refuses
+        # as arrays), each value its own bytes (packed 4-bit is not): the rest stays inline
+        if dtype.kind not in "biuf" or dtype.itemsize * math.prod(t.dims) != len(raw):
             continue
         names.append(t.name)
         values.append(ort.OrtValue.ortvalue_from_numpy(np.frombuffer(raw, dtype).reshape(tuple(t.dims))))

@@ -35,7 +35,7 @@ from loop.flow import patch_child, supervise
 from loop.flow.compile_child import OUT_OF_MEMORY, compile_with, out_of_memory, resolve, run_isolated
 from loop.flow.follow import decision
 from loop.store.artifacts import keep_here
-from loop.store.cache import Cache, calibration_sha, entry_bytes, key_of, quantized_key
+from loop.store.cache import Cache, calibration_sha, key_of, quantized_key
 
 Item = tuple[bytes | Path, Frames, CompileOptions]
 CONNECT_TIMEOUT_S = 20.0  # a scheduler that has not answered by then is taken as unreachable
@@ -130,7 +130,7 @@ def iter_compiled(
                 base.keep(key, result)
                 result.info.setdefault("versions", versions)
                 if entry is None and cache is not None and result.ok and result.artifact and result.artifact.data:
-                    entry = entry_bytes(key, result, cache.tensors)  # now: the sweep may spill the artifact's bytes
+                    entry = cache.encoded(key, result)  # now: the sweep may spill the artifact's bytes
                 yield _settle(keys, {key: result})
                 # written after the result is on its way: the cache only saves time, and the sweep
                 # should not wait for it (a caller that stops here loses that one entry)

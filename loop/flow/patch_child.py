@@ -135,7 +135,8 @@ class PatchProcess:
                 return self._ended(stage, f"compile result unreadable: {exc}"), None
             if kept == b"kept":
                 return result, KEPT
-            return result, ((meta, blob) if result.ok and result.artifact is not None else None)
+            holds = result.ok and result.artifact is not None and bool(result.artifact.data)  # else it names a file
+            return result, ((meta, blob) if holds else None)
 
     def _ended(self, stage: str, error: str) -> CompileResult:
         tail = self._child.tail() if self._child is not None else ""
@@ -215,7 +216,7 @@ def _serve(conn: Any) -> None:
         bases.move_to_end(key)  # the parent's order of use, so both drop the same base (HELD)
         base = bases[key]
         if base is None:
-            gone = CompileResult(ok=False, stage="rescale", error="its quantized base left the compile cache (pruned?)")
+            gone = CompileResult(ok=False, stage="store", error="its quantized base left the compile cache (pruned?)")
             for part in (b"done", *encode(gone), b""):
                 conn.send_bytes(part)
             continue

@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from loop.core.errors import LoopError
+from loop.core.kinds import Stage
 from loop.core.registry import split_device
 from loop.flow.compile_pool import _cluster
 from loop.flow.local_runner import LocalRunner
@@ -119,8 +120,13 @@ class DaskRunner(Runner):
 
     def submit(self, task: RunTask) -> Future[RunResult]:
         # another host has no runs folder of ours: the artifacts travel with their bytes
-        race = task.race and replace(task.race, others=tuple(map(materialize, task.race.others)))
-        task = replace(task, artifact=materialize(task.artifact), race=race)
+        try:
+            race = task.race and replace(task.race, others=tuple(map(materialize, task.race.others)))
+            task = replace(task, artifact=materialize(task.artifact), race=race)
+        except LoopError as exc:  # swapped or damaged since it was stored: a failed run, as on this host
+            failed: Future[RunResult] = Future()
+            failed.set_result(RunResult.failed(Stage.STORE, str(exc)))
+            return failed
         future: Future[RunResult] = self._executor.submit(run_on_worker, task, self.overlap)
         return future
 

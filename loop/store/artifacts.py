@@ -23,7 +23,7 @@ from loop.core.registry import BACKEND_BY_SUFFIX
 from loop.core.registry import DEVICE_BY_SUFFIX as DEVICE_BY_SUFFIX  # re-exported: the CLI reads it here
 from loop.core.text import for_person
 from loop.core.vocab import Artifact, CompileResult, TensorLayout
-from loop.store.cache import Cache, entry_bytes
+from loop.store.cache import Cache
 from loop.store.files import StoreFault, read_regular, store_verified
 from loop.store.shared import FOLDER, JOIN_BELOW, TensorStore, join, names, read_whole, store_artifact
 
@@ -66,13 +66,14 @@ def spill(runs: Path, result: CompileResult) -> CompileResult:
 def keep_here(runs: Path, cache: Path | None, key: str, result: CompileResult) -> bool:
     """Store a finished compile where it was made (a worker, a patch child): its cache entry
     under ``key`` and its artifact under ``runs/artifacts``, so only a path and hashes travel on.
-    True if the cache entry was written; a full disk leaves the bytes in the result, for the
-    sweep's own store to report."""
+    True if the cache entry was written; a full disk, or a runs folder loop will not write
+    through (a link), leaves the bytes in the result, for the sweep's own store to report."""
     stored = False
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, LoopError):
         if cache is not None:
             at = Cache(cache)
-            stored = at.store_encoded(key, *entry_bytes(key, result, at.tensors))
+            entry = at.encoded(key, result)
+            stored = entry is not None and at.store_encoded(key, *entry)
         spill(runs, result)
     return stored
 

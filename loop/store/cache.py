@@ -35,7 +35,7 @@ from loop.core.hashing import bytes_sha, parts_sha
 from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized
 from loop.store.codec import FORMAT, QUANTIZED, Damaged, body, decode, decode_quantized, encode, encode_quantized
 from loop.store.files import StoreWarning, atomic_write, read_regular, safe_component
-from loop.store.shared import FOLDER, TensorStore
+from loop.store.shared import FOLDER, TensorStore, remove_unread
 
 SPEED_ONLY = ("threads", "timeout_s")  # options that change how fast, not what comes out
 META, BLOB = ".meta.json", ".blob"
@@ -164,7 +164,17 @@ class Cache:
         The cache only saves time, so a write that fails (a full disk) is a warning."""
         if not result.ok or result.artifact is None:
             return False
-        return self.store_encoded(key, *entry_bytes(key, result, self.tensors))
+        entry = self.encoded(key, result)
+        return entry is not None and self.store_encoded(key, *entry)
+
+    def encoded(self, key: str, result: CompileResult) -> tuple[bytes, bytes] | None:
+        """:func:`entry_bytes` with its artifact's large tensors written beside this cache's runs
+        folder; None, said in a warning, where they cannot be (a full disk, a link in the way)."""
+        try:
+            return entry_bytes(key, result, self.tensors)
+        except (OSError, LoopError) as exc:
+            warnings.warn(f"cache entry {key[:16]} not stored: {exc}", StoreWarning, stacklevel=2)
+            return None
 
     def store_encoded(self, key: str, meta: bytes, blob: bytes) -> bool:
         """Keep an entry :func:`entry_bytes` made (a patch child makes its own: the parent then
@@ -223,7 +233,20 @@ class Cache:
             removed.append(oldest)
         for entry in removed:
             self.remove(entry.key)
+        if removed:
+            remove_unread(self.root.parent, self._tensors_read())
         return removed
+
+    def _tensors_read(self) -> set[str]:
+        """The shared tensors this cache's entries read (each entry's JSON names them)."""
+        reads: set[str] = set()
+        for meta in self.root.glob(f"*{META}") if self.root.is_dir() else []:
+            try:
+                head = body(read_regular(meta)).get("artifact") or {}
+            except (OSError, Damaged):
+                continue
+            reads.update(str(n) for n in head.get("tensors", []) if isinstance(n, str))
+        return reads
 
 
 def verified(key: str, meta: bytes, blob: bytes, tensors: TensorStore | None = None) -> CompileResult:

@@ -26,7 +26,7 @@ from loop.store.cache import BLOB, LEGACY, META, Cache, is_quantized, verified, 
 from loop.store.codec import Damaged, body
 from loop.store.files import RUNS_FOLDERS, atomic_write, read_regular, stale_temps
 from loop.store.ledger import COLUMNS, SQL_TYPES, Garbled, Ledger, LedgerEntry, is_live
-from loop.store.shared import FOLDER, read_whole, tensors_read
+from loop.store.shared import FOLDER, TensorStore, read_whole, tensors_read
 
 LEDGER = "ledger.sqlite"
 
@@ -288,7 +288,7 @@ def _cache(runs: Path, problems: list[Problem], reads: set[str]) -> dict[str, st
                 if is_quantized(meta):  # a quantized model scale_grid starts from: no artifact to restore
                     verified_quantized(key, meta, blob)
                     continue
-                result = verified(key, meta, blob, cache.tensors)
+                result = verified(key, meta, blob, TensorStore(cache.tensors.folder, mend=False))
                 restores[result.artifact.sha] = key  # type: ignore[union-attr]
                 reads.update((body(meta)["artifact"] or {}).get("tensors", []))
             except (OSError, Damaged) as exc:
@@ -352,7 +352,7 @@ def _tensors(runs: Path, reads: set[str], problems: list[Problem]) -> None:
 
 def _recorded(runs: Path, run_id: int, name: str, sha: str, restores: dict[str, str], problems: list[Problem]) -> None:
     path = runs / "artifacts" / name
-    if read_whole(path, sha) is not None:
+    if read_whole(path, sha, mend=False) is not None:  # examining removes nothing
         return
     what = "is missing" if not os.path.lexists(path) else "does not match its hash (swapped or damaged)"
     key = next((k for s, k in restores.items() if s.startswith(sha)), None)

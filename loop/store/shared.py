@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,8 +40,11 @@ NAMED = re.compile(r"[0-9a-f]{64}")  # a stored tensor's name: never a path out 
 class TensorStore:
     """Tensors named by their SHA-256 in one folder (``runs/artifacts/tensors``)."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = Path(folder)
+    def __init__(self, folder: Path, durable: bool = False, mend: bool = True) -> None:
+        """``durable``: each tensor written is flushed to disk (a stored artifact's: the ledger
+        records it as done); ``mend``: a failed join removes what does not match its name
+        (:meth:`drop_damaged`), which ``loop doctor`` without ``--repair`` never does."""
+        self.folder, self.durable, self.mend = Path(folder), durable, mend
 
     @classmethod
     def for_runs(cls, runs: Path) -> TensorStore:
@@ -53,11 +57,12 @@ class TensorStore:
         path = self.folder / sha
         try:
             if path.stat().st_size == len(data) and not path.is_symlink():
+                os.utime(path)  # in use again: :func:`remove_unread` spares what was written of late
                 return sha
         except FileNotFoundError:
             pass
         self.folder.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, data, durable=False)  # an artifact's join is checked, so a torn one is caught
+        atomic_write(path, data, durable=self.durable)  # a torn one fails its artifact's join check
         return sha
 
     def get(self, sha: str) -> bytes:
@@ -66,6 +71,8 @@ class TensorStore:
     def drop_damaged(self, shas: list[str]) -> None:
         """Remove each of these files that does not hash to its name (flipped, truncated,
         swapped), so the next :meth:`put` writes it anew; called when a join fails its check."""
+        if not self.mend:
+            return
         for sha in shas:
             try:
                 if bytes_sha(self.get(sha)) != sha:
@@ -94,30 +101,29 @@ def split(data: bytes, store: TensorStore) -> bytes | None:
         model = onnx.load_from_string(data)
     except Exception:  # a HEF named .onnx, a damaged file: stored whole, as it came
         return None
-    moved = [(t, t.raw_data, t.HasField("data_location")) for t in _shared(model)]
-    if not moved:
+    moved = [(t, t.raw_data) for t in _shared(model)]
+    # a tensor that states its location (DEFAULT) would not come back as it was: stored whole
+    if not moved or any(t.HasField("data_location") for t, _ in moved):
         return None
-    for tensor, raw, _ in moved:
+    for tensor, raw in moved:
         tensor.ClearField("raw_data")
         tensor.data_location = tensor.EXTERNAL
         entry = tensor.external_data.add()
         entry.key, entry.value = "location", f"{FOLDER}/{bytes_sha(raw)}"
     graph = model.SerializeToString()
-    for tensor, raw, had_location in moved:  # put back, to check the round trip on the very bytes
-        _inline(tensor, raw, had_location)
-    if model.SerializeToString() != data:
+    for tensor, raw in moved:  # put back as join does, to check the round trip on the very bytes
+        _inline(tensor, raw)
+    if len(graph) >= JOIN_BELOW or model.SerializeToString() != data:
         return None
     del model
-    for _, raw, _ in moved:
+    for _, raw in moved:
         store.put(raw)
     return graph
 
 
-def _inline(tensor: onnx.TensorProto, raw: bytes, had_location: bool) -> None:
+def _inline(tensor: onnx.TensorProto, raw: bytes) -> None:
     tensor.ClearField("external_data")
     tensor.ClearField("data_location")
-    if had_location:
-        tensor.data_location = tensor.DEFAULT
     tensor.raw_data = raw
 
 
@@ -141,7 +147,7 @@ def join(graph: bytes, store: TensorStore) -> bytes | None:
             raw = store.get(name)
         except (OSError, ValueError):
             return None
-        _inline(tensor, raw, False)
+        _inline(tensor, raw)
         found = True
     return model.SerializeToString() if found else None
 
@@ -154,7 +160,8 @@ def store_artifact(runs: Path, sha: str, suffix: str, data: bytes) -> Path:
         raise StoreFault(f"{path.name}: the bytes to store do not match their hash {sha[:12]}; not stored")
     if os.path.lexists(path) and read_whole(path, sha) is not None:
         return path
-    graph = split(data, TensorStore(path.parent / FOLDER)) if suffix == ".onnx" else None
+    # durable: the ledger records the run as done once this returns
+    graph = split(data, TensorStore(path.parent / FOLDER, durable=True)) if suffix == ".onnx" else None
     if graph is None:
         return store_verified(path, sha, data)
     if os.path.lexists(path):
@@ -162,10 +169,10 @@ def store_artifact(runs: Path, sha: str, suffix: str, data: bytes) -> Path:
     return atomic_write(path, graph)
 
 
-def read_whole(path: Path, sha: str, data: bytes | None = None) -> bytes | None:
+def read_whole(path: Path, sha: str, data: bytes | None = None, mend: bool = True) -> bytes | None:
     """The artifact at ``path`` as compiled, if it hashes to ``sha`` (a whole hash or the prefix
     a file is named by): the file itself (``data``, where read already), or the join of the
-    graph it holds. None otherwise."""
+    graph it holds. None otherwise (``mend``: see :class:`TensorStore`)."""
     if data is None:
         try:
             data = read_regular(path)
@@ -175,7 +182,7 @@ def read_whole(path: Path, sha: str, data: bytes | None = None) -> bytes | None:
         return data
     if not sha or path.suffix != ".onnx" or len(data) >= JOIN_BELOW:
         return None
-    return checked_join(data, TensorStore(path.parent / FOLDER), sha)
+    return checked_join(data, TensorStore(path.parent / FOLDER, mend=mend), sha)
 
 
 def checked_join(graph: bytes, store: TensorStore, sha: str) -> bytes | None:
@@ -217,3 +224,27 @@ def tensors_read(path: Path) -> list[str]:
         return names(read_regular(path)) if os.path.getsize(path) < JOIN_BELOW else []
     except OSError:
         return []
+
+
+SPARED_S = 600.0  # a tensor written this recently may belong to an artifact whose graph is on its way
+
+
+def remove_unread(runs: Path, reads: set[str]) -> list[Path]:
+    """Remove the shared tensors of ``runs`` that no artifact file and none of ``reads`` (the
+    cache's) reads, sparing any written or reused in the last :data:`SPARED_S` seconds, since a
+    sweep writes an artifact's tensors before its graph. What was removed."""
+    folder = Path(runs) / "artifacts" / FOLDER
+    if not folder.is_dir():
+        return []
+    for graph in (Path(runs) / "artifacts").glob("*.onnx"):
+        reads = reads | set(tensors_read(graph))
+    cutoff, removed = time.time() - SPARED_S, []
+    for path in folder.iterdir():
+        try:
+            if path.name in reads or path.name.startswith(".") or path.lstat().st_mtime >= cutoff:
+                continue
+            path.unlink()
+            removed.append(path)
+        except OSError:
+            continue
+    return removed

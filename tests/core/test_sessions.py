@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from loop.core.sessions import session
 
@@ -74,3 +74,34 @@ def test_a_proto_past_the_limit_goes_as_a_file_and_is_given_its_tensors_back(mon
     got = session(model).run(None, {"x": x})[0]
     assert spilled and np.allclose(got, x @ w, rtol=1e-6)
     assert model.SerializeToString() == before  # its tensors given back, nothing left pointing at a file
+
+
+def test_a_consumed_proto_hands_its_numpy_typed_tensors_and_keeps_the_rest_inline(tmp_path: Path) -> None:
+    """``consume``: float and integer tensors go to the session as arrays, while bfloat16 (an
+    ml_dtypes type ONNX Runtime refuses as an array) stays in the graph, and the graph the
+    session saves holds every tensor inline, as a graph compile's artifact must."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((128, 128)).astype(np.float32)
+    b = rng.standard_normal((128, 128)).astype(ml_dtypes.bfloat16)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Cast", ["b"], ["bf"], to=TensorProto.FLOAT),
+            helper.make_node("MatMul", ["x", "w"], ["m"]),
+            helper.make_node("MatMul", ["m", "bf"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 128])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.ones((1, 128), np.float32)
+    want = session(model, optimize="extended").run(None, {"x": x})[0]
+    saved = tmp_path / "saved.onnx"
+    got = session(model, optimize="extended", save_to=saved, consume=True).run(None, {"x": x})[0]
+    assert np.array_equal(got, want)
+    assert {t.name: t.data_location for t in model.graph.initializer} == {"w": TensorProto.EXTERNAL, "b": 0}
+    back = onnx.load(str(saved))
+    assert all(t.data_location == TensorProto.DEFAULT and t.raw_data for t in back.graph.initializer)

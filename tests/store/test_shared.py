@@ -4,6 +4,7 @@ its base's integers stores its graph; the join is the artifact as compiled, chec
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import numpy as np
@@ -119,3 +120,35 @@ def test_a_cache_entry_holds_the_graph_and_is_damaged_without_its_tensors(tmp_pa
         t.unlink()
     with pytest.raises(Damaged, match="shared tensors"):
         decode(meta, blob, cache.tensors)
+
+
+def test_a_tensor_that_states_its_location_keeps_the_artifact_whole(tmp_path: Path) -> None:
+    """onnx leaves ``data_location: DEFAULT`` on a model it read from external data; a join never
+    writes it back, so such a model is stored whole rather than split unreadably."""
+    m = onnx.load_from_string(model(0.01))
+    m.graph.initializer[0].data_location = TensorProto.DEFAULT
+    data = m.SerializeToString()
+    assert split(data, TensorStore(tmp_path / "t")) is None
+    path = store_artifact(tmp_path, sha(data), ".onnx", data)
+    assert path.read_bytes() == data and read_checked(path, sha(data)) == data
+
+
+def test_pruning_the_cache_frees_the_tensors_nothing_reads_any_more(tmp_path: Path, monkeypatch) -> None:
+    from loop.store import shared
+
+    layout = (TensorLayout("x", (1, 256), "float32"),)
+    cache = Cache.for_runs(tmp_path)
+    kept, pruned = model(0.01), model(0.02)
+    other = onnx.load_from_string(pruned)
+    other.graph.initializer[0].raw_data = bytes(reversed(other.graph.initializer[0].raw_data))  # its own kernel
+    pruned = other.SerializeToString()
+    for key, data in (("kept", kept), ("pruned", pruned)):
+        cache.store(key, CompileResult(ok=True, artifact=Artifact("onnxruntime", data, ".onnx", layout, layout)))
+    assert len(list(cache.tensors.folder.iterdir())) == 2
+    monkeypatch.setattr(shared, "SPARED_S", 0.0)
+    old = cache.path("pruned", ".meta.json")
+    os.utime(old, (old.stat().st_atime - 3600, old.stat().st_mtime - 3600))
+    assert [e.key for e in cache.prune(older_than_s=60)] == ["pruned"]
+    (left,) = cache.tensors.folder.iterdir()  # the kept entry's kernel; the pruned one's is gone
+    assert names(cache.path("kept", ".blob").read_bytes()) == [left.name]
+    assert cache.lookup("kept").artifact.data == kept

@@ -158,12 +158,23 @@ class _Quantized:
         self.models: dict[str, Quantized | QuantizedInCache] = {}
         files = {self.of[k]: j.path for k, j in todo.items() if j.path is not None}
         for qkey in self.wanted:
-            found = cache.lookup_quantized(qkey) if cache is not None else None
-            if found is not None and isinstance(found.source, str) and not Path(found.source).exists():
-                # its float model was a file of a process since gone: this job's file has the same content
-                found = replace(found, source=str(files[qkey])) if qkey in files else None
+            found = self._found(qkey, files.get(qkey))
             if found is not None:
                 self.models[qkey] = found
+
+    def _found(self, qkey: str, file: Path | None) -> Quantized | QuantizedInCache | None:
+        """A cached quantized base: named, where its float model's file is still there (the patch
+        children read it from the cache, this process never); else read, and pointed at this
+        job's file, which has the same content, where its own belonged to a process since gone."""
+        if self.cache is None:
+            return None
+        source = self.cache.quantized_source(qkey)
+        if source is not None and Path(source).exists():
+            return QuantizedInCache(str(self.cache.root), (qkey,))
+        found = self.cache.lookup_quantized(qkey)
+        if found is not None and isinstance(found.source, str) and not Path(found.source).exists():
+            found = replace(found, source=str(file)) if file is not None else None
+        return found
 
     def _key(self, job: Job, options: CompileOptions) -> str:
         return quantized_key(job.model_sha, job.calib_sha, options, self.backend, self.versions)

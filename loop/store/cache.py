@@ -123,6 +123,22 @@ class Cache:
         """A stored quantized model, checked in full as a compile is; None on a miss."""
         return self._checked(key, verified_quantized)
 
+    def quantized_source(self, key: str) -> str | None:
+        """The float model's path a stored quantized model names, read from its entry's JSON
+        alone (checked against its header's hash, its parts' sizes against its bytes' file, which
+        whoever reads the model checks in full): None on a miss, damage, or an entry that holds
+        its float model's bytes. A sweep's process learns of a base this way without reading it."""
+        try:
+            data = body(read_regular(self.path(key, META)), QUANTIZED)
+            size = self.path(key, BLOB).stat().st_size
+            sizes = sum(int(p["size"]) for p in data["parts"])
+        except (OSError, LoopError, Damaged, KeyError, TypeError, ValueError):
+            return None
+        path = data.get("source_path")
+        if data.get("extra", {}).get("key") != key or sizes != size or not isinstance(path, str):
+            return None
+        return path
+
     def _checked(self, key: str, verify: Callable[[str, bytes, bytes], T]) -> T | None:
         """The entry ``key`` read and checked by ``verify``; None on a miss, or on damage (said)."""
         try:

@@ -257,7 +257,8 @@ def test_a_scale_grid_base_stays_in_the_cache_and_its_patches_read_it_there(
     from loop.core.vocab import Rescale
     from loop.flow import patch_child
 
-    model = _model(tmp_path, 1)
+    model = tmp_path / "tiny.onnx"  # a file, as a sweep hands its models: the base names it as its source
+    model.write_bytes(_model(tmp_path, 1))
     grid = _options().model_copy(update={"rescales": (Rescale("conv1", "weights", (1.05,)),)})
     items = [(model, _calibration(), _options()), (model, _calibration(), grid)]
     sent: list[int] = []
@@ -271,6 +272,13 @@ def test_a_scale_grid_base_stays_in_the_cache_and_its_patches_read_it_there(
     assert [e.info.get("kind") for e in cache.entries()].count("quantized") == 1
     moved = [np.array(b.weight_scale) * (1.05 if b.name == "conv1" else 1) for b in base.layers]
     assert all(np.allclose(m, p.weight_scale, rtol=1e-6) for m, p in zip(moved, patched.layers, strict=True))
+    # the next batch (a search's next generation) finds the base in the cache and never reads it here
+    read: list[str] = []
+    monkeypatch.setattr(Cache, "lookup_quantized", lambda self, key: read.append(key))
+    again = grid.model_copy(update={"rescales": (Rescale("conv1", "weights", (1.07,)),)})
+    batches = iter_compiled("onnxruntime", [(model, _calibration(), again)], jobs=1, cache=cache, runs=runs)
+    [(_, later)] = [pair for batch in batches for pair in batch]
+    assert later.ok and later.info["quantized_from"] == "cache" and read == [] and sent == []
     other = [(_model(tmp_path, 2), _calibration(), o) for o in (_options(), grid)]
     alone = compile_all("onnxruntime", other, jobs=1, cache=None)  # no cache: carried, and sent
     assert alone[1].ok and sent

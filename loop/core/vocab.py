@@ -66,8 +66,9 @@ class Artifact:
     stored_sha: str | None = None
     extras_sha: dict[str, str] = field(default_factory=dict)  # of spilled extras, checked when read back
 
-    @property
+    @cached_property
     def sha(self) -> str:
+        # once per artifact: its bytes never change, and at a gigabyte of weights a hash is 0.5 s
         return self.stored_sha or hashlib.sha256(self.data).hexdigest()
 
     @property

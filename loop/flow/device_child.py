@@ -36,7 +36,7 @@ from loop.core.record import Measurement
 from loop.core.vocab import Artifact, Frames, TensorLayout
 from loop.devices.base import Device, RuntimeOptions
 from loop.flow import supervise
-from loop.flow.runner import DeviceRun, RaceSpec, RunResult
+from loop.flow.runner import DeviceRun, RaceSpec, RunResult, with_bytes
 from loop.measure.protocol import measure, measuring_stick
 from loop.measure.rounds import race
 
@@ -88,18 +88,6 @@ def answer(device: Device, artifact: Artifact, inputs: Frames, stage: Callable[[
         again = run(0)
         same = all(np.array_equal(a, b) for a, b in zip(raw[0], again, strict=True))
         return DeviceRun(raw, same, layouts, outs)
-
-
-def read_in(job: DeviceJob) -> DeviceJob:
-    """The job with its artifacts' bytes, read from where they were stored and checked against
-    their hashes (:func:`loop.store.artifacts.materialize`): here, in the device's process."""
-    stored = [a for a in (job.artifact, *(job.race.others if job.race else ())) if not a.data]
-    if not stored:
-        return job
-    from loop.store.artifacts import materialize  # onnx, which a job with its bytes never imports
-
-    race = job.race and replace(job.race, others=tuple(map(materialize, job.race.others)))
-    return replace(job, artifact=materialize(job.artifact), race=race)
 
 
 def _artifact_file(artifact: Artifact, folder: Path) -> Path:
@@ -157,7 +145,7 @@ def execute(
     stages = _Stages(tell)
     result = RunResult(True, host=socket.gethostname())
     try:
-        job = read_in(job)
+        job = with_bytes(job)  # here, in the device's process: the sweep's never holds them
     except LoopError as exc:  # a stored artifact swapped or damaged since: never measured as the variant
         return RunResult.failed(Stage.STORE, str(exc), host=result.host)
     try:

@@ -400,7 +400,7 @@ def prepare(
             stages=dict(compiled.stages),
         )
     # a stored artifact goes to its device as its file: the device's process reads and checks it
-    # (device_child.read_in), so this process never holds a model's weights to measure them
+    # (runner.with_bytes), so this process never holds a model's weights to measure them
     artifact = compiled.artifact
     path = Path(artifact.path) if artifact.path else store_artifact(runs, artifact.sha, artifact.suffix, artifact.data)
     task = RunTask(

@@ -17,7 +17,6 @@ import threading
 import time
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
-from dataclasses import replace
 from typing import Any
 
 from loop.core.errors import LoopError
@@ -25,8 +24,7 @@ from loop.core.kinds import Stage
 from loop.core.registry import split_device
 from loop.flow.compile_pool import _cluster
 from loop.flow.local_runner import LocalRunner
-from loop.flow.runner import Runner, RunResult, RunTask
-from loop.store.artifacts import materialize
+from loop.flow.runner import Runner, RunResult, RunTask, with_bytes
 
 LOST_GRACE_S = 60.0  # no worker holds the device for this long: tasks still out are failed
 _WORKER: list[LocalRunner] = []  # this worker process's runner, while a sweep uses it
@@ -121,8 +119,7 @@ class DaskRunner(Runner):
     def submit(self, task: RunTask) -> Future[RunResult]:
         # another host has no runs folder of ours: the artifacts travel with their bytes
         try:
-            race = task.race and replace(task.race, others=tuple(map(materialize, task.race.others)))
-            task = replace(task, artifact=materialize(task.artifact), race=race)
+            task = with_bytes(task)
         except LoopError as exc:  # swapped or damaged since it was stored: a failed run, as on this host
             failed: Future[RunResult] = Future()
             failed.set_result(RunResult.failed(Stage.STORE, str(exc)))

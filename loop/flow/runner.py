@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -66,6 +66,29 @@ class StageTimeouts:
             if not given[stage.replace("-", "_")] > 0:
                 raise ValueError(f"--stage-timeout {item!r}: must be above 0")
         return cls(**given)
+
+
+class _Carries(Protocol):
+    @property
+    def artifact(self) -> Artifact: ...
+    @property
+    def race(self) -> RaceSpec | None: ...
+
+
+C = TypeVar("C", bound=_Carries)
+
+
+def with_bytes(item: C) -> C:
+    """``item`` (a task, or one device's job) with every artifact's bytes, read from where it was
+    stored and checked against its hashes (:func:`loop.store.artifacts.materialize`); ``item``
+    itself where each holds its bytes already (onnx, which reading imports, is not imported then).
+    Raises :class:`~loop.core.errors.LoopError` for a file swapped or damaged since."""
+    if all(a.data for a in (item.artifact, *(item.race.others if item.race else ()))):
+        return item
+    from loop.store.artifacts import materialize
+
+    race = item.race and replace(item.race, others=tuple(map(materialize, item.race.others)))
+    return replace(item, artifact=materialize(item.artifact), race=race)  # type: ignore[type-var]
 
 
 @dataclass(frozen=True)

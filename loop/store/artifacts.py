@@ -25,7 +25,7 @@ from loop.core.text import for_person
 from loop.core.vocab import Artifact, CompileResult, TensorLayout
 from loop.store.cache import Cache
 from loop.store.files import StoreFault, read_regular, store_verified
-from loop.store.shared import FOLDER, JOIN_BELOW, TensorStore, join, names, read_whole, store_artifact
+from loop.store.shared import FOLDER, JOIN_BELOW, TensorStore, join, names, read_whole, split_once, store_artifact
 
 if TYPE_CHECKING:
     from loop.core.record import RunRecord
@@ -69,7 +69,7 @@ def keep_here(runs: Path, cache: Path | None, key: str, result: CompileResult) -
     True if the cache entry was written; a full disk, or a runs folder loop will not write
     through (a link), leaves the bytes in the result, for the sweep's own store to report."""
     stored = False
-    with contextlib.suppress(OSError, LoopError):
+    with contextlib.suppress(OSError, LoopError), split_once():
         if cache is not None:
             at = Cache(cache)
             entry = at.encoded(key, result)

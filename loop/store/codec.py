@@ -71,7 +71,7 @@ def _artifact_json(
     data = artifact.data
     graph = split(data, tensors) if tensors is not None and artifact.suffix == ".onnx" else None
     if graph is not None:
-        head.update(joined_sha256=_sha(data), tensors=names(graph))
+        head.update(joined_sha256=artifact.sha, tensors=names(graph))
         data = graph
     return head, [("artifact", data), *((f"extra:{k}", v) for k, v in sorted(artifact.extras.items()))]
 

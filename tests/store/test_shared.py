@@ -152,3 +152,24 @@ def test_pruning_the_cache_frees_the_tensors_nothing_reads_any_more(tmp_path: Pa
     (left,) = cache.tensors.folder.iterdir()  # the kept entry's kernel; the pruned one's is gone
     assert names(cache.path("kept", ".blob").read_bytes()) == [left.name]
     assert cache.lookup("kept").artifact.data == kept
+
+
+def test_a_worker_splits_an_artifact_once_for_its_cache_entry_and_its_file(tmp_path: Path, monkeypatch) -> None:
+    """keep_here stores one artifact twice (cache entry, file): one split, and the file's store
+    still flushes the tensors the cache's wrote without flushing."""
+    from loop.store import shared
+    from loop.store.artifacts import keep_here
+
+    data = model(0.01)
+    layout = (TensorLayout("x", (1, 256), "float32"),)
+    result = CompileResult(ok=True, artifact=Artifact("onnxruntime", data, ".onnx", layout, layout))
+    splits, synced = [], []
+    real_split, real_sync = shared._split, shared.TensorStore.sync
+    monkeypatch.setattr(shared, "_split", lambda d, s: splits.append(1) or real_split(d, s))
+    monkeypatch.setattr(shared.TensorStore, "sync", lambda self, n: synced.extend(n) or real_sync(self, n))
+    runs = tmp_path / "runs"
+    assert keep_here(runs, runs / "cache", "k", result)
+    assert len(splits) == 1 and len(synced) == 1 and not result.artifact.data
+    assert read_checked(Path(result.artifact.path), sha(data)) == data
+    assert Cache.for_runs(runs).lookup("k").artifact.data == data
+    assert split(data, TensorStore(tmp_path / "t")) is not None and len(splits) == 2  # outside it: split anew

@@ -12,13 +12,19 @@ derivative ``d = (L+ - L-) / 2 eps`` of the loss ``L = -SNR`` on the sweep's sco
 clipped to ``[-clip, clip]`` (directional derivative clipping), and the step ``theta -= lr d z``.
 Working on the log of the factor keeps every scale positive (QZO's ``max(., 0)``).
 
-Each step it reports the centre's SNR on ``--heldout`` frames (the format of ``inputs: path``),
-from a second study over the same base whose scoring frames are those; the held-out SNR is
-never what the step follows. Every SNR is printed with its 95% interval over the frames it was
-scored on. The last stdout line is one JSON object: ``candidates``, ``clean``,
-``heldout_snr_db_before`` and ``heldout_snr_db_after`` with their intervals, and the gain paired
-over the same held-out frames (``gain_db``, ``gain_ci95``; ``resolved``: its interval clears zero,
-so the gain is signal, not the frames' noise).
+Three studies over the same base keep apart what a user asks of each. ``qzo-NAME`` holds the
+centre after each step, scored on the sweep's frames: its ``best`` is the tuned centre (``loop
+study qzo-NAME --best snr_db``), or the base where no step helped. ``qzo-NAME-probes`` holds the
+``+-`` candidates the derivative is taken from. ``qzo-NAME-heldout`` scores each centre on the
+``--heldout`` frames (the format of ``inputs: path``), which the step never follows. A step's
+probes share their frames, so their difference is paired over them: where its interval holds zero
+the step followed noise, and the line says about how many scoring frames would resolve a
+difference that size. Every SNR is printed with its 95% interval over its frames. The last stdout
+line is one JSON object: ``candidates``, ``clean``, the steps whose difference was signal
+(``steps_resolved``) and the median frames that would resolve the others
+(``frames_to_resolve_median``), ``heldout_snr_db_before`` and ``heldout_snr_db_after`` with their
+intervals, and the gain paired over the same held-out frames (``gain_db``, ``gain_ci95``;
+``resolved``: its interval clears zero, so the gain is signal, not the frames' noise).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from loop.api import Result
-from loop.judge.score import paired_snr, recorded_energy
+from loop.judge.score import frames_to_resolve, paired_snr, recorded_energy
 from loop.study import Study, sweep_settings
 
 
@@ -54,19 +60,42 @@ def snr(result: Result) -> float:
 
 
 def step(
-    study: Study, theta: dict[str, np.ndarray], rng: np.random.Generator, args: argparse.Namespace
+    probes: Study, theta: dict[str, np.ndarray], rng: np.random.Generator, args: argparse.Namespace
 ) -> list[Result]:
-    """One Q-SPSA step on ``theta``, in place: the two candidates' results."""
+    """One Q-SPSA step on ``theta``, in place: the two probes' results."""
     z = {k: rng.standard_normal(v.shape) for k, v in theta.items()}
     plus = {k: v + args.eps * z[k] for k, v in theta.items()}
     minus = {k: v - args.eps * z[k] for k, v in theta.items()}
-    results = study.evaluate([candidate(plus), candidate(minus)], measure=False)
+    results = probes.evaluate([candidate(plus), candidate(minus)], names=["plus", "minus"], measure=False)
     losses = [-snr(r) for r in results]
     if all(math.isfinite(loss) for loss in losses):
         d = float(np.clip((losses[0] - losses[1]) / (2 * args.eps), -args.clip, args.clip))
         for k in theta:
             theta[k] -= args.lr * d * z[k]
     return results
+
+
+def difference(plus: Result, minus: Result) -> dict[str, Any]:
+    """The probes' SNR difference paired over their frames: whether it is signal, and where not,
+    about how many frames would make it so."""
+    found = gain(plus, minus)
+    low_high = found["gain_ci95"]
+    frames = recorded_energy(plus.scores)
+    need = None
+    if low_high is not None and frames is not None and not found["resolved"]:
+        need = frames_to_resolve(found["gain_db"], (low_high[0], low_high[1]), len(frames))
+    return {**found, "frames_to_resolve": need}
+
+
+def said(diff: dict[str, Any]) -> str:
+    low_high = diff["gain_ci95"]
+    if low_high is None:
+        return f"+-: {diff['gain_db']:+.2f} dB (no per-frame scores: no interval)"
+    text = f"+-: {diff['gain_db']:+.2f} dB [{low_high[0]:+.2f}, {low_high[1]:+.2f}]"
+    if diff["resolved"]:
+        return text + " signal"
+    need = diff["frames_to_resolve"]
+    return text + (f" noise (about {need} frames would resolve it)" if need else " noise")
 
 
 def heldout_result(heldout: Study, theta: dict[str, np.ndarray] | None) -> Result:
@@ -94,24 +123,37 @@ def gain(after: Result, before: Result) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     base, backend, settings = sweep_settings(args.sweep)
     name = f"qzo-{args.sweep.stem}"
-    study = Study(name, base=base, backend=backend, runs=args.runs, **settings)
+    centres = Study(name, base=base, backend=backend, runs=args.runs, **settings)
+    probes = Study(f"{name}-probes", base=base, backend=backend, runs=args.runs, **settings)
     held = {**settings, "inputs": {"path": str(args.heldout.resolve())}}
     heldout = Study(f"{name}-heldout", base=base, backend=backend, runs=args.runs, **held)
-    (reference,) = study.evaluate([[]], measure=False)  # the base itself: its weight grids
+    (reference,) = centres.evaluate([[]], names=["base"], measure=False)  # the base itself: its weight grids
     theta = {k: np.zeros(n) for k, n in grids(reference).items()}
     before = heldout_result(heldout, None)
-    print(f"{len(theta)} weight grids, {sum(v.size for v in theta.values())} scales; held-out SNR {shown(before)}")
+    print(
+        f"{len(theta)} weight grids, {sum(v.size for v in theta.values())} scales; "
+        f"base {shown(reference)}, held-out {shown(before)}"
+    )
     count = clean = 0
+    diffs: list[dict[str, Any]] = []
     for i in range(args.steps):
-        results = step(study, theta, np.random.default_rng(args.seed + i), args)
-        count += len(results)
-        clean += sum(r.run.verdict == "clean" for r in results)
-        line = ", ".join(shown(r) for r in results)
-        print(f"step {i + 1}: candidates {line}; held-out {shown(heldout_result(heldout, theta))}", flush=True)
+        results = step(probes, theta, np.random.default_rng(args.seed + i), args)
+        (centre,) = centres.evaluate([candidate(theta)], names=[f"step{i + 1}"], measure=False)
+        count += len(results) + 1
+        clean += sum(r.run.verdict == "clean" for r in (*results, centre))
+        diffs.append(difference(*results))
+        held_out = shown(heldout_result(heldout, theta))
+        print(f"step {i + 1}: {said(diffs[-1])}; centre {shown(centre)}, held-out {held_out}", flush=True)
     after = heldout_result(heldout, theta)
+    needs = [d["frames_to_resolve"] for d in diffs if d["frames_to_resolve"]]
+    best = centres.best("snr_db")
     return {
         "candidates": count,
         "clean": clean,
+        "steps_resolved": sum(bool(d["resolved"]) for d in diffs),
+        "frames_to_resolve_median": float(np.median(needs)) if needs else None,
+        "best": best.variant if best is not None else None,
+        "best_tied": [r.variant for r in best.tied] if best is not None else [],
         "heldout_snr_db_before": snr(before),
         "heldout_snr_db_after": snr(after),
         "heldout_ci95_before": list(before.interval("snr_db")),

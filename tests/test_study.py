@@ -589,7 +589,8 @@ def test_per_channel_factors_are_recorded_by_reference_and_kept(tmp_path, recipe
 
 def test_the_qzo_example_steps_on_scale_only_candidates(tmp_path):
     """graphs/qzo.py: Q-SPSA over every weight grid of the example sweep's base, each step two
-    score-only scale_grid candidates; every candidate clean; the last line its figures."""
+    score-only scale_grid probes and its centre; every candidate clean; the study of centres'
+    best is a centre (the base or a step's), never a probe; the last line its figures."""
     import subprocess
     import sys
 
@@ -616,12 +617,14 @@ def test_the_qzo_example_steps_on_scale_only_candidates(tmp_path):
     )
     assert ran.returncode == 0, ran.stderr[-2000:]
     found = json.loads(ran.stdout.strip().splitlines()[-1])
-    assert found["candidates"] == 4 and found["clean"] == 4
+    assert found["candidates"] == 6 and found["clean"] == 6
+    assert found["best"] in ("base", "step1", "step2") and set(found["best_tied"]) <= {"base", "step1", "step2"}
+    assert 0 <= found["steps_resolved"] <= 2
     assert np.isfinite(found["heldout_snr_db_before"]) and np.isfinite(found["heldout_snr_db_after"])
     low, high = found["heldout_ci95_after"]
     assert low <= found["heldout_snr_db_after"] <= high  # every SNR with its interval over its frames
     assert found["resolved"] == (found["gain_ci95"][0] > 0 or found["gain_ci95"][1] < 0)
-    assert "step 2: candidates" in ran.stdout and " dB [" in ran.stdout
+    assert "step 2: +-: " in ran.stdout and " dB [" in ran.stdout and "centre " in ran.stdout
 
 
 def test_the_fit_budget_example_finds_the_best_snr_that_fits(tmp_path):

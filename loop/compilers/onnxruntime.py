@@ -24,6 +24,7 @@ from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 from loop.author.frames import Frames, count, feed
 from loop.compilers import bias_correction, biasing, boundary, calibration, qdq, qdq_rescale, qdq_weights
 from loop.compilers.base import Compiler, share_said
+from loop.core.errors import LoopError
 from loop.core.leftovers import scratch
 from loop.core.modelfile import as_file, load_model, own_name, self_contained, write_model
 from loop.core.sessions import session
@@ -128,13 +129,14 @@ class OnnxRuntimeCompiler(Compiler):
 
     def rescale(self, quantized: Quantized, edits: Sequence[Rescale]) -> Quantized:
         """The QDQ model's scale initializers multiplied (:mod:`loop.compilers.qdq_rescale`)."""
-        model = onnx.load_from_string(quantized.data)
+        model = _fresh(quantized)
         done = qdq_rescale.rescale(model, edits)
         info = {**quantized.info, "rescaled": done}
-        return Quantized(self.name, model.SerializeToString(), info=info, stages={}, source=quantized.source)
+        # left parsed: the fingerprint and compile that follow read it, and nothing serializes it
+        return Quantized(self.name, b"", info, {}, quantized.source, quantized.prints, parsed=model)
 
     def fingerprint(self, quantized: Quantized) -> list[LayerPrint]:
-        return qdq.fingerprint(onnx.load_from_string(quantized.data), self._float_source(quantized.source))
+        return qdq.fingerprint(_parsed(quantized), self._float_source(quantized.source), quantized.prints)
 
     def _float_source(self, source: bytes | str) -> qdq.FloatSource | None:
         """The float model read once per compiler for every patch of one base (a patch child's
@@ -153,14 +155,36 @@ class OnnxRuntimeCompiler(Compiler):
         from loop.compilers import qdq_noise
 
         source = load_model(quantized.source)
-        return qdq_noise.analyse(onnx.load_from_string(quantized.data), source, calibration_feeds(source, frames))
+        return qdq_noise.analyse(_fresh(quantized), source, calibration_feeds(source, frames))
 
     def compile(self, quantized: Quantized, options: CompileOptions) -> Artifact:
-        model = onnx.load_from_string(quantized.data)
+        model = _parsed(quantized, take=True)
         inputs, outputs = boundary.strip(model) if options.io == "uint8" else boundary.float_io(model)
         with_layout(model, inputs, outputs)  # ONNX Runtime keeps a model's metadata in the graph it saves
         data = _graph_compile(model, options.threads)
         return Artifact(self.name, data, ".onnx", inputs, outputs)
+
+
+def _parsed(quantized: Quantized, take: bool = False) -> onnx.ModelProto:
+    """The quantized model as a proto, to read: its parsed form where a stage left one. ``take``:
+    the caller changes it (compile, the last stage), and the Quantized keeps only its bytes."""
+    model = quantized.parsed
+    if model is None:
+        if not quantized.data:
+            raise LoopError("this quantized model was taken by its compile already: nothing is left to read")
+        return onnx.load_from_string(quantized.data)
+    if take:
+        quantized.parsed = None
+    return model
+
+
+def _fresh(quantized: Quantized) -> onnx.ModelProto:
+    """A copy of the quantized model the caller may change."""
+    if quantized.parsed is None:
+        return _parsed(quantized)
+    model = onnx.ModelProto()
+    model.CopyFrom(quantized.parsed)
+    return model
 
 
 def _biased(path: Path, folder: Path) -> Path:

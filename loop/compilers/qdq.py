@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,6 +205,18 @@ class FloatSource:
             self._shas[name] = array_sha(kernel.astype(np.float32))
         return self._shas[name]
 
+    def learn(self, prints: Sequence[LayerPrint]) -> None:
+        """What prints made against this float model already say: each layer's float hash, and
+        the off-grid count of its integers on its grid (a patch's base's prints, so a search's
+        first patch counts only the layers it moved, as its later ones do)."""
+        for p in prints:
+            if p.float_sha is not None:
+                self._shas.setdefault(p.name, p.float_sha)
+            if p.off_grid is not None and p.kernel_int_sha is not None:
+                self._off.setdefault(
+                    _grid_key(p.name, p.kernel_int_sha, p.weight_scale, p.weight_zero_point), p.off_grid
+                )
+
     def off_grid(self, key: tuple[Any, ...], count: Callable[[], int]) -> int:
         """:func:`off_grid` of one layer, counted once for its integers and grid (``key``): the
         patches of a search move a few grids, and the other layers' counts stand (2.5 s of a
@@ -217,6 +229,12 @@ class FloatSource:
 
 
 OFF_GRID_KEPT = 4096  # counts a float source keeps, by layer, integers and grid
+
+
+def _grid_key(name: str, int_sha: str | None, scale: tuple[float, ...], zero_point: tuple[int, ...]) -> tuple[Any, ...]:
+    """A layer's integers and grid, which its off-grid count follows (the axis is the node's own,
+    the same in every model quantized from one float model)."""
+    return (name, int_sha, scale, zero_point)
 
 
 def _float_kernel(
@@ -232,7 +250,7 @@ def _float_kernel(
     dq = g.producer[node.input[1]]
     axis = next((a.i for a in dq.attribute if a.name == "axis"), 1)
     scale, zero_point = g.required(w.scale), g.array(w.zero_point)
-    key = (node.name, int_sha, axis, _tuple(scale, float), _tuple(zero_point, int))
+    key = _grid_key(node.name, int_sha, _tuple(scale, float), _tuple(zero_point, int))
     grid_off = source.off_grid(key, lambda: off_grid(q, kernel, scale, zero_point, axis))
     return source.sha(node.name, kernel), grid_off
 
@@ -292,11 +310,16 @@ def _int(v: float | None) -> int | None:
     return None if v is None else int(v)
 
 
-def fingerprint(model: onnx.ModelProto, source: onnx.ModelProto | FloatSource | None = None) -> list[LayerPrint]:
+def fingerprint(
+    model: onnx.ModelProto, source: onnx.ModelProto | FloatSource | None = None, known: Sequence[LayerPrint] = ()
+) -> list[LayerPrint]:
     """One print per quantized layer; with ``source`` (the float model the quantizer was
-    given) each print also says what float kernel it stands for and how far from it."""
+    given) each print also says what float kernel it stands for and how far from it.
+    ``known``: prints made against ``source`` before (:meth:`FloatSource.learn`)."""
     g = QdqGraph(model)
     float_source = FloatSource(source) if isinstance(source, onnx.ModelProto) else source
+    if float_source is not None:
+        float_source.learn(known)
     return [layer_print(g, node, float_source) for node in g.layers()]
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import os
 import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -124,8 +125,9 @@ def iter_compiled(
         base = _Quantized(backend, versions, cache, todo)
         if base.wanted and client is None and resolve(ref).patches_warm:
             patch_child.warm(ref, _patchers(jobs, len(todo)))
+        here = client is None or (runs is not None and _sees_runs(client, runs))
         for phase in base.phases():
-            spool = Spool(runs, cache.root if cache is not None else None, base.carried) if runs else None
+            spool = Spool(runs, cache.root if cache is not None else None, base.carried) if runs and here else None
             for key, result, entry in _compile(ref, phase, jobs, client, base.held, spool):
                 base.keep(key, result)
                 result.info.setdefault("versions", versions)
@@ -220,7 +222,7 @@ class _Quantized:
     def keep(self, key: str, result: CompileResult) -> None:
         """Hold (and cache) the quantized model a compile optimized, where edits want it; one
         its worker left in the cache is held as that (:class:`QuantizedInCache`)."""
-        quantized, result.quantized = result.quantized, None
+        quantized, result.quantized = _with_prints(result), None
         if isinstance(quantized, QuantizedInCache):
             for qkey in quantized.keys:
                 self.models.setdefault(qkey, quantized)
@@ -287,8 +289,9 @@ def _compile(
                 start = held.get(key)
                 quantized = _read(start[1]) if start is not None else None
                 model, calibration = job.load()
-                model = portable(model) if client is not None else model
-                mine = spool.of(key) if spool is not None and client is None else None
+                # a path to a worker that sees our runs folder (this host's: the spool says so)
+                model = portable(model) if client is not None and spool is None else model
+                mine = spool.of(key) if spool is not None else None
                 future = executor.submit(_task, key, ref, model, calibration, job.options, quantized, mine)
                 submitted[future] = key
                 running.add(future)
@@ -388,13 +391,22 @@ def _stashed(result: CompileResult, cache: Path | None, stash: Stash) -> Quantiz
     """The quantized model a compile made, left in the cache here under the keys its guard's
     decision names, where there is a cache: a patch child reads it there, and the sweep's
     process never holds it (268 MB at 1.1 GB of weights). Else the model itself, to carry back."""
-    quantized = result.quantized
+    quantized = _with_prints(result)
     keys = stash.get(decision(result.info), ())
     if cache is None or not isinstance(quantized, Quantized) or not keys:
         return quantized
     at = Cache(cache)
     if all(at.store_quantized(q, quantized) for q in keys):
         return QuantizedInCache(str(cache), keys)
+    return quantized
+
+
+def _with_prints(result: CompileResult) -> Quantized | QuantizedInCache | None:
+    """The quantized model a compile made, with that compile's layer prints: its patches'
+    fingerprints start from what they say of the float kernels (:meth:`FloatSource.learn`)."""
+    quantized = result.quantized
+    if isinstance(quantized, Quantized) and not quantized.prints and result.layers:
+        return replace(quantized, prints=tuple(result.layers))
     return quantized
 
 
@@ -456,6 +468,27 @@ def _cluster(address: str | None) -> Iterator[Any]:
         raise LoopError(f"cannot reach the Dask scheduler at {address}: {exc}", field="cluster") from None
     with client:
         yield client
+
+
+def _sees_runs(client: Any, runs: Path) -> bool:
+    """Whether every worker of the cluster runs on this host and sees ``runs`` as this process
+    does (a ``LocalCluster``'s): they then store what they compile there, as local workers do, and
+    an artifact of gigabytes never travels back as one pickled ``bytes``. Elsewhere it does."""
+    mine = _folder_mark(str(runs))
+    try:
+        seen = client.run(_folder_mark, str(runs))
+    except Exception:  # a worker that cannot answer is not one to store through
+        return False
+    return mine is not None and bool(seen) and all(mark == mine for mark in seen.values())
+
+
+def _folder_mark(folder: str) -> tuple[str, int, int] | None:
+    """This host's name and the folder's device and inode: equal only for the same folder here."""
+    try:
+        stat = os.stat(folder)
+    except OSError:
+        return None
+    return socket.gethostname(), stat.st_dev, stat.st_ino
 
 
 def _versions(ref: str, client: Any) -> dict[str, str]:

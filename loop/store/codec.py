@@ -77,16 +77,19 @@ def _artifact_json(
 
 
 def _quantized_json(q: Quantized) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
-    head = {"backend": q.backend, "info": q.info, "stages": q.stages}
+    head: dict[str, Any] = {"backend": q.backend, "info": q.info, "stages": q.stages}
+    if q.prints:
+        head["prints"] = [lp.to_json() for lp in q.prints]
     if isinstance(q.source, str):  # a file's path: the float model stays where it is
-        return {**head, "source_path": q.source}, [("quantized", q.data)]
-    return head, [("quantized", q.data), ("source", q.source)]
+        return {**head, "source_path": q.source}, [("quantized", q.serialized())]
+    return head, [("quantized", q.serialized()), ("source", q.source)]
 
 
 def _quantized(head: dict[str, Any], parts: dict[str, bytes]) -> Quantized:
     info, stages = dict(head["info"]), {str(k): float(v) for k, v in head["stages"].items()}
     source = str(head["source_path"]) if "source_path" in head else parts["source"]
-    return Quantized(str(head["backend"]), parts["quantized"], info, stages, source)
+    prints = tuple(LayerPrint.from_json(lp) for lp in head.get("prints", ()))
+    return Quantized(str(head["backend"]), parts["quantized"], info, stages, source, prints)
 
 
 def encode_quantized(q: Quantized, extra: dict[str, Any] | None = None) -> tuple[bytes, bytes]:

@@ -82,6 +82,65 @@ def test_fingerprint_reads_every_quantized_layer(model):
     assert conv1.bias is not None and len(conv1.bias) == 8 and all(s > 0 for s in conv1.bias_step)
 
 
+def test_a_patch_counts_off_grid_only_where_its_base_prints_do_not_say(model, monkeypatch):
+    """A scale_grid patch of a base carrying its prints counts the moved layer alone (the first
+    patch of a search used to read and count every float kernel: 4.5 s at 1.1 GB of weights),
+    and prints exactly what a patch counted from scratch prints."""
+    from dataclasses import replace
+
+    from loop.compilers import qdq
+    from loop.core.vocab import Rescale
+
+    base = compile_(model)
+    counted: list[tuple[int, ...]] = []
+    real = qdq.off_grid
+
+    def counting(q, *args, **kwargs):
+        counted.append(q.shape)
+        return real(q, *args, **kwargs)
+
+    monkeypatch.setattr(qdq, "off_grid", counting)
+    patch = CompileOptions(rescales=(Rescale("conv1", "weights", (1.05,)),))
+    bare = run_compile(OnnxRuntimeCompiler(), b"", {}, patch, base.quantized)
+    assert bare.ok, bare.error
+    assert len(counted) == 2  # nothing known: both layers counted
+    counted.clear()
+    told = run_compile(OnnxRuntimeCompiler(), b"", {}, patch, replace(base.quantized, prints=tuple(base.layers)))
+    assert told.ok, told.error
+    assert counted == [onnx.numpy_helper.to_array(_kernel_of(base, "conv1")).shape]
+    assert told.layers == bare.layers
+    assert told.layers[0].kernel_int_sha == base.layers[0].kernel_int_sha
+    assert told.layers[1] == base.layers[1]
+
+
+def test_a_patch_stays_parsed_from_its_rescale_to_its_compile(model):
+    """A rescale leaves its model parsed (serializing 268 MB took most of a patch); the fingerprint
+    reads it, the compile takes it, and anything that must carry it serializes it then."""
+    from loop.core.errors import LoopError
+    from loop.core.vocab import Rescale
+    from loop.store.codec import decode_quantized, encode_quantized
+
+    base = compile_(model)
+    compiler = OnnxRuntimeCompiler()
+    patched = compiler.rescale(base.quantized, (Rescale("conv1", "weights", (1.05,)),))
+    assert patched.data == b"" and patched.parsed is not None
+    carried, _ = decode_quantized(*encode_quantized(patched))
+    assert onnx.load_from_string(carried.data) == patched.parsed
+    assert compiler.fingerprint(patched) == compiler.fingerprint(carried)
+    assert compiler.compile(patched, CompileOptions()).data == compiler.compile(carried, CompileOptions()).data
+    with pytest.raises(LoopError, match="taken by its compile"):
+        compiler.fingerprint(patched)
+
+
+def _kernel_of(result, layer: str) -> onnx.TensorProto:
+    """The integer kernel of ``layer`` in the quantized model a compile made."""
+    from loop.compilers.qdq import QdqGraph
+
+    g = QdqGraph(onnx.load_from_string(result.quantized.data))
+    node = next(n for n in g.layers() if n.name == layer)
+    return g.inits[g.weight(node).values]
+
+
 def test_uniformly_scaled_kernel_keeps_integers_but_changes_hash(recipe):
     from loop.author.perturb import ScaleWeights
     from loop.judge.structure import analyse

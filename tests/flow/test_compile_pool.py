@@ -269,7 +269,8 @@ def test_a_scale_grid_base_stays_in_the_cache_and_its_patches_read_it_there(
     base, patched = (r for batch in batches for _, r in batch)
     assert base.ok and patched.ok, (base.error, patched.error)
     assert sent == [] and patched.info["quantized_from"] == "cache"
-    assert [e.info.get("kind") for e in cache.entries()].count("quantized") == 1
+    [stashed] = [e.key for e in cache.entries() if e.info.get("kind") == "quantized"]
+    assert cache.lookup_quantized(stashed).prints == tuple(base.layers)  # its patches start from them
     moved = [np.array(b.weight_scale) * (1.05 if b.name == "conv1" else 1) for b in base.layers]
     assert all(np.allclose(m, p.weight_scale, rtol=1e-6) for m, p in zip(moved, patched.layers, strict=True))
     # the next batch (a search's next generation) finds the base in the cache and never reads it here

@@ -166,7 +166,8 @@ def test_dask_compiles_an_external_data_model_from_the_folder_it_shares(both) ->
     """A model in external data goes to a Dask worker as its path (the folder shared, as on one
     host or a shared runs folder), never as one pickled bytes; a self-contained one as its bytes."""
     distributed = pytest.importorskip("distributed", reason="dask is an optional extra (loop[dask])")
-    from loop.flow.compile_pool import compile_all, compile_job
+    from loop.flow.compile_pool import compile_all, compile_job, iter_compiled
+    from loop.store.artifacts import materialize
 
     model = both[0] / "external" / "stack.onnx"
     frames = np.random.default_rng(0).standard_normal((8, 8, HIDDEN)).astype(np.float32)
@@ -175,9 +176,28 @@ def test_dask_compiles_an_external_data_model_from_the_folder_it_shares(both) ->
         n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, worker_dashboard_address=None
     ) as cluster:
         (remote,) = compile_all("onnxruntime", [item], jobs=1, cache=None, cluster=cluster.scheduler_address)
+        runs = both[0] / "runs"
+        runs.mkdir()
+        batches = iter_compiled("onnxruntime", [item], jobs=1, cache=None, cluster=cluster.scheduler_address, runs=runs)
+        [(_, stored)] = [pair for batch in batches for pair in batch]
     assert remote.ok, remote.error
     assert remote.compiled_on != "local"
     assert [lp.kernel_sha for lp in remote.layers] == [lp.kernel_sha for lp in compile_job("onnxruntime", *item).layers]
+    # a worker on this host that sees the runs folder stores the artifact there, as a local one does
+    assert stored.ok and stored.compiled_on != "local" and stored.artifact is not None
+    assert not stored.artifact.data and Path(stored.artifact.path).parent == runs / "artifacts"
+    assert materialize(stored.artifact).data == remote.artifact.data
+
+
+def test_a_cluster_that_does_not_see_the_runs_folder_sends_artifacts_back(tmp_path: Path) -> None:
+    """Only workers that see the very folder store through it: another folder, or none, is not it."""
+    distributed = pytest.importorskip("distributed", reason="dask is an optional extra (loop[dask])")
+    from loop.flow.compile_pool import _sees_runs
+
+    cluster = distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None)
+    with cluster, distributed.Client(cluster) as client:
+        assert _sees_runs(client, tmp_path)
+        assert not _sees_runs(client, tmp_path / "not-made")
 
 
 def test_a_large_models_float_reference_runs_apart_with_the_same_outputs(tmp_path: Path, monkeypatch) -> None:

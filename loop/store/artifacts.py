@@ -10,10 +10,16 @@ disk, is never measured as the variant.
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import json
+import os
+import shutil
+import stat
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import onnx
 
@@ -109,6 +115,68 @@ def materialize(artifact: Artifact) -> Artifact:
         for key in artifact.extras
     }
     return replace(artifact, data=read_checked(path, artifact.sha), extras=extras)
+
+
+OPENED_BY_PATH = (".hef",)  # artifacts their device reads from a file itself (HailoRT: hailo_create_hef_file)
+
+
+def checked_file(artifact: Artifact, folder: Path) -> Artifact:
+    """A stored artifact its device opens by path (:data:`OPENED_BY_PATH`), linked into ``folder``
+    and checked there against its hash a chunk at a time: a HEF of gigabytes is never read whole
+    into the device's process, and the file checked is the one the device reads (the link holds
+    its inode; one swapped in at the stored path after is not it). Extras as :func:`materialize`."""
+    path = Path(artifact.path or "")
+    here = folder / f"{artifact.sha[:32]}{artifact.suffix}"
+    try:
+        _link_or_copy(path, here)
+        sha = regular_sha(here)
+    except OSError as exc:
+        raise StoreFault(f"{for_person(path)}: cannot read: {exc.strerror or exc}") from None
+    if not artifact.sha or not sha.startswith(artifact.sha):
+        here.unlink(missing_ok=True)
+        raise StoreFault(
+            f"{for_person(path)} does not match its hash {artifact.sha[:12]} (swapped or damaged): not used"
+        )
+    extras = {
+        key: read_checked(extra_path(path, key, artifact.extras_sha[key]), artifact.extras_sha[key])
+        for key in artifact.extras
+    }
+    return replace(artifact, path=str(here), extras=extras)
+
+
+def _link_or_copy(path: Path, here: Path) -> None:
+    """``here`` names the regular file at ``path`` (never a link's target): a hard link, or a copy
+    made a chunk at a time where the two lie on different filesystems."""
+    if here.exists():
+        return
+    try:
+        os.link(path, here, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        with _regular(path) as src, open(here, "xb") as dst:
+            shutil.copyfileobj(src, dst, CHUNK)
+
+
+def regular_sha(path: Path) -> str:
+    """SHA-256 of a regular file (never through a link), a chunk at a time."""
+    h = hashlib.sha256()
+    with _regular(path) as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def _regular(path: Path) -> Iterator[BinaryIO]:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        yield f
+
+
+CHUNK = 1 << 24
 
 
 def recorded_sha(run: RunRecord) -> str:

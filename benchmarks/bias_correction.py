@@ -165,7 +165,7 @@ def cost(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("table", help="SNR per model and rule on the manifest's frames")
     t.add_argument("manifest", type=Path)

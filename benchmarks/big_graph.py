@@ -89,7 +89,7 @@ def layers(base: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--sizes", type=int, nargs="+", default=[5000, 10000, 20000, 100000])
     ap.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
     args = ap.parse_args()

@@ -192,7 +192,7 @@ def loop_sweep(model: Path, out: Path, jobs: int | None) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--gb", type=float, nargs="+", default=[0.13])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--jobs", type=int, default=None)

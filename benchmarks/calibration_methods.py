@@ -41,7 +41,7 @@ def snr_by_method(path: Path, count: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("models", type=Path, nargs="+")
     parser.add_argument("--frames", type=int, default=32)
     args = parser.parse_args(argv)

@@ -66,7 +66,7 @@ def isolation_overhead(items: list[Item], pooled_s: float) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--variants", type=int, default=8)
     parser.add_argument("--size", type=int, default=128)
     parser.add_argument("--frames", type=int, default=32)

@@ -112,7 +112,7 @@ def told(r: Race, i: int, j: int) -> tuple[float, float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("model", type=Path)
     parser.add_argument("--generations", type=int, default=20)
     args = parser.parse_args()

@@ -72,7 +72,7 @@ def timed_sweep(path: Path, runs: Path, address: str | None) -> tuple[float, Cou
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -128,7 +128,7 @@ def line(side: str, n: int, r: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("model", type=Path)
     parser.add_argument("--other", type=Path, help="the other checkout (its .venv/bin/python runs it)")
     parser.add_argument("--passes", type=int, default=6)

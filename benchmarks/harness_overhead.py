@@ -252,7 +252,7 @@ def table(results: list[Result], info: dict[str, Any], check: dict[str, Any]) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--quick", action="store_true", help="short chunks (~10 s in all), for a smoke run")
     parser.add_argument("--json", action="store_true", help="JSON on stdout (the table goes to stderr)")
     # One thread by default: on a 2-core VM a 2-thread ONNX Runtime pool swings 2-3x from one

@@ -101,7 +101,7 @@ def measure(name: str, path: Path, rounds: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--manifest", type=Path, default=Path("/tmp/realmodels/manifest.json"))
     parser.add_argument("--only", nargs="*", default=["magika", "ocr_det"])
     parser.add_argument("--rounds", type=int, default=2)

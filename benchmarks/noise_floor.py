@@ -119,7 +119,7 @@ def done(paths: dict[str, Path]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("parts", nargs="*", default=["aa", "detect", "done"])
     parser.add_argument("--pairs", type=int, default=20)
     parser.add_argument("--json", action="store_true")

@@ -387,7 +387,7 @@ def _model_arg(text: str) -> tuple[Path, dict[str, list[int]], tuple[Path, Path]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("models", nargs="+", help="MODEL.onnx[:NAME=D,D,...;NAME=...][@CALIB.npy,INPUTS.npy]")
     parser.add_argument("--runs", type=Path, required=True)
     parser.add_argument("--no-snr", action="store_true", help="verdicts only")

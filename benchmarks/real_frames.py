@@ -734,7 +734,7 @@ def models(out: Path) -> dict[str, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--out", type=Path, default=Path("/tmp/realmodels"))
     parser.add_argument("--only", nargs="*", default=None)
     args = parser.parse_args(argv)

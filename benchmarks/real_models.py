@@ -257,7 +257,7 @@ def tables(results: dict[str, dict[str, Any]], manifest: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--manifest", type=Path, default=Path("/tmp/realmodels/manifest.json"))
     parser.add_argument("--runs", type=Path, required=True)
     parser.add_argument("--only", nargs="*", default=None)

@@ -124,7 +124,7 @@ def measure(code_root: Path, runs: Path, out: Path) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--generations", type=int, default=20)
     parser.add_argument("--layers", type=int, default=8)

@@ -77,7 +77,7 @@ def bare(runs: Path, results: list[Any], size: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("model", type=Path)
     parser.add_argument("--size", type=int, default=96)
     parser.add_argument("--candidates", type=int, default=64)

@@ -154,7 +154,7 @@ def _layers(model: object) -> list:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--models", type=Path, required=True, help="the folder of the wheel's .onnx files")
     parser.add_argument("--runs", type=Path, required=True)
     parser.add_argument("--counts", type=int, nargs="+", default=[8, 32, 128])

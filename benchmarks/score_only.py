@@ -52,7 +52,7 @@ def generation(runs: Path, model: Path, layer: str, n: int, measure: bool, warm:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("model", nargs="?", type=Path, default=HERE / "graphs" / "two_conv.yaml")
     ap.add_argument("--candidates", type=int, default=16)
     ap.add_argument("--passes", type=int, default=3)

@@ -56,7 +56,7 @@ def outcome(runs: Path) -> list[tuple[int, str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--per-generation", type=int, default=4, help="candidates in each of the 3 generations")

@@ -174,7 +174,7 @@ def busy(args: argparse.Namespace, folder: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("model", type=Path)
     parser.add_argument("--layer", required=True)
     parser.add_argument("--shape", action="append", default=[])

@@ -53,7 +53,7 @@ def show(label: str, results: list[Result], seconds: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("model", type=Path)
     parser.add_argument("--gap", type=float, default=120.0)
     args = parser.parse_args()

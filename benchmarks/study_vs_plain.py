@@ -114,7 +114,7 @@ def study(model_path: Path, tmp: Path) -> tuple[float, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("model", type=Path)
     parser.add_argument("--passes", type=int, default=3)
     args = parser.parse_args()

@@ -41,7 +41,7 @@ def sweep_text(recipe: Path, variants: int, layer: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--variants", type=int, default=100)
     parser.add_argument("--recipe", type=Path, default=Path(__file__).parents[1] / "graphs" / "stack_131k.yaml")
     parser.add_argument("--layer", default="conv3")

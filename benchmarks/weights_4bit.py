@@ -50,7 +50,7 @@ def variants(counts: dict[str, int]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("model", type=Path)
     parser.add_argument("--calibration", type=Path, required=True)
     parser.add_argument("--inputs", type=Path, required=True)

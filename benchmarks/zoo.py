@@ -168,7 +168,7 @@ def _snr(runs: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--models", type=Path, required=True, help="a folder of .onnx files (zoo_export.py --out)")
     parser.add_argument("--runs", type=Path, required=True, help="a runs folder for the sweeps")
     parser.add_argument("--only", default="", help="comma-separated model names (default: every .onnx)")

@@ -619,7 +619,7 @@ def _print_kinds(name: str, model: onnx.ModelProto) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--out", type=Path, required=True, help="folder for one .onnx per model")
     parser.add_argument("--only", default="", help="comma-separated names (default: all)")
     parser.add_argument("--kinds", action="store_true", help="print the layer kinds per model")

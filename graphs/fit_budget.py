@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("sweep", type=Path)
     parser.add_argument("--budget-frac", type=float, required=True, help="the budget, a fraction of the 8-bit bytes")
     parser.add_argument("--runs", type=Path, default=Path("runs"))

@@ -58,7 +58,7 @@ def run(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--generations", type=int, default=3)
     parser.add_argument("--per-generation", type=int, default=6)
     parser.add_argument("--runs", type=Path, default=Path("runs"))

@@ -53,7 +53,7 @@ def search(generations: int, population: int, runs: Path, seed: int = 0) -> tupl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--generations", type=int, default=3)
     parser.add_argument("--population", type=int, default=4)
     parser.add_argument("--runs", type=Path, default=Path("runs"))

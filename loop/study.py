@@ -450,7 +450,7 @@ class Study:
         try:
             import pandas as pd
         except ImportError:
-            raise LoopError("study.dataframe() needs pandas (pip install pandas)", field="dataframe") from None
+            raise LoopError("study.dataframe() needs pandas: pip install 'loop[search]'", field="dataframe") from None
         return pd.DataFrame(self.records())
 
 

@@ -155,6 +155,34 @@ def test_best_names_the_candidates_within_its_noise(tmp_path, recipe, monkeypatc
     assert by_snr == pool[1] and by_snr.tied == []
 
 
+def test_a_result_reads_in_one_short_line(tmp_path, recipe, monkeypatch):
+    """A Result's repr is what a person reads at a prompt: the candidate, its verdict, its SNR and
+    ratio with their intervals; its run's hashes are behind ``result.run`` (it ran to 11,325 characters)."""
+    s = study(tmp_path, recipe)
+
+    def scored(index: int, snr: float, low: float, high: float) -> Result:
+        r = _r(snr, (1.0, 1.0, 1.0))
+        return replace(
+            r, index=index, run=replace(r.run, scores=Scores.from_json({"snr_db": snr, "snr_db_ci95": [low, high]}))
+        )
+
+    pool = [scored(0, 28.6, 22.0, 31.0), scored(1, 23.5, 19.5, 26.0)]
+    monkeypatch.setattr(s, "results", lambda: pool)
+    line = repr(s.best("snr_db"))
+    assert len(line) < 200 and "\n" not in line, line
+    assert "snr_db 28.6 [22, 31]" in line and "tied with 1" in line and repr(pool[0].variant) in line
+
+
+def test_a_studys_dataframe_has_a_row_per_candidate(tmp_path, recipe, monkeypatch):
+    """pandas comes with the search extra (docs/studies.md); a row per result, its fields as columns."""
+    pytest.importorskip("pandas", reason="pandas comes with loop[search]")
+    s = study(tmp_path, recipe)
+    pool = [_r(30, (1.00, 1.05, 1.10)), _r(29, (0.90, 0.92, 0.94))]
+    monkeypatch.setattr(s, "results", lambda: pool)
+    frame = s.dataframe()
+    assert len(frame) == 2 and list(frame["variant"]) == [r.variant for r in pool]
+
+
 def test_best_ties_scores_whose_frame_intervals_overlap(tmp_path, recipe, monkeypatch):
     """Scores carry their interval over the scoring frames: two candidates whose SNR intervals
     overlap are tied, however far apart their points; one clear of the best's is not."""

@@ -66,7 +66,8 @@ def _lock(f: IO[str], name: str, mode: str) -> None:
     while not _try_lock(f, mode):
         now = time.monotonic()
         if said is None or now - said >= WAIT_REPORT_S:
-            sys.stderr.write(f"loop: waiting for {name}: {_holders(name)}; waited {now - start:.0f} s\n")
+            waited = f"; still waiting after {now - start:.0f} s" if said is not None else ""
+            sys.stderr.write(f"loop: waiting for {name}: {_holders(name)}{waited}\n")
             sys.stderr.flush()
             said = now
         time.sleep(POLL_S)

@@ -77,6 +77,19 @@ class Result:
     reused: bool = False
     tied: list[Result] = field(default_factory=list)
 
+    def __repr__(self) -> str:
+        """One line a person reads: the candidate, its verdict, its SNR and rate ratio with their
+        intervals (the run behind it, its layers' hashes and all, is ``result.run``)."""
+        parts = [f"#{self.index} {self.variant!r}", f"run {self.run_id}", f"{self.status}/{self.verdict}"]
+        for key in ("snr_db", "rate_ratio"):
+            value = self.value(key)
+            if value is not None:
+                low, high = self.interval(key)
+                parts.append(f"{key} {value:.4g} [{low:.4g}, {high:.4g}]")
+        parts += ["reused"] if self.reused else []
+        parts += [f"tied with {len(self.tied)}"] if self.tied else []
+        return f"Result({', '.join(parts)})"
+
     # -- the run as recorded -----------------------------------------------------------
 
     @property

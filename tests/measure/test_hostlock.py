@@ -94,4 +94,5 @@ def test_a_waiting_sweep_says_who_holds_the_lock_and_keeps_saying_it(tmp_path, m
     line = err.splitlines()[0]
     assert line.startswith("loop: waiting for host.lock: held by pid ")
     assert f"pid {holder.pid} on {socket.gethostname()}, measuring on dev since 20" in line
+    assert "waited" not in line and "still waiting after" in err  # the first line claims no wait of 0 s
     assert not list(tmp_path.glob("*.who"))  # each holder's note went with its lock

@@ -433,8 +433,10 @@ def doctor_cmd(runs: Path, repair: bool) -> int:
 
 @main.command()
 @JSON
-def backends(as_json: bool) -> None:
-    """Every compiler and device, and whether it can run here (and why not)."""
+@click.option("--all", "show_all", is_flag=True, help="Also list the execution providers this ONNX Runtime lacks.")
+def backends(as_json: bool, show_all: bool) -> None:
+    """Every compiler and device, and whether it can run here (and why not). An ONNX Runtime
+    execution provider this build lacks is counted, not listed, unless --all (--json lists all)."""
     from dataclasses import asdict
 
     from loop.core.registry import statuses
@@ -443,10 +445,16 @@ def backends(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([asdict(s) for s in found], indent=2))
         return
-    width = max(len(s.name) for s in found)
-    for s in found:
+    # a provider row (device:provider) that cannot run here says only that the build lacks it
+    hidden = [s for s in found if ":" in s.name and not s.available and not show_all]
+    shown = [s for s in found if s not in hidden]
+    width = max(len(s.name) for s in shown)
+    for s in shown:
         state = "available" if s.available else "unavailable"
         click.echo(f"{s.name:<{width}}  {s.kind:<9} {state:<12} {for_person(s.reason, LINE_LIMIT)}")
+    if hidden:
+        providers = len({s.name.split(":", 1)[1] for s in hidden})
+        click.echo(f"({providers} execution providers not in this onnxruntime build: loop backends --all lists them)")
 
 
 @main.command("report")

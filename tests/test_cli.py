@@ -149,6 +149,11 @@ def test_help_and_backends_without_hailo():
     assert by_name[("onnxruntime", "compiler")]["available"] is True
     assert set(by_name) >= {("hailo", "compiler"), ("hailort", "device"), ("hailo-emulator", "device")}
     assert all(set(s) == {"name", "kind", "available", "reason"} for s in statuses)
+    lacking = [s for s in statuses if ":" in s["name"] and not s["available"]]
+    short, every = invoke("backends").output, invoke("backends", "--all").output
+    assert "not in this onnxruntime build (" not in short and "loop backends --all lists them" in short
+    assert all(s["name"] in every for s in lacking) and len(every.splitlines()) == len(statuses)
+    assert len(short.splitlines()) == len(statuses) - len(lacking) + (1 if lacking else 0)
 
 
 def _tree(folder: Path) -> dict[str, bytes]:

@@ -315,8 +315,27 @@ def layers_cmd(base: Path, input_shape: tuple[str, ...], as_json: bool) -> None:
     from loop.judge.structure import describe
     from loop.report import layers_table
 
-    rows = describe(load(base, {}, parse_input_shapes(input_shape)).structure)
+    loaded = load(base, {}, parse_input_shapes(input_shape))
+    rows = describe(loaded.structure)
+    if not rows and not as_json and (compiled := _quantized_ops(loaded.path)):
+        click.echo(
+            f"{base} is quantized already ({compiled}): loop layers names the layers of a float base;"
+            " a run's quantized layers are in loop runs --json (its layer prints) and loop audit"
+        )
+        return
     click.echo(json.dumps(rows, indent=2) if as_json else layers_table(rows))
+
+
+def _quantized_ops(model: Path) -> str:
+    """The quantized ops of a model, counted (empty where it has none), its graph alone read."""
+    import collections
+
+    import onnx
+
+    kinds = ("QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "MatMulNBits", "DequantizeLinear")
+    graph = onnx.load(str(model), load_external_data=False).graph
+    found = collections.Counter(n.op_type for n in graph.node if n.op_type in kinds)
+    return ", ".join(f"{op} x{n}" for op, n in found.most_common())
 
 
 @main.command("check")

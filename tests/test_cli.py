@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from authored import FAST_MEASURE
 from click.testing import CliRunner
@@ -421,3 +422,18 @@ def test_a_sweep_file_naming_an_array_keeps_it_under_runs_and_records_its_hash(w
     assert rows[1]["perturb"][0]["range"] == ref and rows[1]["perturb"][0]["hi"] == 8.0
     (tmp_path / "range.npy").unlink()  # the runs folder holds what its ledger names
     assert np.array_equal(load_array(runs, ref), a)
+
+
+def test_fit_and_layers_take_what_the_other_takes(recipe: Path, artifact, tmp_path: Path):
+    """loop fit weighs a recipe as loop layers reads one; loop layers on a compiled artifact says
+    it is quantized already and where its layers are, not that it has none."""
+    weighed = invoke("fit", str(recipe), "--json")
+    assert weighed.exit_code == 0, weighed.output
+    from loop.author.graphs import build_recipe
+
+    built = build_recipe(recipe)
+    assert json.loads(weighed.output)["weights"] == sum(int(np.prod(t.dims)) for t in built.graph.initializer)
+    compiled = tmp_path / "artifact.onnx"
+    compiled.write_bytes(artifact.data)
+    said = invoke("layers", str(compiled))
+    assert said.exit_code == 0 and "is quantized already (QLinearConv x2)" in said.output, said.output

@@ -41,8 +41,13 @@ def fit(model: Path, device: str, link: str, runs: Path, run: int | None = None)
 
 
 def weigh_file(path: Path) -> Weights:
-    """The weights of the ONNX model at ``path``, its external data never opened; a file that is
-    not a readable ONNX model raises :class:`LoopError` naming it."""
+    """The weights of the ONNX model at ``path``, its external data never opened, or of the graph a
+    recipe (.yaml, as ``loop layers`` and a sweep's ``base:`` take) builds; a file that is neither
+    raises :class:`LoopError` naming it."""
+    if path.suffix.lower() in (".yaml", ".yml"):
+        from loop.author.graphs import load_base
+
+        return weigh(load_base(path))
     return weigh(_graph_only(path))
 
 

@@ -89,7 +89,15 @@ def test_runs_json_keys(swept: Path):
     runs = json.loads(invoke("runs", "--runs", str(swept), "--json").output)
     assert len(runs) == 2 and all(list(r) == RUN_KEYS for r in runs)
     assert set(runs[0]["stages"]) >= {"optimize_s", "compile_s"}
-    assert set(runs[0]["layers"][0]) == {"name", "kernel_sha", "bias_sha", "in_scale", "out_scale"}
+    assert set(runs[0]["layers"][0]) == {
+        "name",
+        "kernel_sha",
+        "bias_sha",
+        "kernel_int_sha",
+        "bias_int_sha",
+        "in_scale",
+        "out_scale",
+    }
     assert set(runs[0]["measure"]) >= {"ttfo_ms", "rate_fps", "spread_pct", "bytes_in", "bytes_out"}
     assert set(runs[0]["measure"]["rate_fps"]) >= {"median", "min", "max", "ci95", "frames", "repeats"}
     assert list(runs[1]["changes"][0]) == ["layer", "what", "detail", "allowed"]

@@ -343,8 +343,9 @@ PINNED = (
     "no_reference",
     "weight_bytes",
 )
-# what ``loop runs --json`` shows of a layer print: the hashes and the scales a reader compares
-LAYER_KEYS = ("name", "kernel_sha", "bias_sha", "in_scale", "out_scale")
+# what ``loop runs --json`` shows of a layer print: the hashes and the scales a reader compares,
+# and the integers' own hashes, which a scale-only edit (scale_grid) must leave as the base's
+LAYER_KEYS = ("name", "kernel_sha", "bias_sha", "kernel_int_sha", "bias_int_sha", "in_scale", "out_scale")
 
 
 @dataclass(frozen=True)

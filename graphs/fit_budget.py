@@ -27,7 +27,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from loop.api import Result
+from loop.api import Result, script
 from loop.author.graphs import load
 from loop.study import Study, sweep_settings
 
@@ -126,4 +126,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script(main)

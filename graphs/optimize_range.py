@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 import loop
+from loop.api import script
 
 HERE = Path(__file__).parent
 SETTINGS = {
@@ -63,4 +64,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script(main)

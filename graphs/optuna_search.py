@@ -17,7 +17,7 @@ from typing import Any
 
 import optuna
 
-from loop.api import Result
+from loop.api import Result, script
 from loop.study import Study
 
 BASE = Path(__file__).resolve().parent / "two_conv.yaml"
@@ -71,4 +71,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script(main)

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from loop.api import Result
+from loop.api import Result, script
 from loop.judge.score import frames_to_resolve, paired_snr, recorded_energy
 from loop.study import Study, sweep_settings
 
@@ -178,4 +178,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script(main)

@@ -136,3 +136,20 @@ def noise(
     from loop.flow.widen import measured
 
     return measured(Path(sweep_file), variant, None if runs is None else Path(runs), target_db)
+
+
+def script(main: Callable[[], Any]) -> None:
+    """Run a script's ``main`` (the examples in ``graphs/``) as ``loop`` runs a command: bad input
+    (:class:`LoopError`: a malformed sweep file, frames of the wrong shape) is one line on stderr
+    naming the file and field, with exit 2, or 1 where the runs folder failed; anything else is a
+    bug and keeps its traceback."""
+    import sys
+
+    from loop.store.files import StoreFault
+
+    try:
+        main()
+    except LoopError as exc:
+        name = Path(sys.argv[0]).name
+        sys.stderr.write(f"{name}: {exc.render()}\n")
+        raise SystemExit(1 if isinstance(exc, StoreFault) else 2) from None

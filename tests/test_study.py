@@ -655,6 +655,36 @@ def test_the_qzo_example_steps_on_scale_only_candidates(tmp_path):
     assert "step 2: +-: " in ran.stdout and " dB [" in ran.stdout and "centre " in ran.stdout
 
 
+def test_an_example_script_given_bad_frames_says_so_in_one_line(tmp_path):
+    """graphs/ scripts answer bad input as loop's commands do: one line naming the file and field,
+    exit 2, no traceback (frames of the wrong shape for the held-out study)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    np.save(tmp_path / "heldout.npy", np.zeros((4, 3, 8, 8), np.float32))
+    script, sweep = str(root / "graphs" / "qzo.py"), str(root / "graphs" / "variants.yaml")
+    ran = subprocess.run(
+        [
+            sys.executable,
+            script,
+            sweep,
+            "--steps",
+            "1",
+            "--runs",
+            str(tmp_path / "runs"),
+            "--heldout",
+            str(tmp_path / "heldout.npy"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 2, ran.stderr[-2000:]
+    assert ran.stderr.count("\n") == 1 and "Traceback" not in ran.stderr
+    assert ran.stderr.startswith("qzo.py: inputs.path: ") and "holds frames of shape (4, 3, 8, 8)" in ran.stderr
+
+
 def test_the_fit_budget_example_finds_the_best_snr_that_fits(tmp_path):
     """graphs/fit_budget.py on the example graph: a candidate within the budget, the best SNR of
     those it tried that fit, and on the study's front over SNR and weight bytes."""

@@ -516,17 +516,21 @@ def link() -> None:
 @JSON
 def link_fit(runs: Path, sweep: str, name: str, as_json: bool) -> None:
     """Fit per-transfer time = bytes / bandwidth + fixed cost from a ladder in the ledger."""
+    from loop.core.links import fit_warnings
     from loop.measure.link import fit_runs
 
     model = fit_runs(runs, sweep, name)
+    doubts = fit_warnings(model)
     if as_json:
-        click.echo(json.dumps(model.to_json(), indent=2))
+        click.echo(json.dumps({**model.to_json(), "warnings": doubts}, indent=2))
         return
     click.echo(
         f"{model.name}: {model.bandwidth_mb_s:.1f} MB/s, {model.per_transfer_ms:.3f} ms per transfer, "
         f"round trip {model.round_trip_ms:.3f} ms"
     )
     click.echo("residuals: " + ", ".join(f"{for_person(k)} {v:+.2f}%" for k, v in model.residuals_pct.items()))
+    for line in doubts:
+        click.echo(f"warning: {for_person(line, LINE_LIMIT)}", err=True)
 
 
 @link.command("predict")

@@ -83,6 +83,29 @@ def fit(name: str, rungs: Sequence[Rung], source: str) -> LinkModel:
     return LinkModel(name, model.bandwidth_mb_s, model.per_transfer_ms, trip, source, residuals)
 
 
+RESIDUAL_WARN_PCT = 10.0  # a rung the fitted line misses by more: the rungs are not on one line
+
+
+def fit_warnings(model: LinkModel) -> list[str]:
+    """What makes a fitted link doubtful, one line each: rungs the line misses by more than
+    :data:`RESIDUAL_WARN_PCT`, and a round trip of zero (nothing measured it)."""
+    said = []
+    far = {k: v for k, v in model.residuals_pct.items() if abs(v) > RESIDUAL_WARN_PCT}
+    if far:
+        worst = ", ".join(f"{k} {v:+.1f}%" for k, v in sorted(far.items(), key=lambda kv: -abs(kv[1])))
+        said.append(
+            f"the line misses {len(far)} of {len(model.residuals_pct)} rungs by more than {RESIDUAL_WARN_PCT:.0f}% "
+            f"({worst}): they are not one link's time (compute-bound rungs, or a busy host), and predictions "
+            "from this fit are no closer than that"
+        )
+    if model.round_trip_ms == 0:
+        said.append(
+            "round trip 0 ms: no rung was timed as a lone frame at depth 1, or its lone frame was no slower "
+            "than a queued one; time-to-first-output predictions from this link leave the round trip out"
+        )
+    return said
+
+
 def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     """Slope and intercept minimizing relative residuals (weights 1/y): a ladder spans 32x
     in bytes, and plain least squares would fit the biggest frame and ignore the small ones."""

@@ -260,13 +260,28 @@ def runs_cmd(runs: Path, as_json: bool, sweep: str | None, fmt: str) -> None:
 @JSON
 @click.option("--best", "best", default=None, metavar="KEY", help="Only the best usable candidate by KEY (snr_db...).")
 @click.option("--pareto", "pareto", default=None, metavar="A,B", help="Only the front on these keys, beyond noise.")
-def study_cmd(runs: Path, name: str, as_json: bool, best: str | None, pareto: str | None) -> None:
-    """A study's candidates: verdict, whether usable and why, scores, rate ratio to the reference."""
+@click.option(
+    "--sweep",
+    "sweep_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Start the study, if new, over this sweep file's base and shared settings (as graphs/qzo.py does).",
+)
+def study_cmd(
+    runs: Path, name: str, as_json: bool, best: str | None, pareto: str | None, sweep_file: Path | None
+) -> None:
+    """A study's candidates: verdict, whether usable and why, scores, rate ratio to the reference.
+    A search adds them (Study.evaluate in Python, graphs/*.py); --sweep starts one here."""
 
     from loop import report
-    from loop.study import Study
+    from loop.study import Study, sweep_settings
 
-    study = Study(name, runs=runs)
+    if sweep_file is not None:
+        base, backend, settings = sweep_settings(sweep_file)
+        study = Study(name, base=base, backend=backend, runs=runs, **settings)
+    else:
+        _known_study(runs, name)
+        study = Study(name, runs=runs)
     found = study.best(best) if best else None
     if best:
         results = [found] if found else []
@@ -281,6 +296,25 @@ def study_cmd(runs: Path, name: str, as_json: bool, best: str | None, pareto: st
     if found is not None:
         tied = ", ".join(f"run {t.run_id}" for t in found.tied) or "none"
         click.echo(f"best by {best}: run {found.run_id}; within its noise: {tied}")
+
+
+def _known_study(runs: Path, name: str) -> None:
+    """A study asked for by name alone must exist: else one line naming those that do, and how
+    to start one."""
+    from loop.store.ledger import Ledger
+    from loop.store.studies import study_names
+
+    path = runs / "ledger.sqlite"
+    names = []
+    if path.is_file():
+        with Ledger(path, readonly=True) as ledger:
+            names = study_names(ledger)
+    if name not in names:
+        raise LoopError(
+            f"no study '{name}' under {runs} (its studies: {', '.join(names) or 'none'}): "
+            f"start one with loop study {name} --sweep FILE, or from Python, Study('{name}', base=...)",
+            field="name",
+        )
 
 
 @main.command("audit")

@@ -445,3 +445,16 @@ def test_fit_and_layers_take_what_the_other_takes(recipe: Path, artifact, tmp_pa
     compiled.write_bytes(artifact.data)
     said = invoke("layers", str(compiled))
     assert said.exit_code == 0 and "is quantized already (QLinearConv x2)" in said.output, said.output
+
+
+def test_loop_study_starts_what_it_advises(tmp_path: Path):
+    """A study asked for by a name the ledger lacks is one line naming those it holds and how to
+    start one; --sweep starts it over a sweep file's base, and its name alone opens it after."""
+    runs = str(tmp_path / "runs")
+    sweep = str(Path(__file__).resolve().parents[1] / "graphs" / "variants.yaml")
+    missing = invoke("study", "s1", "--runs", runs)
+    assert missing.exit_code == 2 and "its studies: none" in missing.output and "--sweep FILE" in missing.output
+    assert invoke("study", "s1", "--runs", runs, "--sweep", sweep).exit_code == 0
+    assert invoke("study", "s1", "--runs", runs).exit_code == 0
+    other = invoke("study", "s2", "--runs", runs)
+    assert other.exit_code == 2 and "its studies: s1" in other.output

@@ -149,19 +149,6 @@ def _channel_mean(x: np.ndarray, last: bool = False) -> np.ndarray:
     return x.astype(np.float64).mean(axis=axes)
 
 
-def float_means(
-    model: onnx.ModelProto,
-    names: list[str],
-    frames: list[dict[str, np.ndarray]],
-    threads: int,
-    optimize: Optimization = "all",
-    last: frozenset[str] = frozenset(),
-) -> dict[str, np.ndarray]:
-    """Per-channel means of the model's tensors ``names`` over every frame."""
-    per_frame = frame_means(model, names, frames, threads, optimize, last)
-    return {n: v.mean(axis=0) for n, v in per_frame.items()}
-
-
 def frame_means(
     model: onnx.ModelProto,
     names: list[str],

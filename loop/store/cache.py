@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from loop.author.frames import frames_sha
 from loop.core.errors import LoopError
-from loop.core.hashing import bytes_sha, parts_sha
+from loop.core.hashing import parts_sha
 from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized
 from loop.store.codec import FORMAT, QUANTIZED, Damaged, body, decode, decode_quantized, encode, encode_quantized
 from loop.store.files import StoreWarning, atomic_write, read_regular, safe_component
@@ -66,12 +66,6 @@ def calibration_sha(frames: Frames) -> str:
 def options_json(options: CompileOptions) -> str:
     data = options.model_dump(exclude=set(SPEED_ONLY))
     return json.dumps(data, sort_keys=True, default=repr, separators=(",", ":"))
-
-
-def cache_key(
-    model: bytes, calibration: Frames, options: CompileOptions, backend: str, versions: dict[str, str]
-) -> str:
-    return key_of(bytes_sha(model), calibration_sha(calibration), options, backend, versions)
 
 
 def key_of(model_sha: str, calib_sha: str, options: CompileOptions, backend: str, versions: dict[str, str]) -> str:

@@ -23,9 +23,9 @@ def _one_layer_at_a_time(float_model: onnx.ModelProto, quantized: onnx.ModelProt
     g = QdqGraph(quantized)
     feeds = [{"x": f[None]} for f in frames]
     todo = bc.targets(g, bc.Correction())
-    expected = bc.float_means(float_model, [t.f_out for t in todo], feeds, 1)
+    expected = {n: v.mean(axis=0) for n, v in bc.frame_means(float_model, [t.f_out for t in todo], feeds, 1).items()}
     for t in todo:
-        measured = bc.float_means(quantized, [t.q_out], feeds, 1, optimize="none")[t.q_out]
+        measured = bc.frame_means(quantized, [t.q_out], feeds, 1, optimize="none")[t.q_out].mean(axis=0)
         bc._apply(g, t, expected[t.f_out] - measured)
 
 

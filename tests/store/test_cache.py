@@ -17,9 +17,10 @@ from filesystems import fill, small_filesystem
 from hostile import Planted
 
 from loop.author.graphs import build_recipe
+from loop.core.hashing import bytes_sha
 from loop.core.vocab import CompileOptions, CompileResult, RangeOverride
 from loop.flow.compile_pool import compile_job
-from loop.store.cache import Cache, cache_key, calibration_sha
+from loop.store.cache import Cache, calibration_sha, key_of
 from loop.store.files import StoreWarning
 
 VERSIONS = {"compiler": "onnxruntime", "onnxruntime": "1.0"}
@@ -42,7 +43,7 @@ def _key(
     versions: dict[str, str] = VERSIONS,
 ) -> str:
     frames = np.zeros((2, 3), np.float32) if frames is None else frames
-    return cache_key(model, frames, options, backend, versions)
+    return key_of(bytes_sha(model), calibration_sha(frames), options, backend, versions)
 
 
 def test_key_covers_what_changes_the_output() -> None:

@@ -404,6 +404,7 @@ def check_cmd(artifact: Path, device: str | None) -> int:
     show_default=True,
     help="Seconds each side is timed in a round.",
 )
+@click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def compare_cmd(
     run_a: int,
     run_b: int | None,
@@ -414,6 +415,7 @@ def compare_cmd(
     a_a: bool,
     pairs: int,
     round_s: float,
+    quiet: bool,
 ) -> None:
     """Whether run B's rate differs from run A's beyond noise: re-measured interleaved with an
     A/A control (default), or from the ledger's figures (--from-ledger)."""
@@ -427,10 +429,10 @@ def compare_cmd(
         b = None if run_b is None else book.record(run_b)
     spec = cmp.COMPARE_SPEC.model_copy(update={"min_duration_s": round_s})
     if b is None:
-        result = cmp.a_a(a, pairs, spec, rounds)
+        result = cmp.a_a(a, pairs, spec, rounds, progress=not quiet)
         click.echo(json.dumps(result, indent=2) if as_json else _lines(cmp.describe_a_a(result)))
         return
-    result = cmp.compare_runs(a, b, from_ledger, spec, rounds)
+    result = cmp.compare_runs(a, b, from_ledger, spec, rounds, progress=not quiet)
     click.echo(json.dumps(result, indent=2) if as_json else _lines(cmp.describe(result)))
 
 

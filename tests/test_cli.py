@@ -357,7 +357,7 @@ def test_a_full_ledger_disk_stops_the_sweep_in_one_line_and_a_resume_completes_i
 
 
 def test_compare_json_carries_basis_and_interval(swept: Path):
-    fast = ("--rounds", "3", "--round-s", "0.05", "--runs", str(swept), "--json")
+    fast = ("--rounds", "3", "--round-s", "0.05", "--runs", str(swept), "--json", "--quiet")
     out = json.loads(invoke("compare", "1", "1", *fast).output)
     assert out["basis"] == "interleaved" and out["rounds"] == 3 and out["verdict"] in ("noise", "faster", "slower")
     assert len(out["ci95"]) == 2 and out["noise_floor_pct"] >= 0 and out["ratio"] > 0
@@ -367,6 +367,10 @@ def test_compare_json_carries_basis_and_interval(swept: Path):
     a_a = json.loads(invoke("compare", "--a-a", "1", "--pairs", "2", *fast).output)
     assert a_a["pairs"] == 2 and 0 <= a_a["false_call_rate"] <= 1 and len(a_a["verdicts"]) == 2
     assert invoke("compare", "1", "--runs", str(swept)).exit_code == 2
+    told = invoke("compare", "--a-a", "1", "--pairs", "2", *fast[:-1])  # without --quiet: progress on stderr
+    assert "A/A pairs of run 1" in told.stderr and "2/2" in told.stderr and json.loads(told.stdout)["pairs"] == 2
+    said = invoke("compare", "1", "1", *fast[:-1])
+    assert said.stderr.startswith("loop: re-measuring runs 1 and 1 interleaved, 3 rounds, about 0 s")
 
 
 def test_compare_refuses_a_swapped_artifact_in_one_line(swept: Path):

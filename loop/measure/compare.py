@@ -16,6 +16,7 @@ Two bases, always named in the result:
 from __future__ import annotations
 
 import statistics
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -140,8 +141,11 @@ def interleaved_result(m: Interleaved) -> dict[str, Any]:
     }
 
 
-def remeasure(a: RunRecord, b: RunRecord, spec: MeasureSpec | None = None, rounds: int = ROUNDS) -> dict[str, Any]:
-    """Re-measure both runs' artifacts interleaved, each at its own recorded depth."""
+def remeasure(
+    a: RunRecord, b: RunRecord, spec: MeasureSpec | None = None, rounds: int = ROUNDS, progress: bool = False
+) -> dict[str, Any]:
+    """Re-measure both runs' artifacts interleaved, each at its own recorded depth (``progress``:
+    say so on stderr, with how long it takes, once both artifacts are read and checked)."""
     from loop.core.registry import make_device
     from loop.store.artifacts import load_artifact, recorded_sha
 
@@ -150,6 +154,11 @@ def remeasure(a: RunRecord, b: RunRecord, spec: MeasureSpec | None = None, round
     # checked against the hashes the ledger holds: a swapped file would be measured as the run
     art_a, art_b = load_artifact(path_a, recorded_sha(a)), load_artifact(path_b, recorded_sha(b))
     depths = [_depth(a), _depth(b), _depth(a)]
+    if progress:  # three sides a round, each timed min_duration_s at least
+        took = 3 * rounds * (spec or COMPARE_SPEC).min_duration_s
+        sys.stderr.write(
+            f"loop: re-measuring runs {a.id} and {b.id} interleaved, {rounds} rounds, about {took:.0f} s\n"
+        )
     m = interleave(make_device(device_a), [art_a, art_b, art_a], spec or COMPARE_SPEC, rounds, depths)
     return {**interleaved_result(m), "a": _side(a), "b": _side(b)}
 
@@ -160,6 +169,7 @@ def compare_runs(
     from_ledger: bool = False,
     spec: MeasureSpec | None = None,
     rounds: int = ROUNDS,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """What ``loop compare A B`` does: re-measure where it can, else decide from the ledger."""
     gone = [r for r in (a, b) if not _measurable(r)]
@@ -171,7 +181,7 @@ def compare_runs(
                 f"run {r.id}: artifact {for_person(r.artifact or '(none)')} is gone" for r in gone
             )
         return {**out, **scored}
-    return {**remeasure(a, b, spec, rounds), **scored}
+    return {**remeasure(a, b, spec, rounds, progress), **scored}
 
 
 def score_difference(a: RunRecord, b: RunRecord) -> dict[str, Any] | None:
@@ -192,9 +202,15 @@ def score_difference(a: RunRecord, b: RunRecord) -> dict[str, Any] | None:
     return {**out, "frames_to_resolve": need}
 
 
-def a_a(run: RunRecord, pairs: int = 10, spec: MeasureSpec | None = None, rounds: int = ROUNDS) -> dict[str, Any]:
-    """One artifact against itself ``pairs`` times: every call but ``noise`` is a false call."""
-    results = [remeasure(run, run, spec, rounds) for _ in range(pairs)]
+def a_a(
+    run: RunRecord, pairs: int = 10, spec: MeasureSpec | None = None, rounds: int = ROUNDS, progress: bool = False
+) -> dict[str, Any]:
+    """One artifact against itself ``pairs`` times: every call but ``noise`` is a false call.
+    ``progress``: a bar on stderr, a pair at a time (20 pairs took 5 minutes, silent)."""
+    from tqdm import tqdm
+
+    bar = tqdm(range(pairs), desc=f"A/A pairs of run {run.id}", unit="pair", disable=not progress, file=sys.stderr)
+    results = [remeasure(run, run, spec, rounds) for _ in bar]
     false = sum(r["verdict"] != NOISE for r in results)
     return {
         "basis": INTERLEAVED,

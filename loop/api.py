@@ -124,7 +124,11 @@ def sweep_device(path: Path) -> str | None:
 
 
 def noise(
-    sweep_file: str | Path, variant: str, runs: str | Path | None = None, target_db: float | None = None
+    sweep_file: str | Path,
+    variant: str,
+    runs: str | Path | None = None,
+    target_db: float | None = None,
+    progress: bool = False,
 ) -> NoiseReport:
     """Where quantization loses, layer by layer (``loop noise``): ``variant`` of ``sweep_file``
     quantized again as the sweep quantizes it, and every quantized tensor's accumulated and local
@@ -132,10 +136,11 @@ def noise(
     (:mod:`loop.judge.noise`); then the 16-bit variants tried from the falls on, each compiled and
     scored, until one reaches ``target_db`` (``.widening``: :mod:`loop.judge.widen`). With ``runs``,
     its compile cache is used and a note says when that variant's run there was quantized
-    otherwise. ``.to_json()`` is ``loop noise --json``. Bad input raises LoopError."""
+    otherwise. ``.to_json()`` is ``loop noise --json``. ``progress``: each step on stderr as it is
+    scored. Bad input raises LoopError."""
     from loop.flow.widen import measured
 
-    return measured(Path(sweep_file), variant, None if runs is None else Path(runs), target_db)
+    return measured(Path(sweep_file), variant, None if runs is None else Path(runs), target_db, progress)
 
 
 def script(main: Callable[[], Any]) -> None:

@@ -671,15 +671,16 @@ def fit_cmd(model: Path, device: str, link_name: str, run_id: int | None, runs: 
     default=None,
     help="The SNR the printed variant must reach [default: measure.ruined_snr_db + 15 where set, else 25].",
 )
+@click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def noise_cmd(
-    sweep_file: Path, variant: str, runs: Path, as_json: bool, plot: Path | None, target_db: float | None
+    sweep_file: Path, variant: str, runs: Path, as_json: bool, plot: Path | None, target_db: float | None, quiet: bool
 ) -> None:
     """Where quantization loses: every quantized tensor's local and accumulated SNR against the
     float model on the sweep's scoring frames, one line per layer, the layers that lose most first;
     and the 16-bit variants tried from there, each compiled and scored, until one meets the target."""
     from loop.api import noise
 
-    report = noise(sweep_file, variant, runs, target_db)
+    report = noise(sweep_file, variant, runs, target_db, progress=not quiet)
     if plot is not None:
         from loop.report.noise_plot import noise_svg
 

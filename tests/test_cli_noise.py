@@ -28,7 +28,8 @@ def test_one_line_per_layer_worst_first_and_json_parses(tmp_path: Path) -> None:
     sweep, runs = str(GRAPHS / "variants.yaml"), str(tmp_path / "runs")
     text = noise(sweep, "--variant", "base", "--runs", runs)
     assert text.exit_code == 0, text.output
-    measured, base, nothing, *lines = text.output.splitlines()
+    measured, base, nothing, *lines = text.stdout.splitlines()
+    assert text.stderr.startswith("loop noise: step 0 (as quantized): ")  # each step as it is scored
     # the base meets the target as quantized: measured, nothing widened, nothing to paste
     assert measured == "measured on the 8 scoring frames, widened until 25 dB (default):"
     assert base.startswith("  step 0  as quantized: ") and base.endswith(", reference  <- meets the target")
@@ -40,7 +41,7 @@ def test_one_line_per_layer_worst_first_and_json_parses(tmp_path: Path) -> None:
     assert [" falls " in line for line in lines] == [True, True, False]
     done = noise(sweep, "--variant", "base", "--json", "--runs", runs)
     assert done.exit_code == 0, done.output
-    found = json.loads(done.output)
+    found = json.loads(done.stdout)
     assert [row["layer"] for row in found["layers"]] == ["conv1", "conv2", "input"]
     assert found["falls"] == [] and found["sixteen_bits"][0] == "{op: precision, layer: conv1, bits: 16}"
     assert (found["variant"], found["frames"]) == ("base", 8)
@@ -73,11 +74,11 @@ def test_a_run_quantized_otherwise_is_one_line(tmp_path: Path) -> None:
     sweep.write_text(head + "calibration: {count: 16}\nvariants: [{name: base}]\n")
     run_sweep(parse(sweep), runs, SweepOptions(jobs=1, progress=False))
     same = noise(str(sweep), "--variant", "base", "--runs", str(runs))
-    assert same.exit_code == 0 and not same.output.startswith("note:")
+    assert same.exit_code == 0 and not same.stdout.startswith("note:")
     sweep.write_text(head + "calibration: {count: 4}\nvariants: [{name: base}]\n")  # other biases now
     moved = noise(str(sweep), "--variant", "base", "--runs", str(runs))
     assert moved.exit_code == 0
-    assert moved.output.startswith("note: run 1 of base in ") and "bias_sha" in moved.output.splitlines()[0]
+    assert moved.stdout.startswith("note: run 1 of base in ") and "bias_sha" in moved.stdout.splitlines()[0]
 
 
 def test_plot_is_one_svg_in_graph_order(tmp_path: Path) -> None:

@@ -11,8 +11,9 @@ base's in interleaved rounds (:mod:`loop.measure.rounds`), briefly: a cost to re
 
 from __future__ import annotations
 
+import sys
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -50,15 +51,33 @@ class _Tried:
     artifact: Artifact | None  # None: its compile or run failed
 
 
-def measured(path: Path, variant: str, runs: Path | None = None, target_db: float | None = None) -> NoiseReport:
+def measured(
+    path: Path, variant: str, runs: Path | None = None, target_db: float | None = None, progress: bool = False
+) -> NoiseReport:
     """``loop noise``: the analysis of ``variant`` of sweep file ``path`` (:func:`loop.flow.noise.analyse`),
     then its grids widened to 16 bits step by step, each step measured, until one reaches the target
-    (``target_db``, else :func:`loop.judge.widen.target_of`'s). With ``runs``, its compile cache is used."""
+    (``target_db``, else :func:`loop.judge.widen.target_of`'s). With ``runs``, its compile cache is used.
+    ``progress``: each step on stderr as it is scored (a widening compiles and scores several)."""
     spec = parse(Path(path))
     chosen = variant_named(spec, variant)
+    say = _stderr_line if progress else None
     report = of_variant(spec, chosen, runs)
-    report.widening = widen_until(spec, chosen, report, target_for(chosen, target_db), runs)
+    report.widening = widen_until(spec, chosen, report, target_for(chosen, target_db), runs, say=say)
     return report
+
+
+def _stderr_line(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _told(say: Callable[[str], None] | None, tried: _Tried, target: Target) -> _Tried:
+    """``tried``, said (where ``say``) as one line: its step, why, and its SNR against the target."""
+    if say is not None:
+        step = tried.step
+        got = f"{step.snr_db:.2f} dB" if step.snr_db is not None else f"failed ({step.error})"
+        say(f"loop noise: step {step.index} ({step.why}): {got}, target {target.db:.1f} dB")
+    return tried
 
 
 def target_for(chosen: VariantSpec, target_db: float | None) -> Target:
@@ -69,7 +88,13 @@ def target_for(chosen: VariantSpec, target_db: float | None) -> Target:
 
 
 def widen_until(
-    spec: SweepSpec, chosen: VariantSpec, report: NoiseReport, target: Target, runs: Path | None, rates: bool = True
+    spec: SweepSpec,
+    chosen: VariantSpec,
+    report: NoiseReport,
+    target: Target,
+    runs: Path | None,
+    rates: bool = True,
+    say: Callable[[str], None] | None = None,
 ) -> Widening:
     """The steps from ``chosen`` as quantized (``report`` is its analysis) to the first that meets
     ``target``, each measured; ``runs``: whose compile cache to use (None: none); ``rates``: race
@@ -78,7 +103,7 @@ def widen_until(
     with scratch("widen") as staging, open_runner(spec, SweepOptions(progress=False)) as runner:
         bench = _Bench(spec, Path(staging), runner, Cache.for_runs(runs) if runs is not None else None)
         reference = bench.tried(0, "as quantized", base, (), reference=True)
-        steps = [reference if chosen is base else bench.tried(0, "as quantized", chosen, ())]
+        steps = [_told(say, reference if chosen is base else bench.tried(0, "as quantized", chosen, ()), target)]
         reads = float_inputs(onnx.load(str(bench.authored(chosen).model_path)))
         why, layers = first_guess(report)
         rung = 0
@@ -88,9 +113,11 @@ def widen_until(
             elif steps[-1].step.layers:  # it fell short: analysed again, widened from there
                 again, _ = of_authored(spec, bench.authored(_with_layers(chosen, layers)))
                 rung, why, layers = widened(layers, again, reads, rung)
-            steps.append(bench.tried(len(steps), why, _with_layers(chosen, layers), layers))
+            steps.append(_told(say, bench.tried(len(steps), why, _with_layers(chosen, layers), layers), target))
         if not rates:
             return Widening(target, [t.step for t in steps], "rates not measured here: loop noise measures them")
+        if say is not None:
+            say(f"loop noise: racing the rates of {len(steps)} steps against the base's")
         rated, note = bench.rates(reference, steps)
     return Widening(target, rated, note)
 

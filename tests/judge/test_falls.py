@@ -121,7 +121,7 @@ def test_a_first_guess_short_of_the_target_is_widened_until_one_meets_it(tmp_pat
     noise = ["noise", str(path), "--variant", "base", "--runs", runs]
     unreached = CliRunner().invoke(main, [*noise, "--target-db", "200", "--json"])
     assert unreached.exit_code == 0, unreached.output
-    found = json.loads(unreached.output)["widening"]
+    found = json.loads(unreached.stdout)["widening"]
     steps = found["steps"]
     assert (found["target_from"], found["met"]) == ("--target-db", None)
     assert steps[1]["why"].startswith("the falls' regions") and steps[-1]["layers"] == ["*"]
@@ -132,7 +132,7 @@ def test_a_first_guess_short_of_the_target_is_widened_until_one_meets_it(tmp_pat
     target = (steps[1]["snr_db"] + best["snr_db"]) / 2
     met = CliRunner().invoke(main, [*noise, "--target-db", str(target)])
     assert met.exit_code == 0, met.output
-    marked = [line for line in met.output.splitlines() if line.endswith("<- meets the target")]
+    marked = [line for line in met.stdout.splitlines() if line.endswith("<- meets the target")]
     assert len(marked) == 1 and not marked[0].startswith("  step 1 "), met.output
     index = int(marked[0].split()[1])
     assert [s["snr_db"] >= target for s in steps[1 : index + 1]] == [False] * (index - 1) + [True]

@@ -105,6 +105,14 @@ def perturbed_layer(runs: Sequence[RunRecord]) -> str | None:
     return next((run.perturbed_layers[0] for run in runs if run.perturbed_layers), None)
 
 
+def perturbed_named(runs: Sequence[RunRecord], shown: int = 3) -> str:
+    """Every layer the runs perturbed, in order, the first ``shown`` by name and the rest counted
+    ('' where none was): a heading says what its section holds, not the first run's layer."""
+    layers = list(dict.fromkeys(layer for run in runs for layer in run.perturbed_layers))
+    more = f" and {len(layers) - shown} more" if len(layers) > shown else ""
+    return ", ".join(layers[:shown]) + more
+
+
 def summary_row(run: RunRecord, layer: str | None) -> list[str]:
     m, s = run.measure, run.scores
     differ = f"{s.bytes_differ:,}/{s.bytes_total:,}" if s.bytes_differ is not None else "-"

@@ -27,7 +27,7 @@ from loop.core.kinds import Status, Verdict
 from loop.core.record import RunRecord
 from loop.core.registry import DEFAULT_LINK
 from loop.core.text import LIMIT, for_person
-from loop.report import perturbed_layer
+from loop.report import perturbed_named
 from loop.report.cells import esc, num, rows_table
 from loop.report.glance import glance_parts
 from loop.report.grid import audit_grid
@@ -259,7 +259,7 @@ def write_page(
     from loop.report.searches import studies_of
 
     page = Page(runs, link, runs_dir, out, scores)
-    layer = perturbed_layer(runs)
+    layers = perturbed_named(runs)
     studies = studies_of(runs, runs_dir)
     out.write(f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>")
     out.write(f"<style>{STYLE}</style></head><body><h1>{esc(title)}</h1>")
@@ -267,7 +267,7 @@ def write_page(
         glance_title = "The study at a glance" if studies else "The sweep at a glance"
         page.section(glance_title, lambda: glance_parts(runs, studies), "no runs")
         page.section(
-            f"The audit{f' (perturbed: {for_person(layer[: LIMIT + 1])})' if layer else ''}",
+            f"The audit{f' (perturbed: {for_person(layers[: LIMIT + 1])})' if layers else ''}",
             page.audit,
             "no run changed anything the audit sees",
         )

@@ -242,6 +242,9 @@ def test_the_audit_heading_names_a_perturbed_layer_only_where_one_was(tmp_path: 
     assert "perturbed:" not in render([plain], "t", "hailo10h-usb-1.5a", tmp_path)
     forced = run("f", 10.0, 100, layers=confounded().layers, perturb=({"op": "force_range_out", "layer": "conv2"},))
     assert "The audit (perturbed: conv2)" in render([plain, forced], "t", "hailo10h-usb-1.5a", tmp_path)
+    other = run("g", 10.0, 100, layers=confounded().layers, perturb=({"op": "scale_weights", "layer": "conv1"},))
+    both = render([plain, forced, other], "t", "hailo10h-usb-1.5a", tmp_path)
+    assert "The audit (perturbed: conv2, conv1)" in both  # every candidate's layer, not the first run's
 
 
 def test_each_reason_a_run_is_apart_names_its_layer():

@@ -615,34 +615,26 @@ def test_per_channel_factors_are_recorded_by_reference_and_kept(tmp_path, recipe
     assert np.array_equal(load_array(tmp_path / "runs", recorded["factors"]), factors)
 
 
+def _qzo(tmp_path: Path, heldout: np.ndarray, steps: int) -> Any:
+    """graphs/qzo.py over the example sweep, run as a user runs it, with ``heldout`` as its frames."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    np.save(tmp_path / "heldout.npy", heldout)
+    script, sweep = str(root / "graphs" / "qzo.py"), str(root / "graphs" / "variants.yaml")
+    runs, frames = str(tmp_path / "runs"), str(tmp_path / "heldout.npy")
+    args = [sys.executable, script, sweep, "--steps", str(steps), "--runs", runs, "--heldout", frames]
+    return subprocess.run(args, capture_output=True, text=True, timeout=600)
+
+
 def test_the_qzo_example_steps_on_scale_only_candidates(tmp_path):
     """graphs/qzo.py: Q-SPSA over every weight grid of the example sweep's base, each step two
     score-only scale_grid probes and its centre; every candidate clean; the study of centres'
     best is a centre (the base or a step's), never a probe; the last line its figures."""
-    import subprocess
-    import sys
-
     from loop.author.frames import seeded_set
 
-    root = Path(__file__).resolve().parent.parent
-    np.save(tmp_path / "heldout.npy", seeded_set({"input": (1, 3, 32, 32)}, 8, 99))
-    script, sweep = str(root / "graphs" / "qzo.py"), str(root / "graphs" / "variants.yaml")
-    ran = subprocess.run(
-        [
-            sys.executable,
-            script,
-            sweep,
-            "--steps",
-            "2",
-            "--runs",
-            str(tmp_path / "runs"),
-            "--heldout",
-            str(tmp_path / "heldout.npy"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    ran = _qzo(tmp_path, seeded_set({"input": (1, 3, 32, 32)}, 8, 99), 2)
     assert ran.returncode == 0, ran.stderr[-2000:]
     found = json.loads(ran.stdout.strip().splitlines()[-1])
     assert found["candidates"] == 6 and found["clean"] == 6
@@ -658,28 +650,7 @@ def test_the_qzo_example_steps_on_scale_only_candidates(tmp_path):
 def test_an_example_script_given_bad_frames_says_so_in_one_line(tmp_path):
     """graphs/ scripts answer bad input as loop's commands do: one line naming the file and field,
     exit 2, no traceback (frames of the wrong shape for the held-out study)."""
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parent.parent
-    np.save(tmp_path / "heldout.npy", np.zeros((4, 3, 8, 8), np.float32))
-    script, sweep = str(root / "graphs" / "qzo.py"), str(root / "graphs" / "variants.yaml")
-    ran = subprocess.run(
-        [
-            sys.executable,
-            script,
-            sweep,
-            "--steps",
-            "1",
-            "--runs",
-            str(tmp_path / "runs"),
-            "--heldout",
-            str(tmp_path / "heldout.npy"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    ran = _qzo(tmp_path, np.zeros((4, 3, 8, 8), np.float32), 1)
     assert ran.returncode == 2, ran.stderr[-2000:]
     assert ran.stderr.count("\n") == 1 and "Traceback" not in ran.stderr
     assert ran.stderr.startswith("qzo.py: inputs.path: ") and "holds frames of shape (4, 3, 8, 8)" in ran.stderr

@@ -211,6 +211,7 @@ class Page:
 
     def generations(self) -> Iterator[str]:
         from loop.report.plots import generations
+        from loop.report.searches import study_of
 
         # finished runs only: a generation a killed process left is no step of the best so far
         gens = [
@@ -222,7 +223,10 @@ class Page:
             return
         have = sorted({k for r in gens for k, v in r.scores.data.items() if isinstance(v, (int, float))})
         asked = [k for k in self.scores if k in have]
-        yield from self.plots(generations(gens, key) for key in asked)
+        searches: dict[str, list[RunRecord]] = {}  # one chart per search: its own best so far
+        for r in gens:
+            searches.setdefault(study_of(r.sweep), []).append(r)
+        yield from self.plots(generations(mine, key, name) for name, mine in searches.items() for key in asked)
         missing = [k for k in self.scores if k not in have]
         if missing or not asked:
             yield (

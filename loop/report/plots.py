@@ -335,8 +335,9 @@ def _spread(result: Result, key: str) -> bool:
     return math.isfinite(lo) and math.isfinite(hi) and hi > lo
 
 
-def generations(runs: Sequence[RunRecord], score: str) -> Figure:
-    """Each candidate's score by generation, the best so far as a step line, confounded ones as x."""
+def generations(runs: Sequence[RunRecord], score: str, search: str | None = None) -> Figure:
+    """Each candidate's score by generation, the best so far as a step line, confounded ones as x;
+    ``search``: the one search these runs are the generations of, named in the title."""
     fig = figure(6.4, 4.0)  # and the legend below
     ax = fig.add_subplot()
     _scatter(ax, [r for r in runs if r.verdict != Verdict.CONFOUNDED], score, "o", "candidates")
@@ -353,7 +354,8 @@ def generations(runs: Sequence[RunRecord], score: str) -> Figure:
         if here:
             best.append((g, max(here)))
     ax.step([g for g, _ in best], [s for _, s in best], where="post", color=INSIDE, gid="best", label="best so far")
-    ax.set(xlabel="generation", ylabel=shown(score), title=f"Generations: {shown(score)}")
+    title = f"Generations of {shown(search)}: {shown(score)}" if search else f"Generations: {shown(score)}"
+    ax.set(xlabel="generation", ylabel=shown(score), title=title)
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))

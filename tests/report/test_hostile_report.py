@@ -75,7 +75,7 @@ def test_each_figure_is_written_before_the_next_is_made_and_then_cleared(tmp_pat
     write_page(out, runs, "t", "hailo10h-usb-1.5a", tmp_path, scores=("snr_db", "output_mean"))
     assert events.count("made") == 2 and "made', 'wrote', 'made', 'wrote" in str(events)  # streamed
     assert all(not fig.axes for fig in made)  # cleared as soon as written
-    assert "Generations: snr_db" in out.getvalue() and "Generations: output_mean" in out.getvalue()
+    assert "Generations of s: snr_db" in out.getvalue() and "Generations of s: output_mean" in out.getvalue()
 
 
 def test_a_generation_is_one_audit_grid_not_a_figure_a_variant(tmp_path: Path):

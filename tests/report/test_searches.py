@@ -90,7 +90,7 @@ def test_generations_are_plotted_by_each_score_asked_and_the_rest_named(tmp_path
     runs = study(tmp_path)
     page = render(runs, "t", "hailo10h-usb-1.5a", tmp_path, scores=("output_mean", "accuracy"))
     gens = page[page.index("<h2>Generations") :]
-    assert "Generations: output_mean" in gens and "Generations: snr_db" not in gens
+    assert "Generations of s: output_mean" in gens and "Generations of s: snr_db" not in gens
     assert "No generation has accuracy; scores here: output_mean, snr_db" in gens
 
 
@@ -126,13 +126,22 @@ def test_a_race_file_that_is_not_one_is_named_and_the_ledger_ratios_kept(tmp_pat
     assert "s-g1.race.json: " in page and 'id="front"' in page
 
 
+def test_each_search_has_its_own_generations_chart(tmp_path: Path):
+    """Two searches in one ledger are two charts, each with its own best so far, never one line."""
+    runs = [*generation("s-g0", 0, 3), *generation("t-g0", 0, 3, start_id=10)]
+    gens = render(runs, "t", "hailo10h-usb-1.5a", tmp_path)
+    gens = gens[gens.index("<h2>Generations") :]
+    assert "Generations of s: snr_db" in gens and "Generations of t: snr_db" in gens
+    assert gens.count('id="best"') == 2
+
+
 def test_loop_report_takes_a_score_key(tmp_path: Path):
     runs_dir = tmp_path / "runs"
     ledger(runs_dir, generation("s-g0", 0, 3))
     out = tmp_path / "r.html"
     result = CliRunner().invoke(main, ["report", "--runs", str(runs_dir), "--score", "output_mean", "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert "Generations: output_mean" in out.read_text() and "Search: s" in out.read_text()
+    assert "Generations of s: output_mean" in out.read_text() and "Search: s" in out.read_text()
 
 
 def test_the_front_is_named_in_a_table_beside_its_plot(tmp_path: Path):

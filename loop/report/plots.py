@@ -335,6 +335,9 @@ def _spread(result: Result, key: str) -> bool:
     return math.isfinite(lo) and math.isfinite(hi) and hi > lo
 
 
+SCORE_AXES = {"snr_db": "SNR dB", "cosine": "cosine similarity", "output_mean": "output mean"}  # as the tables say
+
+
 def generations(runs: Sequence[RunRecord], score: str, search: str | None = None) -> Figure:
     """Each candidate's score by generation, the best so far as a step line, confounded ones as x;
     ``search``: the one search these runs are the generations of, named in the title."""
@@ -355,7 +358,7 @@ def generations(runs: Sequence[RunRecord], score: str, search: str | None = None
             best.append((g, max(here)))
     ax.step([g for g, _ in best], [s for _, s in best], where="post", color=INSIDE, gid="best", label="best so far")
     title = f"Generations of {shown(search)}: {shown(score)}" if search else f"Generations: {shown(score)}"
-    ax.set(xlabel="generation", ylabel=shown(score), title=title)
+    ax.set(xlabel="generation", ylabel=SCORE_AXES.get(score, shown(score)), title=title)
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -248,6 +248,13 @@ def _row(row: list[Any]) -> tuple[str, float | None, float | None]:
     return str(padded[0]), num(padded[1]), num(padded[2])
 
 
+# why a measured study leaves the roofline and the first-output section empty, where they would be
+RACED = (
+    "the study's rates above come from its generations' interleaved rounds, which time each candidate's rate "
+    "but no first output and no bytes per inference (loop sweep on the same base measures the three quantities)"
+)
+
+
 def write_page(
     out: TextIO,
     runs: Sequence[RunRecord],
@@ -282,8 +289,10 @@ def write_page(
         )
         page.section("Searches: SNR against rate", page.searches, "no study generation with a rate ratio here")
         page.section("Ladders", page.ladders, "no link ladder (rungs of two frame sizes or more) and no depth ladder")
-        page.section("The bus roofline", page.roofline, "no run with a rate and bytes")
-        page.section("Time to first output", page.ttfo, "no run measured a first output")
+        raced = any(c.result.rate_fps is not None for study in studies for c in study.candidates)
+        why = f"; {RACED}" if raced else ""
+        page.section("The bus roofline", page.roofline, f"no run with a rate and bytes{why}")
+        page.section("Time to first output", page.ttfo, f"no run measured a first output{why}")
         page.section("Generations", page.generations, "no study or loop.evaluate generations here")
         page.section("Devices side by side", page.devices, "every run here ran on one device")
     out.write("</body></html>")

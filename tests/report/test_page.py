@@ -328,3 +328,20 @@ def test_a_study_glance_gives_each_candidate_its_rate_and_ratio_with_intervals()
     assert text.count("1.000 <span class='note'>[0.980, 1.020]</span>") == 2
     assert "1.050 <span class='note'>[1.000, 1.100]</span>" in text and "yes, run in g0" in text
     assert "Recorded, not used" not in text  # the study's own runs are its rows, not the glance's
+
+
+def test_a_measured_studys_page_says_why_it_draws_no_roofline(tmp_path: Path, recipe: Path):
+    """A study's generations race their rates in rounds: its table shows a rate, and the roofline
+    and first-output sections say why they have none, never that nothing was measured."""
+    from loop.store.ledger import Ledger
+    from loop.study import Study
+
+    fast = {"warmup": 2, "frames": 20, "repeats": 1, "min_duration_s": 0.05}
+    study = Study("m", base=recipe, runs=tmp_path / "runs", measure=fast, inputs={"count": 2})
+    (result,) = study.evaluate([[{"op": "scale_weights", "layer": "conv1", "factor": 1.05}]])
+    study.close()
+    assert result.rate_fps is not None and result.run.measure.median_fps is None
+    with Ledger(tmp_path / "runs" / "ledger.sqlite", readonly=True) as ledger:
+        runs = ledger.records()
+    page = html.unescape(render(runs, "t", "hailo10h-usb-1.5a", tmp_path / "runs"))
+    assert page.count("come from its generations' interleaved rounds") == 2, page

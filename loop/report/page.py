@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from loop.core.errors import LoopError
-from loop.core.kinds import Status, Verdict
+from loop.core.kinds import Flag, Status, Verdict
 from loop.core.record import RunRecord
 from loop.core.registry import DEFAULT_LINK
 from loop.core.text import LIMIT, for_person
-from loop.report import perturbed_named
+from loop.report import perturbed_named, ruined_lines
 from loop.report.cells import esc, num, rows_table
 from loop.report.glance import glance_parts
 from loop.report.grid import audit_grid
@@ -53,8 +53,10 @@ table.audit td.outside{background:repeating-linear-gradient(45deg,#d62728 0 5px,
 table.audit th.layer{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:normal;font-size:11px}
 table.audit th{font-weight:normal;font-size:12px}
 table.study td:nth-child(4),table.study td:nth-child(5){white-space:nowrap}
+pre.fix{background:#f6f6f6;border:1px solid #ddd;padding:.5em;font-size:12px;overflow-x:auto}
 """
 GRID_ROWS = 200  # candidates in one audit grid; a bigger generation takes several
+FIX_LINE = 2000  # characters of a ruined base's fix line shown: a precision entry names a whole node
 
 
 FRONT = ["generation", "candidate", "rate ratio [95% CI]", "SNR dB", "ratio from"]
@@ -145,6 +147,10 @@ class Page:
                     yield noise_figure(title, [_row(row) for row in rows if isinstance(row, list)], falls)
 
         yield from self.plots(figures())
+        for r in self.runs:  # the fix the terminal printed, as measured, to paste into the sweep file
+            if Flag.QUANTIZATION_RUINED in r.flags:
+                lines = (esc(line[2:], FIX_LINE) for line in ruined_lines(r))  # each line whole, up to FIX_LINE
+                yield "<pre class='fix'>" + "\n".join(lines) + "</pre>"
 
     def searches(self) -> Iterator[str]:
         from loop.measure.results import pareto

@@ -99,3 +99,11 @@ def test_a_study_page_shows_each_candidates_rate_and_ratio_as_loop_study_does(pa
     reused = [line for line in text.splitlines() if "yes, run in g0" in line]
     assert len(reused) == 1 and reused[0].startswith("g1")
     assert len(re.findall(r"^(base|c0)\tinterrupted", text, re.M)) == 2, text
+
+
+def test_a_ruined_bases_page_carries_the_fix_the_terminal_printed(pages: dict[str, Path]):
+    """The measured variant a ruined base's flag prints on the terminal, with its precision lines to
+    paste, is on its page too (it was only on the terminal)."""
+    text = seen(pages["ruined"]).text
+    assert "flagged quantization-ruined" in text and "the signal is lost at:" in text
+    assert "- name: sixteen-bits" in text and "{op: precision, layer: " in text

@@ -15,14 +15,23 @@ if TYPE_CHECKING:
     from loop.report.searches import Candidate, StudyView
 
 
-def _glance_row(r: RunRecord, name: str) -> list[str]:
+def _ttfo_cell(r: RunRecord) -> str:
+    """The time to first output with its parts; one word where nothing was timed (score-only, a
+    study's rounds), never a dash for each of four figures."""
     m, parts = r.measure, r.measure.ttfo_parts
-    ci = m.rate.ci95 if m.rate else None
+    if m.ttfo_ms is None:
+        return esc(Flag.SCORE_ONLY) if Flag.SCORE_ONLY in r.flags else "-"
     split = " / ".join(num(parts.get(k), ".2f") for k in ("open_ms", "transfer_ms", "first_ms"))
+    return f"{num(m.ttfo_ms, '.2f')} <span class='note'>({split})</span>"
+
+
+def _glance_row(r: RunRecord, name: str) -> list[str]:
+    m = r.measure
+    ci = m.rate.ci95 if m.rate else None
     return [
         esc(name),
         esc(state(r)),
-        f"{num(m.ttfo_ms, '.2f')} <span class='note'>({split})</span>",
+        _ttfo_cell(r),
         num(m.median_fps, ".1f") + (f" <span class='note'>[{ci[0]:.1f}, {ci[1]:.1f}]</span>" if ci else "")
         if m.median_fps is not None or Flag.SCORE_ONLY not in r.flags
         else esc(Flag.SCORE_ONLY),

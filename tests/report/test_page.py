@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -345,3 +346,15 @@ def test_a_measured_studys_page_says_why_it_draws_no_roofline(tmp_path: Path, re
         runs = ledger.records()
     page = html.unescape(render(runs, "t", "hailo10h-usb-1.5a", tmp_path / "runs"))
     assert page.count("come from its generations' interleaved rounds") == 2, page
+
+
+def test_a_score_only_run_reads_score_only_where_it_timed_nothing(tmp_path: Path):
+    """A run that timed no first output says so in one word, not a dash for each of four figures."""
+    from loop.core.record import Measurement
+
+    timed = run("timed", 10.0, 100)
+    scored = replace(run("scored", 10.0, 100), measure=Measurement(), flags=("score-only",))
+    page = render([timed, scored], "t", "hailo10h-usb-1.5a", tmp_path)
+    assert "(- / - / -)" not in page and "12.00 <span class='note'>(8.00 / - / 4.00)</span>" in page
+    glance = page[: page.index("<h2>The audit")]
+    assert glance.count("score-only") >= 2  # its time to first output and its rate

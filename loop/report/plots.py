@@ -198,7 +198,9 @@ def ttfo_bars(runs: Sequence[RunRecord]) -> Figure:
     left, ys = [0.0] * len(rows), list(range(len(rows)))
     for k, (part, color) in enumerate(TTFO_PARTS):
         widths = [parts[k] for _, parts in rows]
-        bars = ax.barh(ys, widths, left=left, color=color, label=part[:-3])
+        # a part no run timed (HailoRT's transfer where the device does not say) is left out of the legend
+        label = part[:-3] if any(widths) else f"_{part[:-3]}"
+        bars = ax.barh(ys, widths, left=left, color=color, label=label)
         for i, bar in enumerate(bars):
             bar.set_gid(f"ttfo-{part[:-3]}-{i}")  # one id a bar: an SVG id is unique
         left = [a + b for a, b in zip(left, widths, strict=True)]

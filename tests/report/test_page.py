@@ -122,6 +122,15 @@ def test_time_to_first_output_stacks_open_then_first():
         assert max(xs) == pytest.approx(expected(fig, ax, (hi, 0))[0], abs=0.05), gid
 
 
+def test_the_first_output_legend_names_only_the_parts_drawn():
+    """A part no run timed (HailoRT's transfer, where the device does not say) is not in the legend."""
+    untimed = ttfo_bars([run("v", 10.0, 100)])  # open and first timed, transfer not
+    named = [t.get_text() for t in untimed.legends[0].get_texts()]
+    assert named == ["open", "first"]
+    timed = run("w", 10.0, 100, measure={"ttfo_parts": {"open_ms": 8.0, "transfer_ms": 1.5, "first_ms": 4.0}})
+    assert [t.get_text() for t in ttfo_bars([timed]).legends[0].get_texts()] == ["open", "transfer", "first"]
+
+
 def test_generations_draw_the_best_so_far_and_mark_the_confounded():
     gens = [
         run("c0", 1.0, 1, generation=0, verdict="clean", scores=Scores.from_json({"snr_db": 20.0})),

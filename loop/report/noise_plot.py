@@ -36,7 +36,8 @@ def noise_figure(title: str, rows: Sequence[Row], falls: Sequence[str] = ()) -> 
         ax.plot(
             marked, [clip(rows[i][1]) for i in marked], "v", ms=6, color="#d62728", label="signal lost", gid="falls"
         )
-    ax.axhline(FLOOR_DB, color="#d62728", lw=0.8, ls=":", gid="floor")
+    # named in the legend: the line Hailo's profiler marks layers under
+    ax.axhline(FLOOR_DB, color="#d62728", lw=0.8, ls=":", gid="floor", label=f"{FLOOR_DB:g} dB floor")
     from loop.report.ticks import tip
 
     names = [r[0][:NAME_CHARS] for r in rows]  # cut before they are compared or copied

@@ -113,3 +113,4 @@ def test_the_noise_plot_drops_the_prefix_its_names_share_and_keeps_each_whole_in
     for n in names:
         assert f"<title>{n}</title>" in text
     assert len(set(re.findall(r'id="(noise-0-tip-\d+)"', text))) == len(names)
+    assert "10 dB floor" in [t.get_text() for t in fig.legends[0].get_texts()]  # the dotted line is named

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from loop.core.kinds import NOT_COMPARABLE, Flag, Status, Verdict
 from loop.core.record import RunRecord
+from loop.core.text import CUT, for_person
 from loop.report.cells import esc, interval, num, rows_table
 
 if TYPE_CHECKING:
@@ -98,17 +100,34 @@ def glance_parts(runs: Sequence[RunRecord], studies: Sequence[StudyView] = ()) -
     yield "<p class='apart'>Recorded, not used in comparisons (confounded, no reference, failed, interrupted):</p>"
     classes = ["confounded" if r.verdict == Verdict.CONFOUNDED else "apart" for r in apart]
     yield from rows_table(GLANCE, (_glance_row(r, names[id(r)]) for r in apart), classes)
-    said = [(r, why) for r in apart if (why := _apart_why(r))]
+    said = [(r, why) for r in apart for why in _apart_why(r)]
     if said:
-        yield "<ul class='note'>" + "".join(f"<li>{esc(r.variant)}: {esc(why)}</li>" for r, why in said) + "</ul>"
+        yield "<ul class='note'>" + "".join(f"<li>{esc(r.variant)}: {_words(why)}</li>" for r, why in said) + "</ul>"
 
 
-def _apart_why(run: RunRecord) -> str | None:
-    """What the table's verdict or status cell does not say of why the run is apart: the changes
-    outside its footprint, its error, why it has no reference; None where the cell says it all."""
-    outside = "; ".join(f"{c.layer} {c.what}: {c.detail}" for c in run.changes if not c.allowed)
-    said = outside or (run.error if run.status != Status.OK else run.why_apart)
-    return said if said and said != state(run) else None
+def _apart_why(run: RunRecord) -> list[str]:
+    """What the table's verdict or status cell does not say of why the run is apart, a line each:
+    the changes outside its footprint, its error, why it has no reference; none where the cell
+    says it all."""
+    outside = [f"{c.layer} {c.what}: {c.detail}" for c in run.changes if not c.allowed]
+    if outside:
+        return outside[:APART_SHOWN] + (
+            [f"and {len(outside) - APART_SHOWN} more"] if len(outside) > APART_SHOWN else []
+        )
+    said = run.error if run.status != Status.OK else run.why_apart
+    return [said] if said and said != state(run) else []
+
+
+APART_SHOWN, APART_CHARS = 8, 600  # changes listed for a run kept apart, and the characters of each
+
+
+def _words(text: str) -> str:
+    """``text`` escaped, cut where a word ends if it runs past :data:`APART_CHARS` (never mid-word)."""
+    shown = for_person(text[: APART_CHARS + 1], None)
+    if len(shown) > APART_CHARS:
+        head = shown[:APART_CHARS]
+        shown = (head[: head.rfind(" ")] if " " in head else head) + CUT
+    return html.escape(shown)
 
 
 STUDY = [

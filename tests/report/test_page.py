@@ -367,3 +367,25 @@ def test_a_score_only_run_reads_score_only_where_it_timed_nothing(tmp_path: Path
     assert "(- / - / -)" not in page and "12.00 <span class='note'>(8.00 / - / 4.00)</span>" in page
     glance = page[: page.index("<h2>The audit")]
     assert glance.count("score-only") >= 2  # its time to first output and its rate
+
+
+def test_a_confounded_runs_changes_are_listed_whole_never_cut_mid_word(tmp_path: Path):
+    """Each change outside the footprint is its own line, whole up to 600 characters and cut only
+    where a word ends; past eight, the rest are counted (a note read '5/8 channels bey…')."""
+    long = "scale moved " + "far " * 60 + "5/8 channels beyond it"
+    changes = tuple(Change(f"conv{i}", "bias", long, allowed=False) for i in range(10))
+    bad = replace(confounded(), changes=changes)
+    page = html.unescape(render([run("base", 10.0, 100), bad], "t", "hailo10h-usb-1.5a", tmp_path))
+    listed = re.findall(r"<li>[^<]*: conv\d bias: ([^<]*)</li>", page)
+    assert len(listed) == 8 and all(item == long for item in listed), listed[:1]
+    assert "and 2 more</li>" in page
+    cut = html.unescape(
+        render(
+            [replace(confounded(), changes=(Change("c", "bias", "word " * 200, False),))],
+            "t",
+            "hailo10h-usb-1.5a",
+            tmp_path,
+        )
+    )
+    (item,) = re.findall(r"<li>[^<]*: c bias: ([^<]*)</li>", cut)
+    assert item.endswith("word…") and len(item) <= 601

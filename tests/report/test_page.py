@@ -261,7 +261,8 @@ def test_each_reason_a_run_is_apart_names_its_layer():
     from loop.report.glance import glance
 
     text = glance([run("base", 10.0, 100, verdict="reference"), confounded()])
-    assert "scale: conv2 kernel: kernel aaaa -&gt; bbbb; conv2 bias: max |Δ| 0.3 at channel 1" in text
+    assert "<li>scale: conv2 kernel: kernel aaaa -&gt; bbbb</li>" in text  # a change a line
+    assert "<li>scale: conv2 bias: max |Δ| 0.3 at channel 1" in text
 
 
 def test_a_clean_run_far_below_its_reference_is_marked_with_its_interval():

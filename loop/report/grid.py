@@ -37,7 +37,8 @@ def audit_grid(runs: Sequence[RunRecord], title: str) -> Iterator[str]:
             row = "".join(
                 "<td></td>"
                 if (c := cells[y].get(layer)) is None
-                else f"<td class='{c.state}' data-cell='{y}-{x}-{c.state}' title='{why[layer]}'>{esc(c.detail)}</td>"
+                else f"<td class='{c.state}' data-cell='{y}-{x}-{c.state}' "
+                f"title='{_decoded(c.detail)}{why[layer]}'>{esc(c.detail)}</td>"
                 for x, layer in enumerate(columns[start:stop], start)
             )
             yield f"<tr><th>{heads[y]}</th>{row}</tr>"
@@ -62,6 +63,16 @@ def _blocks(columns: Sequence[str], cells: Sequence[Mapping[str, Cell]], heads: 
             start, used = i, 0
         used += width
     return [*blocks, (start, len(columns))]
+
+
+def _decoded(detail: str) -> str:
+    """A cell's marks in words, first in its tooltip (``S kernel's scale alone; B bias: ``): the
+    letters are read where they are shown, not only in the paragraph above the grid."""
+    from loop.report.plots import MARKS
+
+    marks = set(detail.split(" ", 1)[0])
+    said = "; ".join(f"{mark} {words}" for mark, words in MARKS.values() if mark in marks)
+    return esc(said, 4 * LIMIT) + " | " if said else ""
 
 
 def _changes_by_layer(run: RunRecord) -> dict[str, str]:

@@ -175,6 +175,7 @@ def test_the_audit_grid_shows_outside_cells_unmistakably():
     ]
     assert [t for *_, t in found] == ["O 2x", "KB 7.5x", "K 1.05x"]
     assert "kernel: kernel aaaa -&gt; bbbb; bias: max |Δ| 0.3" in found[1][2]  # the tooltip says it in full
+    assert found[1][2].startswith("K kernel; B bias (or its rounding) | ")  # its marks in words, where they are read
     assert re.findall(r"<tr><th>([^<]*)</th>", grid) == ["", "scale: confounded", "weights: n/a"]
     assert re.findall(r"<th class='layer'>([^<]*)</th>", grid) == ["conv1", "conv2"]
 

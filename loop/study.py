@@ -118,6 +118,29 @@ class Evaluated:
     ref: RunRecord | None
 
 
+@dataclass(frozen=True)
+class _Group:
+    """One set of compile options in a generation: its sweep's suffix, its settings, its variants
+    as the generation file names them, and their content keys (in the variants' order)."""
+
+    suffix: str
+    settings: dict[str, Any]
+    variants: list[dict[str, Any]]
+    members: list[str]
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What answers a candidate of a generation: its run, the run's sweep and reference, and the
+    generation a reused run came from (None: it ran in this one)."""
+
+    index: int
+    sweep: str
+    run: RunRecord
+    ref: RunRecord | None
+    reused_from: int | None = None
+
+
 def _split(candidate: Candidate, study_compile: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The candidate's perturbations and its own compile options (those the study's do not
     already set to the same value), as plain JSON, so a candidate read back from a generation
@@ -265,18 +288,19 @@ class Study:
             )
         fresh = self._run(number, groups, checked, measure) if groups else {}
         answers = [
-            (i, fresh[k][2], fresh[k][0], fresh[k][1], None)
+            replace(fresh[k], index=i)
             if k in fresh
-            else (i, done[k].run.sweep, done[k].run, done[k].ref, done[k].generation)
+            else _Answer(i, done[k].run.sweep, done[k].run, done[k].ref, done[k].generation)
             for i, k in enumerate(keys)
         ]
         with self._store() as store:
-            store.answer(
-                number, [(i, sw, run.id or 0, None if ref is None else ref.id, gen) for i, sw, run, ref, gen in answers]
-            )
+            rows = [
+                (a.index, a.sweep, a.run.id or 0, None if a.ref is None else a.ref.id, a.reused_from) for a in answers
+            ]
+            store.answer(number, rows)
             store.finish(number)
-            raced = ratios(store.ledger, [run.id or 0 for _, _, run, _, _ in answers])
-        return [with_race(result_of(i, run, ref, reused=gen is not None), raced) for i, _, run, ref, gen in answers]
+            raced = ratios(store.ledger, [a.run.id or 0 for a in answers])
+        return [with_race(result_of(a.index, a.run, a.ref, reused=a.reused_from is not None), raced) for a in answers]
 
     def _replays(self, generation: int | None, keys: Sequence[str]) -> bool:
         """Whether candidates all evaluated already need no number: asked without one, or asked
@@ -295,7 +319,7 @@ class Study:
 
     def _groups(
         self, todo: Mapping[str, tuple[list[dict[str, Any]], dict[str, Any]]], named: Mapping[str, str]
-    ) -> list[tuple[str, dict[str, Any], list[dict[str, Any]], list[str]]]:
+    ) -> list[_Group]:
         """Each group of compile options: its sweep suffix, settings, variants and content keys."""
         groups: dict[str, list[str]] = {}
         for key, (_, options) in todo.items():
@@ -305,27 +329,30 @@ class Study:
             options = json.loads(options_json)
             suffix = "" if not options else "-o" + hashlib.sha256(options_json.encode()).hexdigest()[:8]
             settings = {**self.settings, "compile": {**(self.settings.get("compile") or {}), **options}}
-            out.append((suffix, settings, [{"name": named[k], "perturb": todo[k][0]} for k in members], members))
+            out.append(_Group(suffix, settings, [{"name": named[k], "perturb": todo[k][0]} for k in members], members))
         return out
 
-    def _check(self, groups: Sequence[tuple[str, dict[str, Any], list[dict[str, Any]], list[str]]]) -> list[Prepared]:
+    def _check(self, groups: Sequence[_Group]) -> list[Prepared]:
         """Refuse a generation that would not parse, in one line, before a number is claimed."""
         return [
-            prepare(self.runs, f"{self.name}-check{suffix}", self.base, self.backend, _perturbing(variants), settings)
-            for suffix, settings, variants, _ in groups
+            prepare(
+                self.runs, f"{self.name}-check{g.suffix}", self.base, self.backend, _perturbing(g.variants), g.settings
+            )
+            for g in groups
         ]
 
     def _run(
         self,
         generation: int,
-        groups: Sequence[tuple[str, dict[str, Any], list[dict[str, Any]], list[str]]],
+        groups: Sequence[_Group],
         checked: Sequence[Prepared],
         measure: bool = True,
-    ) -> dict[str, tuple[RunRecord, RunRecord | None, str]]:
-        """Each group as one generation flow with its own base, its ratios recorded; runs by
-        content key."""
-        found: dict[str, tuple[RunRecord, RunRecord | None, str]] = {}
-        for (suffix, _, variants, members), prepared in zip(groups, checked, strict=True):
+    ) -> dict[str, _Answer]:
+        """Each group as one generation flow with its own base, its ratios recorded; the runs
+        by content key (their indices set by the caller)."""
+        found: dict[str, _Answer] = {}
+        for group, prepared in zip(groups, checked, strict=True):
+            suffix = group.suffix
             sweep = f"{self.name}-g{generation}{suffix}"
             spec = write(prepared, sweep)  # the file for people; the spec _check parsed, renamed
             # the reference's scores stand as an earlier generation recorded them; a measured
@@ -350,8 +377,8 @@ class Study:
             ref = ran.runs.get("base")
             if ref is not None and ref.status == "ok":
                 self._references[suffix] = ref
-            for k, v in zip(members, variants, strict=True):  # an empty candidate is the base: its reference
-                found[k] = (ran.runs[v["name"] if v["perturb"] else "base"], ref, sweep)
+            for k, v in zip(group.members, group.variants, strict=True):  # an empty candidate is the base
+                found[k] = _Answer(-1, sweep, ran.runs[v["name"] if v["perturb"] else "base"], ref)
         return found
 
     def _evaluated(self, store: StudyStore, keys: set[str] | None = None) -> list[Evaluated]:

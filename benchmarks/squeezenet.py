@@ -7,7 +7,8 @@ export names it (``/features/features.0/Conv``, the layer ``generation_cost.py``
 
 from __future__ import annotations
 
-import sys
+import argparse
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -69,5 +70,13 @@ def squeezenet1_1(size: int = 64) -> onnx.ModelProto:
     return model
 
 
+def main() -> None:
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument("out", type=Path, help="the .onnx file to write")
+    parser.add_argument("--size", type=int, default=64, help="the input's height and width")
+    args = parser.parse_args()
+    onnx.save(squeezenet1_1(args.size), str(args.out))
+
+
 if __name__ == "__main__":
-    onnx.save(squeezenet1_1(), sys.argv[1])
+    main()

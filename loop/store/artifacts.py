@@ -30,7 +30,7 @@ from loop.core.registry import DEVICE_BY_SUFFIX as DEVICE_BY_SUFFIX  # re-export
 from loop.core.text import for_person
 from loop.core.vocab import Artifact, CompileResult, TensorLayout
 from loop.store.cache import Cache
-from loop.store.files import StoreFault, read_regular, store_verified
+from loop.store.files import FLAGS, NOFOLLOW, StoreFault, read_regular, store_verified
 from loop.store.shared import FOLDER, JOIN_BELOW, TensorStore, join, names, read_whole, split_once, store_artifact
 
 if TYPE_CHECKING:
@@ -169,7 +169,9 @@ def regular_sha(path: Path) -> str:
 
 @contextlib.contextmanager
 def _regular(path: Path) -> Iterator[BinaryIO]:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    """A regular file opened to read, as :func:`~loop.store.files.read_regular` opens one: never
+    through a link, and never waiting on a FIFO put where the file was."""
+    fd = os.open(path, os.O_RDONLY | FLAGS | NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))

@@ -82,6 +82,11 @@ def test_a_hef_reaches_its_device_as_a_checked_link_never_read_whole(tmp_path: P
     link.symlink_to(ready.path)
     with pytest.raises(StoreFault, match="cannot read"):
         checked_file(replace(stored, path=str(link)), tmp_path / "b")  # never through a link
+    fifo = tmp_path / "c" / "fifo.hef"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    with pytest.raises(StoreFault, match="cannot read"):
+        checked_file(replace(stored, path=str(fifo)), tmp_path / "c")  # refused at once, never waited on
 
 
 def test_a_device_job_carries_a_hef_by_path_and_an_onnx_artifact_by_value(tmp_path: Path, artifact) -> None:

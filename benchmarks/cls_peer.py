@@ -24,11 +24,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import real_frames as rf
 import score_intervals as si
+from real_models import Reader
 
 from loop.author.graphs import load_onnx
 from loop.compilers.base import run_compile
@@ -61,14 +62,6 @@ def outputs(model: str | bytes, frames: np.ndarray) -> np.ndarray:
     return np.concatenate([session.run(None, {INPUT: frames[i : i + 1]})[0] for i in range(len(frames))])
 
 
-class Reader(CalibrationDataReader):
-    def __init__(self, frames: np.ndarray) -> None:
-        self.feeds = iter([{INPUT: frames[i : i + 1]} for i in range(len(frames))])
-
-    def get_next(self) -> dict[str, np.ndarray] | None:
-        return next(self.feeds, None)
-
-
 def one_set(model: Path, loaded: Path, cal: np.ndarray, score: np.ndarray, tmp: Path) -> dict[str, object]:
     ref = outputs(str(model), score)
 
@@ -83,11 +76,12 @@ def one_set(model: Path, loaded: Path, cal: np.ndarray, score: np.ndarray, tmp: 
         return round(float(10 * np.log10((ref**2).sum() / ((ref - y) ** 2).sum())), 2)
 
     row: dict[str, object] = {}
+    feeds = [{INPUT: cal[i : i + 1]} for i in range(len(cal))]
     for source, tag in ((model, "shipped"), (loaded, "loaded")):
         for per_channel in (True, False):
             out = tmp / f"plain-{tag}-{per_channel}.onnx"
             quantize_static(
-                str(source), str(out), Reader(cal), quant_format=QuantFormat.QDQ, per_channel=per_channel,
+                str(source), str(out), Reader(feeds), quant_format=QuantFormat.QDQ, per_channel=per_channel,
                 activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
             )  # fmt: skip
             name = f"plain {tag} {'per-channel' if per_channel else 'per-tensor'}"

@@ -15,11 +15,9 @@ import hashlib
 import json
 import os
 import shutil
-import stat
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
 import onnx
 
@@ -30,7 +28,7 @@ from loop.core.registry import DEVICE_BY_SUFFIX as DEVICE_BY_SUFFIX  # re-export
 from loop.core.text import for_person
 from loop.core.vocab import Artifact, CompileResult, TensorLayout
 from loop.store.cache import Cache
-from loop.store.files import FLAGS, NOFOLLOW, StoreFault, read_regular, store_verified
+from loop.store.files import StoreFault, open_regular, read_regular, store_verified
 from loop.store.shared import FOLDER, JOIN_BELOW, TensorStore, join, names, read_whole, split_once, store_artifact
 
 if TYPE_CHECKING:
@@ -154,28 +152,17 @@ def _link_or_copy(path: Path, here: Path) -> None:
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise
-        with _regular(path) as src, open(here, "xb") as dst:
+        with open_regular(path) as src, open(here, "xb") as dst:
             shutil.copyfileobj(src, dst, CHUNK)
 
 
 def regular_sha(path: Path) -> str:
     """SHA-256 of a regular file (never through a link), a chunk at a time."""
     h = hashlib.sha256()
-    with _regular(path) as f:
+    with open_regular(path) as f:
         while chunk := f.read(CHUNK):
             h.update(chunk)
     return h.hexdigest()
-
-
-@contextlib.contextmanager
-def _regular(path: Path) -> Iterator[BinaryIO]:
-    """A regular file opened to read, as :func:`~loop.store.files.read_regular` opens one: never
-    through a link, and never waiting on a FIFO put where the file was."""
-    fd = os.open(path, os.O_RDONLY | FLAGS | NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        yield f
 
 
 CHUNK = 1 << 24

@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha
@@ -187,12 +187,20 @@ def _unlink(name: str, dir_fd: int | None) -> None:
 
 def read_regular(path: Path, follow: bool = False) -> bytes:
     """The bytes of a regular file; a link (unless ``follow``), FIFO or device is an OSError."""
+    with open_regular(path, follow) as f:
+        return f.read()
+
+
+@contextmanager
+def open_regular(path: Path, follow: bool = False) -> Iterator[BinaryIO]:
+    """A regular file opened to read; a link (unless ``follow``), FIFO or device is an OSError,
+    raised at once (a FIFO is never waited on)."""
     flags = os.O_RDONLY | FLAGS | getattr(os, "O_NONBLOCK", 0) | (0 if follow else NOFOLLOW)
     fd = os.open(path, flags)
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
-        return f.read()
+        yield f
 
 
 def read_verified(path: Path, sha: str) -> bytes | None:

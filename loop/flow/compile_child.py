@@ -29,15 +29,7 @@ from loop.core import memory
 from loop.core.leftovers import scratch
 from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized
 from loop.flow import supervise
-from loop.store.codec import (
-    Damaged,
-    decode,
-    decode_quantized,
-    encode,
-    encode_quantized,
-    options_from_json,
-    options_to_json,
-)
+from loop.store import codec
 
 STAGES = ("optimize", "rescale", "fingerprint", "compile")
 
@@ -96,11 +88,11 @@ def _write_inputs(
     quantized: Quantized | None,
 ) -> None:
     if quantized is not None:
-        meta, blob = encode_quantized(quantized)
+        meta, blob = codec.encode_quantized(quantized)
         (work / "quantized.meta").write_bytes(meta)
         (work / "quantized.blob").write_bytes(blob)
     (work / "ref.txt").write_text(ref)
-    (work / "options.json").write_text(options_to_json(options))
+    (work / "options.json").write_text(codec.options_to_json(options))
     if isinstance(model, Path):  # a file goes by its path: the child runs on this host
         (work / "model.path").write_text(str(model.resolve()))
     else:
@@ -114,12 +106,14 @@ def _write_inputs(
 def _read_inputs(work: Path) -> tuple[str, bytes | Path, Frames, CompileOptions, Quantized | None]:
     quantized = None
     if (work / "quantized.meta").exists():
-        quantized = decode_quantized((work / "quantized.meta").read_bytes(), (work / "quantized.blob").read_bytes())[0]
+        quantized = codec.decode_quantized(
+            (work / "quantized.meta").read_bytes(), (work / "quantized.blob").read_bytes()
+        )[0]
     return (
         (work / "ref.txt").read_text(),
         _read_model(work),
         _read_frames(work),
-        options_from_json((work / "options.json").read_text()),
+        codec.options_from_json((work / "options.json").read_text()),
         quantized,
     )
 
@@ -154,8 +148,8 @@ def _outcome(
             stderr_tail=tail,
         )
     try:
-        return decode(meta.read_bytes(), (work / "out.blob").read_bytes())[0]
-    except (Damaged, OSError) as exc:
+        return codec.decode(meta.read_bytes(), (work / "out.blob").read_bytes())[0]
+    except (codec.Damaged, OSError) as exc:
         return CompileResult(ok=False, stage=stage, error=f"compile result unreadable: {exc}", stderr_tail=tail)
 
 
@@ -200,7 +194,7 @@ def _compile_to(
         result.info["peak_bytes"] = memory.peak_bytes()  # this compile process's own: the estimate's evidence
     except Exception as exc:
         result = CompileResult(ok=False, stage="startup", error=f"{type(exc).__name__}: {exc}")
-    meta, blob = encode(result)
+    meta, blob = codec.encode(result)
     (work / "out.blob").write_bytes(blob)
     (work / "out.meta.tmp").write_bytes(meta)
     os.replace(work / "out.meta.tmp", work / "out.meta")  # last: its presence means a whole result

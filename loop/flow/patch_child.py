@@ -28,17 +28,9 @@ from typing import Any
 
 from loop.core.vocab import CompileOptions, CompileResult, Quantized, QuantizedInCache
 from loop.flow import supervise
+from loop.store import codec
 from loop.store.artifacts import keep_here
 from loop.store.cache import Cache, entry_bytes
-from loop.store.codec import (
-    Damaged,
-    decode,
-    decode_quantized,
-    encode,
-    encode_quantized,
-    options_from_json,
-    options_to_json,
-)
 
 HELD = 2  # quantized bases a child keeps: a study's, and another group's
 KEPT: tuple[bytes, bytes] = (b"", b"")  # the entry of a patch whose child stored it itself
@@ -75,7 +67,7 @@ class PatchProcess:
                 if isinstance(quantized, QuantizedInCache):  # read there by the child
                     parts: tuple[bytes, ...] = (b"cached", key.encode(), quantized.folder.encode())
                 else:
-                    parts = (b"base", key.encode(), *encode_quantized(quantized))
+                    parts = (b"base", key.encode(), *codec.encode_quantized(quantized))
                 for part in parts:
                     self._conn.send_bytes(part)
                 self._sent[key] = None
@@ -85,7 +77,7 @@ class PatchProcess:
             runs, cache = (str(keep[0]), str(keep[1] or "")) if keep is not None else ("", "")
             for part in (b"patch", ref.encode(), key.encode(), entry.encode(), runs.encode(), cache.encode()):
                 self._conn.send_bytes(part)
-            self._conn.send_bytes(options_to_json(options).encode())
+            self._conn.send_bytes(codec.options_to_json(options).encode())
             return self._answer(options.timeout_s)
         except (OSError, EOFError) as exc:
             return self._ended("startup", f"patch process unreachable: {exc}"), None
@@ -130,8 +122,8 @@ class PatchProcess:
                 continue
             meta, blob, kept = self._conn.recv_bytes(), self._conn.recv_bytes(), self._conn.recv_bytes()
             try:
-                result = decode(meta, blob)[0]
-            except Damaged as exc:
+                result = codec.decode(meta, blob)[0]
+            except codec.Damaged as exc:
                 return self._ended(stage, f"compile result unreadable: {exc}"), None
             if kept == b"kept":
                 return result, KEPT
@@ -201,7 +193,7 @@ def _serve(conn: Any) -> None:
         if kind in (b"base", b"cached"):
             key = conn.recv_bytes().decode()
             if kind == b"base":
-                bases[key] = decode_quantized(conn.recv_bytes(), conn.recv_bytes())[0]
+                bases[key] = codec.decode_quantized(conn.recv_bytes(), conn.recv_bytes())[0]
             else:  # None where the entry went meanwhile (pruned): each patch of it says so
                 bases[key] = Cache(Path(conn.recv_bytes().decode())).lookup_quantized(key)
             while len(bases) > HELD:
@@ -217,16 +209,16 @@ def _serve(conn: Any) -> None:
         base = bases[key]
         if base is None:
             gone = CompileResult(ok=False, stage="store", error="its quantized base left the compile cache (pruned?)")
-            for part in (b"done", *encode(gone), b""):
+            for part in (b"done", *codec.encode(gone), b""):
                 conn.send_bytes(part)
             continue
-        result = compile_with(compilers[ref], b"", {}, options_from_json(options), base)
+        result = compile_with(compilers[ref], b"", {}, codec.options_from_json(options), base)
         ok = result.ok and result.artifact is not None
         kept = ok and bool(runs) and keep_here(Path(runs), Path(cache) if cache else None, entry, result)
         spilled = ok and not result.artifact.data  # type: ignore[union-attr]
         # stored here: the result naming its artifact's file; else a success as the cache keeps
         # it (the parent stores these very bytes), a failure as it is
-        encoded = encode(result) if spilled or not ok else entry_bytes(entry, result)
+        encoded = codec.encode(result) if spilled or not ok else entry_bytes(entry, result)
         for part in (b"done", *encoded, b"kept" if kept else b""):
             conn.send_bytes(part)
 

@@ -97,7 +97,8 @@ def test_kill_9_during_a_hung_compile_leaves_no_process_alive(write_sweep, tmp_p
     left = {int(p.name.split("-")[2]) for p in scratch.glob("loop-*")}
     assert sweep.pid in left and not [pid for pid in left if process_alive(pid)]  # the author folder, maybe more
     _next_sweep_starts(write_sweep, tmp_path, scratch, monkeypatch)
-    assert list(scratch.glob("loop-*")) == []
+    # what remains is this live process's own (its models folder, when no earlier test made it)
+    assert [p for p in scratch.glob("loop-*") if int(p.name.split("-")[2]) != os.getpid()] == []
 
 
 def _next_sweep_starts(write_sweep, tmp_path: Path, scratch: Path, monkeypatch) -> None:

@@ -22,8 +22,10 @@ import onnxruntime as ort
 from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
 from loop.author.frames import Frames, count, feed
-from loop.compilers import bias_correction, biasing, boundary, calibration, qdq, qdq_rescale, qdq_weights
+from loop.compilers import boundary, calibration, qdq, qdq_rescale, qdq_weights
 from loop.compilers.base import Compiler, share_said
+from loop.compilers.bias import correction as bias_correction
+from loop.compilers.bias import zeros
 from loop.core.errors import LoopError
 from loop.core.leftovers import scratch
 from loop.core.modelfile import as_file, load_model, own_name, self_contained, write_model
@@ -81,7 +83,7 @@ class OnnxRuntimeCompiler(Compiler):
             if options.bias_correction:
                 # The Dataflow Compiler gives every layer a bias; a zero one here lets bias
                 # correction reach layers exported without (FPN's, a conv before a BatchNorm).
-                given = biasing.add_zero_biases(float_model)
+                given = zeros.add_zero_biases(float_model)
                 if given:
                     info["zero_bias_added"] = given
                     path = _biased(path, Path(tmp))
@@ -107,10 +109,10 @@ class OnnxRuntimeCompiler(Compiler):
         apart = qdq_weights.held_apart(quantized, options.weight_bits)
         if apart:
             info["weights"]["held_apart"] = apart
-        info["overrides"], warnings = biasing.used_ranges(quantized, options.overrides)
+        info["overrides"], warnings = qdq.used_ranges(quantized, options.overrides)
         said = [share_said(info.get("weights_4bit_share")), qdq_weights.apart_line(apart, options.weight_bits)]
         warnings += [line for line in said if line]
-        info["removed_clamps"] = biasing.removed_clamps(float_model, quantized)
+        info["removed_clamps"] = qdq.removed_clamps(float_model, quantized)
         info["wide_grids"] = qdq.wide_grids(quantized)
         if options.bias_correction:
             feeds = calibration_feeds(float_model, calibration)
@@ -191,7 +193,7 @@ def _biased(path: Path, folder: Path) -> Path:
     """The model at ``path`` with its zero biases, written in ``folder`` (its tensors beside it
     where it has external data)."""
     model = load_model(path)
-    biasing.add_zero_biases(model)
+    zeros.add_zero_biases(model)
     return write_model(model, folder, not self_contained(path), "biased")[0]
 
 

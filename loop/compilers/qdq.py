@@ -1,4 +1,5 @@
-"""Reading a QDQ model as ONNX Runtime's quantizer writes it (see docs/onnxruntime.md)."""
+"""Reading a QDQ model as ONNX Runtime's quantizer writes it (see docs/onnxruntime.md), and what it
+reveals of the quantizer: the ranges it actually used, the clamps it removed."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import onnx
 from onnx import numpy_helper
 
 from loop.core.hashing import array_sha, array_shas
-from loop.core.vocab import LayerPrint
-from loop.judge.structure import FOLDED_ACTIVATIONS, QUANTIZED_OPS, constants
+from loop.core.vocab import LayerPrint, RangeOverride
+from loop.judge.structure import FOLDED_ACTIVATIONS, QUANTIZED_OPS, clip_bounds, constants
 from loop.judge.weights import bits_of
 
 
@@ -340,3 +341,57 @@ def wide_grids(model: onnx.ModelProto) -> dict[str, dict[str, object]]:
         writer = g.producer.get(node.input[0])
         found[tensor] = {"bits": bits, "node": (writer.name or writer.output[0]) if writer is not None else tensor}
     return found
+
+
+UINT8_MAX = 255
+
+
+def used_ranges(
+    quantized: onnx.ModelProto, overrides: tuple[RangeOverride, ...]
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """For each forced range, the range asked and the one the quantizer used (it widens a
+    range to hold 0, and rounds it to its grid); a warning for each that moved."""
+    g = QdqGraph(quantized)
+    ranges: dict[str, dict[str, Any]] = {}
+    warnings = []
+    for o in overrides:
+        grid = _q_grid(g, o.tensor)
+        used = None if grid is None else [float((0 - grid[1]) * grid[0]), float((UINT8_MAX - grid[1]) * grid[0])]
+        ranges[o.tensor] = {"layer": o.layer, "side": o.side, "asked": [o.lo, o.hi], "used": used}
+        label = f"force_range_{o.side}({o.layer})"
+        if grid is None or used is None:
+            warnings.append(f"{label}: tensor '{o.tensor}' is not quantized; nothing forced")
+        elif abs(used[0] - o.lo) > grid[0] or abs(used[1] - o.hi) > grid[0]:
+            warnings.append(
+                f"{label}: asked [{o.lo:g}, {o.hi:g}], the quantizer used "
+                f"[{used[0]:.4g}, {used[1]:.4g}] (a range must hold 0)"
+            )
+    return ranges, warnings
+
+
+def _q_grid(g: QdqGraph, tensor: str) -> tuple[float, float] | None:
+    """(scale, zero point) of the QuantizeLinear over ``tensor``; a graph output's DQ keeps
+    the output's name, so there the Q is found behind it."""
+    q = next((n for n in g.consumers.get(tensor, []) if n.op_type == "QuantizeLinear"), None)
+    dq = g.producer.get(tensor)
+    if q is None and dq is not None and dq.op_type == "DequantizeLinear":
+        q = g.producer.get(dq.input[0])
+    if q is None or q.op_type != "QuantizeLinear":
+        return None
+    return g.scalar(q.input[1]) or 0.0, g.scalar(q.input[2] if len(q.input) > 2 else None) or 0.0
+
+
+def removed_clamps(float_model: onnx.ModelProto, quantized: onnx.ModelProto) -> dict[str, list[float | None]]:
+    """Each Relu or Clip the quantizer removed, as the tensor whose grid now does its work
+    (its output, which the quantizer moved upstream) and its bounds [lo, hi] (None:
+    unbounded). Read from what is gone from ``quantized``, not predicted from op names."""
+    kept = {n.name for n in quantized.graph.node}
+    consts = constants(float_model.graph)
+    found: dict[str, tuple[float, float]] = {}
+    for node in float_model.graph.node:
+        if node.op_type not in FOLDED_ACTIVATIONS or node.name in kept:
+            continue
+        lo, hi = (0.0, np.inf) if node.op_type == "Relu" else clip_bounds(node, consts)
+        before = found.pop(node.input[0], (-np.inf, np.inf))  # a Relu then a Clip: both removed
+        found[node.output[0]] = (max(lo, before[0]), min(hi, before[1]))
+    return {t: [float(b) if np.isfinite(b) else None for b in pair] for t, pair in found.items()}

@@ -205,7 +205,7 @@ def analyse(model: onnx.ModelProto) -> Structure:
         out, bound = follow_activations(node.output[0], graph, consts, consumers)
         if bound != (-np.inf, np.inf):
             bounds[out] = bound
-        channels = _channels(node, consts[weight]) if weight is not None else None
+        channels = out_channels(node, consts[weight]) if weight is not None else None
         count = int(consts[weight].size) if weight is not None else 0
         layers.append(Layer(node.name, node.op_type, len(layers), weight, bias, node.input[0], out, channels, count))
     values = [v for v in graph.input if v.name not in inits]
@@ -223,7 +223,7 @@ def analyse(model: onnx.ModelProto) -> Structure:
     )
 
 
-def _channels(node: onnx.NodeProto, kernel: np.ndarray) -> int | None:
+def out_channels(node: onnx.NodeProto, kernel: np.ndarray) -> int | None:
     """A layer's output channels as its kernel holds them: a Conv's first axis, a ConvTranspose's
     second (times its groups), a MatMul's last, a Gemm's by ``transB``."""
     if kernel.ndim == 0:

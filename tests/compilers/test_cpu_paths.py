@@ -23,7 +23,7 @@ import onnx
 import pytest
 from authored import linear_model, one_linear, patterns_model
 
-from loop.compilers import bias_guard
+from loop.compilers.bias import guard as bias_guard
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
 from loop.core.vocab import CompileOptions
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from loop.compilers.bias_guard import Estimate
+from loop.compilers.bias.guard import Estimate
 
 
 def _estimate(shares: list[float]) -> Estimate:

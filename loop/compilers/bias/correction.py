@@ -11,16 +11,6 @@ are corrected together, and the quantized graph is run in segments, one per dept
 ``d`` holds the nodes that only corrections shallower than ``d`` can reach, so its outputs
 are final once computed and are kept, never recomputed. Only the short chain from each
 layer to its quantized output is run twice (to measure it, then again downstream).
-
-A correction is kept only where it helps: ``bias_rules`` weighs each on calibration frames it
-was not estimated from (or shrinks it by its standard error), and places a kept one on its
-bias's grid, widening an Add constant's grid rather than pinning a value at its end. Then
-``bias_guard`` keeps the pass only if, done without each of four folds of the frames, it
-lowers the model's own output error on every fold, clear of the folds' spread (each layer's
-own error cannot see what a correction does downstream). With the guard the pass costs about
-four plain ones; a sweep pays it once, on its reference, and every variant judged against that
-reference follows the reference's decision (``given``), so a near tie cannot go one way on the
-reference and the other on a variant (issue 42).
 """
 
 from __future__ import annotations
@@ -32,8 +22,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from loop.compilers import bias_guard, bias_rules
-from loop.compilers.bias_rules import Rule
+from loop.compilers.bias import guard as bias_guard
+from loop.compilers.bias import rules as bias_rules
+from loop.compilers.bias.rules import Rule
 from loop.compilers.qdq import QdqGraph
 from loop.core.sessions import Optimization, session
 
@@ -208,8 +199,8 @@ def correct(
     given: Literal["kept", "dropped"] | None = None,
 ) -> Correction:
     """Correct ``quantized``'s biases in place against ``float_model`` on ``frames``, each
-    layer's correction kept or shrunk by ``rule`` (see ``bias_rules``). With ``guard``, only
-    if the pass lowers the model's output error on held-out frames (see ``bias_guard``);
+    layer's correction kept or shrunk by ``rule`` (see ``rules``). With ``guard``, only
+    if the pass lowers the model's output error on held-out frames (see ``guard``);
     ``given``: the guard's decision, already made on the reference, is followed, not estimated."""
     means = float_model if isinstance(float_model, FloatMeans) else FloatMeans(float_model, frames, threads)
     nothing = Correction(rule, len(frames), guard="nothing to correct" if guard and given is None else "off")

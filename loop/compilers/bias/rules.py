@@ -78,12 +78,6 @@ def shrunk(error: np.ndarray) -> np.ndarray:
     return np.asarray(mean * factor)
 
 
-def _change(move: np.ndarray, mean: np.ndarray) -> float:
-    """How much a bias ``move`` changes the summed mean squared error of channels whose
-    mean error is ``mean``."""
-    return float(np.sum(move**2 + 2 * move * mean))
-
-
 @dataclass(frozen=True)
 class Placed:
     """A bias after its move: the integers, its grid if that had to move, and how far each

@@ -1,7 +1,7 @@
 """Whether bias correction, all layers together, lowers the model's own output error on
 frames it was not estimated from, by more than the estimate's own noise.
 
-Each layer's correction is weighed on that layer alone (``bias_rules``); that cannot see what
+Each layer's correction is weighed on that layer alone (``rules``); that cannot see what
 it does downstream. On a speech detector (Silero VAD) corrections that lower every early
 layer's own error raise the error of the LSTM's state outputs by more than they lower the
 rest (-1.1 dB at its outputs). So the whole pass is tried end to end on ``FOLDS`` interleaved

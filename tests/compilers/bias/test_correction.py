@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 from authored import one_linear, patterns_model
 
-from loop.compilers import bias_correction as bc
+from loop.compilers.bias import correction as bc
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler, _quantize
 from loop.compilers.qdq import QdqGraph
 from loop.core.sessions import session

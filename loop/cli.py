@@ -18,6 +18,7 @@ from loop.store.files import StoreFault
 
 if TYPE_CHECKING:
     from loop.core.record import RunRecord
+    from loop.flow.sweep import SweepOptions
 
 RUNS = click.option(
     "--runs",
@@ -164,20 +165,10 @@ def sweep(
         timeouts = StageTimeouts.parse(stage_timeouts)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    user = load_scorer(scorer) if scorer else None
-    if study_name is not None:
-        return _study_sweep(
-            sweep_file,
-            study_name,
-            runs,
-            (jobs, user, quiet, score_only),
-            (cluster, device_cluster, overlap, fresh, stage_timeouts),
-        )
-    parsed = spec.parse(sweep_file, check_backends=True, cluster=cluster is not None)
     options = SweepOptions(
         jobs=jobs,
         progress=not quiet,
-        scorer=user,
+        scorer=load_scorer(scorer) if scorer else None,
         overlap=overlap,
         fresh=fresh,
         cluster=cluster,
@@ -185,6 +176,9 @@ def sweep(
         timeouts=timeouts,
         score_only=score_only,
     )
+    if study_name is not None:
+        return _study_sweep(sweep_file, study_name, runs, options)
+    parsed = spec.parse(sweep_file, check_backends=True, cluster=cluster is not None)
     result = run_sweep(parsed, runs, options)
     measure_flagged(parsed, result.outcomes, runs)  # a ruined base's printed variant, measured first
     with ledger.Ledger(runs / "ledger.sqlite", readonly=True) as book:
@@ -202,19 +196,26 @@ def sweep(
     return 1 if result.failed else 0
 
 
-def _study_sweep(path: Path, name: str, runs: Path, mine: tuple[Any, ...], other: tuple[Any, ...]) -> int:
+def _study_sweep(path: Path, name: str, runs: Path, options: SweepOptions) -> int:
     """``loop sweep FILE --study NAME``: the file as the study's next generation."""
     from loop import report
+    from loop.flow.sweep import SweepOptions
     from loop.study import from_sweep_file
 
-    if any(other):
+    here = SweepOptions(options.jobs, options.progress, options.scorer, score_only=options.score_only)
+    if options != here:
         raise click.UsageError(
             "--study runs here, with --jobs, --scorer, --quiet and --score-only: "
             "not a cluster, --overlap, --fresh or --stage-timeout"
         )
-    jobs, scorer, quiet, score_only = mine
     _, results = from_sweep_file(
-        path, name, measure=not score_only, runs=runs, jobs=jobs, scorer=scorer, progress=not quiet
+        path,
+        name,
+        measure=not options.score_only,
+        runs=runs,
+        jobs=options.jobs,
+        scorer=options.scorer,
+        progress=options.progress,
     )
     reused = sum(r.reused for r in results)
     click.echo(f"study {for_person(name)}: {len(results)} candidate(s), {reused} reused from earlier generations")

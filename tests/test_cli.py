@@ -462,3 +462,12 @@ def test_loop_study_starts_what_it_advises(tmp_path: Path):
     assert invoke("study", "s1", "--runs", runs).exit_code == 0
     other = invoke("study", "s2", "--runs", runs)
     assert other.exit_code == 2 and "its studies: s1" in other.output
+
+
+def test_a_study_sweep_refuses_what_a_study_does_not_take(tmp_path: Path) -> None:
+    """--study runs the file as a generation here: a cluster, --overlap, --fresh or a stage timeout
+    is a usage error before any work, not an option silently dropped."""
+    for extra in (["--overlap"], ["--fresh"], ["--stage-timeout", "open=5"], ["--cluster", "tcp://x:1"]):
+        done = CliRunner().invoke(main, ["sweep", "any.yaml", "--study", "s", "--runs", str(tmp_path), *extra])
+        assert done.exit_code == 2 and "not a cluster, --overlap" in done.output, (extra, done.output)
+    assert not list(tmp_path.iterdir())

@@ -60,16 +60,24 @@ MEASURE = """<script>
   const box = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
   const out = {figures: [], lists: [], sections: [], grids: []};
   document.querySelectorAll("svg").forEach((svg) => {
-    const ticks = [];
+    const ticks = [], labels = [];
     svg.querySelectorAll('g[id^="xtick_"] text, g[id^="ytick_"] text').forEach((t) => {
       if (t.textContent.trim()) ticks.push({text: t.textContent, box: box(t)});
     });
-    out.figures.push({texts: [...svg.querySelectorAll("text")].map((t) => t.textContent), ticks: ticks});
+    svg.querySelectorAll("text").forEach((t) => {
+      if (t.textContent.trim()) labels.push({text: t.textContent, box: box(t)});
+    });
+    const texts = [...svg.querySelectorAll("text")].map((t) => t.textContent);
+    out.figures.push({texts: texts, ticks: ticks, labels: labels});
   });
   document.querySelectorAll("ul").forEach((ul) => {
     out.lists.push([...ul.querySelectorAll("li")].map((li) => li.innerText));
   });
-  document.querySelectorAll(".grid").forEach((g) => out.grids.push([g.scrollWidth, g.clientWidth]));
+  document.querySelectorAll(".grid").forEach((g) => {
+    const table = g.querySelector("table"), head = g.querySelector("tr");
+    const wide = table ? box(table)[2] - box(table)[0] : 0, tall = head ? box(head)[3] - box(head)[1] : 0;
+    out.grids.push([g.scrollWidth, g.clientWidth, wide, tall]);
+  });
   document.querySelectorAll("h2").forEach((h) => {
     let drawn = false;  // a table or a plot before the next heading: something to look at
     for (let e = h.nextElementSibling; e && e.tagName !== "H2"; e = e.nextElementSibling) {
@@ -91,9 +99,10 @@ MEASURE = """<script>
 
 @dataclass(frozen=True)
 class Seen:
-    """What Chromium laid out: each figure's texts and tick labels (with their boxes, px), each
-    list's items, each audit grid's scroll and client widths, each section's title, top and
-    whether it holds a table or a plot, the page's visible text, and its widths and height."""
+    """What Chromium laid out: each figure's texts, and its tick labels and texts with their boxes
+    (px), each list's items, each audit grid's scroll and client widths, its table's width and its
+    header's height, each section's title, top and whether it holds a table or a plot, the page's
+    visible text, and its widths and height."""
 
     figures: list[dict]
     lists: list[list[str]]
@@ -118,7 +127,7 @@ def seen(page: Path) -> Seen:
 
 
 MATHTEXT = re.compile(r"\\mathdefault|\\times|\^\{|\$[^$\n]*\$")
-NOT_SAID = re.compile(r"\bNone\b|\bnan\b|running at")
+NOT_SAID = re.compile(r"\bNone\b|\bnan\b|running at|\S-g\d+-o[0-9a-f]{8}\b")  # the last: a study group's hash
 
 
 def overlaps(ticks: list[dict], slack: float = 0.5) -> list[tuple[str, str]]:
@@ -133,20 +142,31 @@ def overlaps(ticks: list[dict], slack: float = 0.5) -> list[tuple[str, str]]:
 
 
 def faults(view: Seen) -> list[str]:
-    """What a person would see wrong: raw mathtext, tick labels printed over one another, a
-    ``None`` or a ``running at`` in the text, an empty list or an item with nothing after its
-    name, a grid or a page wider than the window (cut at its right edge in a screenshot)."""
+    """What a person would see wrong: raw mathtext, tick labels or any two texts of a figure (a
+    point's label, a title) printed over one another, a ``None``, a ``running at`` or a study
+    group's hash in the text, an empty list or an item with nothing after its name, a grid or a
+    page wider than the window (cut at its right edge in a screenshot), an audit grid whose header
+    is taller than the grid is wide (a short grid's names on end: a tall empty box)."""
     found = []
     for n, fig in enumerate(view.figures):
         found += [f"figure {n}: raw mathtext {t!r}" for t in fig["texts"] if MATHTEXT.search(t)]
         found += [f"figure {n}: tick labels overlap: {a!r} and {b!r}" for a, b in overlaps(fig["ticks"])]
+        said = set(overlaps(fig["ticks"]))
+        found += [
+            f"figure {n}: texts overlap: {a!r} and {b!r}" for a, b in overlaps(fig["labels"]) if (a, b) not in said
+        ]
     found += [f"page text: {m[0]!r} in {line!r}" for line in view.text.splitlines() for m in NOT_SAID.finditer(line)]
     found += [f"page text: raw mathtext in {line!r}" for line in view.text.splitlines() if MATHTEXT.search(line)]
     found += ["an empty list" for items in view.lists if not items]
     found += [
         f"a list item that says nothing: {i!r}" for items in view.lists for i in items if re.search(r":\s*-?\s*$", i)
     ]
-    found += [f"an audit grid {w:.0f} px wide in {c:.0f}: cut at its edge" for w, c in view.grids if w > c + 1]
+    found += [f"an audit grid {w:.0f} px wide in {c:.0f}: cut at its edge" for w, c, *_ in view.grids if w > c + 1]
+    found += [
+        f"an audit grid {wide:.0f} px wide under a header {tall:.0f} px tall: an empty box"
+        for *_, wide, tall in view.grids
+        if tall > wide
+    ]
     if view.width > view.viewport:
         found.append(f"the page is {view.width:.0f} px wide in a {view.viewport:.0f} px window")
     return found

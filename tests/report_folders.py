@@ -40,8 +40,10 @@ def example_sweep(folder: Path) -> Path:
 
 def study_of_three(folder: Path) -> Path:
     """Study ``range`` on graphs/two_conv.yaml: three candidates in generation 0 (one clean, two
-    confounded), then generation 1 asking one of them again (reused) and a new one; and two rows a
-    killed process left ``running`` in a generation it never finished."""
+    confounded), then generation 1 asking one of them again (reused), a new one and one with compile
+    options of its own (a group of its own, ``range-g1-o<hash>``: an output grid 8 times as coarse,
+    clean and far below its reference); and two rows a killed process left ``running`` in a
+    generation it never finished."""
     from loop.study import Study
 
     runs = folder / "runs"
@@ -50,7 +52,9 @@ def study_of_three(folder: Path) -> Path:
     forced = [{"op": "force_range_out", "layer": "conv1", "range": [0.0, 4.0]}]
     study.evaluate([forced, [{"op": "scale_weights", "layer": "conv2", "factor": 1.1}],
                     [{"op": "force_range_out", "layer": "conv1", "range": [0.0, 8.0]}]])  # fmt: skip
-    study.evaluate([forced, [{"op": "scale_weights", "layer": "conv1", "factor": 1.05}]])
+    coarse = {"perturb": [{"op": "scale_grid", "layer": "conv1", "of": "output", "factor": 8.0}],
+              "compile": {"bias_correction": False}}  # fmt: skip
+    study.evaluate([forced, [{"op": "scale_weights", "layer": "conv1", "factor": 1.05}], coarse])
     study.close()
     _dead_rows(runs / "ledger.sqlite", "range-g2", ("base", "c0"))
     return runs

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
+from loop.core.kinds import Flag
+from loop.core.record import RunRecord
 from loop.core.text import LIMIT, for_person
 
 
@@ -36,3 +38,20 @@ def rows_table(
 
 def interval(ci: tuple[float, float] | None, spec: str) -> str:
     return "" if ci is None else f" <span class='note'>[{ci[0]:{spec}}, {ci[1]:{spec}}]</span>"
+
+
+def group_cell(sweep: str, names: Mapping[str, str]) -> str:
+    """A sweep as ``names`` shows it (:func:`~loop.report.searches.group_names`), its own name the tooltip."""
+    shown = esc(names.get(sweep, sweep))
+    return shown if names.get(sweep, sweep) == sweep else f"<span title='{esc(sweep)}'>{shown}</span>"
+
+
+def below(run: RunRecord, words: str = " below its reference") -> str:
+    """A mark on a run scored far below its reference, whatever its verdict (a clean run may still
+    give a wrong answer), with the two SNRs as its tooltip; '' for any other run."""
+    if Flag.BELOW_REFERENCE not in run.flags:
+        return ""
+    found = run.info.get("below_reference")
+    snr = found if isinstance(found, dict) else {}
+    said = f"SNR {num(snr.get('snr_db'), '.1f')} dB, its reference's {num(snr.get('reference_snr_db'), '.1f')} dB"
+    return f" <span class='bad' title='far below its reference: {esc(said)}'>&#9660;{words}</span>"

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from loop.core.kinds import NOT_COMPARABLE, Flag, Status, Verdict
 from loop.core.record import RunRecord
 from loop.core.text import CUT, for_person
-from loop.report.cells import esc, interval, num, rows_table
+from loop.report.cells import below, esc, group_cell, interval, num, rows_table
+from loop.report.searches import group_names
 
 if TYPE_CHECKING:
     from loop.measure.results import Result
@@ -29,29 +30,18 @@ def _ttfo_cell(r: RunRecord) -> str:
 
 def _glance_row(r: RunRecord, name: str) -> list[str]:
     m = r.measure
-    ci = m.rate.ci95 if m.rate else None
     return [
         esc(name),
         esc(state(r)),
         _ttfo_cell(r),
-        num(m.median_fps, ".1f") + (f" <span class='note'>[{ci[0]:.1f}, {ci[1]:.1f}]</span>" if ci else "")
+        num(m.median_fps, ".1f") + interval(m.rate.ci95 if m.rate else None, ".1f")
         if m.median_fps is not None or Flag.SCORE_ONLY not in r.flags
         else esc(Flag.SCORE_ONLY),
         num(m.rate.frames if m.rate else None, ","),
         f"{num(m.bytes_in, ',')} / {num(m.bytes_out, ',')}",
-        _snr_cell(r),
+        num(r.scores.snr_db, ".1f") + interval(r.scores.interval("snr_db"), ".1f") + below(r),
         esc(", ".join(r.flags) or "-"),
     ]
-
-
-def _snr_cell(r: RunRecord) -> str:
-    """The SNR with its interval over the frames; marked where it lies far below its reference's,
-    whatever the verdict (a clean run may still give a wrong answer)."""
-    ci = r.scores.interval("snr_db")
-    cell = num(r.scores.snr_db, ".1f") + (f" <span class='note'>[{ci[0]:.1f}, {ci[1]:.1f}]</span>" if ci else "")
-    if Flag.BELOW_REFERENCE in r.flags:
-        cell += " <span class='bad' title='far below its reference'>&#9660; below its reference</span>"
-    return cell
 
 
 def state(run: RunRecord) -> str:
@@ -156,10 +146,11 @@ def _study_glance(study: StudyView) -> Iterator[str]:
         f"{len(study.candidates)} candidate(s) asked. Rates and ratios are from each generation's interleaved "
         f"rounds against its reference, as <code>loop study {esc(study.name)}</code> prints them.</p>"
     )
-    rows = [_study_row(c) for c in study.candidates]
+    names = group_names([*(c.result.sweep for c in study.candidates), *(r.sweep for r in study.references)])
+    rows = [_study_row(c, names) for c in study.candidates]
     yield from rows_table(STUDY, rows, [_study_class(c.result) for c in study.candidates], "study")
     if study.references:
-        refs = ", ".join(f"{esc(r.sweep)} run {r.id}" for r in study.references)
+        refs = ", ".join(f"{group_cell(r.sweep, names)} run {r.id}" for r in study.references)
         yield f"<p class='note'>References (the base compiled with each group's options): {refs}.</p>"
 
 
@@ -170,7 +161,7 @@ def _study_class(result: Result) -> str:
     return "confounded" if result.verdict == Verdict.CONFOUNDED else "" if result.usable else "apart"
 
 
-def _study_row(candidate: Candidate) -> list[str]:
+def _study_row(candidate: Candidate, names: Mapping[str, str]) -> list[str]:
     r = candidate.result
     ci, ratio_ci = r.rate_ci95, r.rate_ratio_ci95
     rate = esc(r.why_no_rate) if r.rate_fps is None else num(r.rate_fps, ".1f") + interval(ci, ".1f")
@@ -178,12 +169,12 @@ def _study_row(candidate: Candidate) -> list[str]:
     reused = "no" if not r.reused else "yes" if r.generation is None else f"yes, run in g{r.generation}"
     return [
         f"g{candidate.asked_in}",
-        f"{esc(r.sweep)}/{esc(r.variant)} <span class='note'>(run {r.run_id})</span>",
+        f"{group_cell(r.sweep, names)}/{esc(r.variant)} <span class='note'>(run {r.run_id})</span>",
         esc(r.verdict or r.status),
         rate,
         ratio,
         esc(r.ratio_basis if r.rate_ratio is not None else "-"),
-        num(r.value("snr_db"), ".1f"),
+        num(r.value("snr_db"), ".1f") + below(r.run),
         reused,
         esc(r.why or "usable"),
     ]

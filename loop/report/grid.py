@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from loop.core.record import RunRecord
 from loop.core.text import LIMIT, for_person
-from loop.report.cells import esc
+from loop.report.cells import below, esc
 
 if TYPE_CHECKING:
     from loop.report.plots import Cell
@@ -27,11 +27,13 @@ def audit_grid(runs: Sequence[RunRecord], title: str) -> Iterator[str]:
     columns = layer_order(runs)
     cells = [layer_cells(run) for run in runs]
     heads = [f"{esc(run.variant, 60)}: {esc(run.verdict)}" for run in runs]
-    blocks = _blocks(columns, cells, heads)
+    wrap, blocks = _blocks(columns, cells, heads)
+    # names stand upright, wrapped, where they fit so; on end, a short grid is a tall empty box
+    th = f"<th class='layer upright' style='max-width:{wrap}px'>" if wrap else "<th class='layer'>"
     for start, stop in blocks:
         part = f" (layers {start + 1}-{stop} of {len(columns)})" if len(blocks) > 1 else ""
-        head = "".join(f"<th class='layer'>{esc(c, 60)}</th>" for c in columns[start:stop])
-        yield f"<div class='grid'><table class='audit'><caption>{esc(title + part)}</caption><tr><th></th>{head}</tr>"
+        head = "".join(f"{th}{esc(c, 60).replace('/', '/<wbr>')}</th>" for c in columns[start:stop])
+        yield f"<div class='grid'><table class='audit'><caption>{title}{esc(part)}</caption><tr><th></th>{head}</tr>"
         for y, run in enumerate(runs):
             why = _changes_by_layer(run)
             row = "".join(
@@ -41,28 +43,35 @@ def audit_grid(runs: Sequence[RunRecord], title: str) -> Iterator[str]:
                 f"title='{_decoded(c.detail)}{why[layer]}'>{esc(c.detail)}</td>"
                 for x, layer in enumerate(columns[start:stop], start)
             )
-            yield f"<tr><th>{heads[y]}</th>{row}</tr>"
+            yield f"<tr><th>{heads[y]}{below(run, '')}</th>{row}</tr>"
         yield "</table></div>"
 
 
 PAGE_PX = 1060  # the body's width (max-width in loop.report.page.STYLE), less a margin
 CHAR_PX, CELL_PX = 7, 30  # a character of a cell or row head; the narrowest column (2.6em of 11px, padded)
+WRAP_PX = 70, 160  # the narrowest and widest a layer's name is wrapped to, standing upright
 
 
-def _blocks(columns: Sequence[str], cells: Sequence[Mapping[str, Cell]], heads: Sequence[str]) -> list[tuple[int, int]]:
-    """The grid's columns cut into runs ``[start, stop)`` that each fit the page beside the row
-    heads, by the widest text in each column (an estimate; the rendered test measures the page)."""
+def _blocks(
+    columns: Sequence[str], cells: Sequence[Mapping[str, Cell]], heads: Sequence[str]
+) -> tuple[int, list[tuple[int, int]]]:
+    """How wide the layers' names wrap standing upright (0: they stand on end) and the grid's
+    columns cut into runs ``[start, stop)`` that each fit the page beside the row heads, by the
+    widest text in each column (an estimate; the rendered test measures the page)."""
     room = max(PAGE_PX - CHAR_PX * max((len(html.unescape(h)) for h in heads), default=0) - 16, 4 * CELL_PX)
     widths = [
         max(CELL_PX, 12 + CHAR_PX * max((len(c[col].detail) for c in cells if col in c), default=0)) for col in columns
     ]
+    wrap = max(WRAP_PX[0], min(WRAP_PX[1], room // max(len(columns), 1)))
+    if sum(max(w, min(12 + CHAR_PX * min(len(c), 60), wrap)) for w, c in zip(widths, columns, strict=True)) <= room:
+        return wrap, [(0, len(columns))]
     blocks, start, used = [], 0, 0
     for i, width in enumerate(widths):
         if i > start and used + width > room:
             blocks.append((start, i))
             start, used = i, 0
         used += width
-    return [*blocks, (start, len(columns))]
+    return 0, [*blocks, (start, len(columns))]
 
 
 def _decoded(detail: str) -> str:

@@ -28,9 +28,10 @@ from loop.core.record import RunRecord
 from loop.core.registry import DEFAULT_LINK
 from loop.core.text import LIMIT, for_person
 from loop.report import perturbed_named, ruined_lines
-from loop.report.cells import esc, num, rows_table
+from loop.report.cells import esc, group_cell, interval, num, rows_table
 from loop.report.glance import glance_parts
 from loop.report.grid import audit_grid
+from loop.report.searches import group_names, studies_of
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -51,6 +52,7 @@ table.audit td{min-width:2.6em;text-align:center;background:#f2f2f2;font-size:11
 table.audit td.inside{background:#4c9a6a;color:#fff}
 table.audit td.outside{background:repeating-linear-gradient(45deg,#d62728 0 5px,#7f0000 5px 7px);color:#fff}
 table.audit th.layer{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:normal;font-size:11px}
+table.audit th.upright{writing-mode:horizontal-tb;transform:none;overflow-wrap:anywhere;text-align:center}
 table.audit th{font-weight:normal;font-size:12px}
 table.study td:nth-child(4),table.study td:nth-child(5){white-space:nowrap}
 pre.fix{background:#f6f6f6;border:1px solid #ddd;padding:.5em;font-size:12px;overflow-x:auto}
@@ -64,11 +66,10 @@ FRONT = ["generation", "candidate", "rate ratio [95% CI]", "SNR dB", "ratio from
 
 def _front_table(best: Sequence[Result]) -> Iterator[str]:
     """The front's candidates, fastest first, by name: on the plot their names covered one another."""
-    rows = []
+    rows, names = [], group_names(r.sweep for r in best)
     for r in sorted(best, key=lambda r: -(r.value("rate_ratio") or 0.0)):
-        lo, hi = r.interval("rate_ratio")
-        ratio = f"{num(r.rate_ratio, '.3f')} <span class='note'>[{lo:.3f}, {hi:.3f}]</span>"
-        rows.append([esc(r.sweep), esc(r.variant), ratio, num(r.value("snr_db"), ".2f"), esc(r.ratio_basis)])
+        ratio, snr = num(r.rate_ratio, ".3f") + interval(r.interval("rate_ratio"), ".3f"), num(r.value("snr_db"), ".2f")
+        rows.append([group_cell(r.sweep, names), esc(r.variant), ratio, snr, esc(r.ratio_basis)])
     yield "<p class='note'>On the front:</p>"
     yield from rows_table(FRONT, rows)
 
@@ -83,7 +84,7 @@ class Page:
         from loop.report.plots import svg
 
         self.runs, self.link, self.runs_dir, self.svg = list(runs), link, runs_dir, svg
-        self.out, self.scores = out, list(scores)
+        self.out, self.scores, self.studies = out, list(scores), studies_of(runs, runs_dir)
         self.drawn = 0  # figures so far: each takes its own id salt
 
     def section(self, title: str, body: Callable[[], Iterable[str]], missing: str) -> None:
@@ -93,7 +94,7 @@ class Page:
             self.out.write(chunk)
             wrote = wrote or bool(chunk)
         if not wrote:
-            self.out.write(f"<p class='note'>{esc(missing)}</p>")
+            self.out.write(f"<p class='note'>{esc(missing, 4 * LIMIT)}</p>")  # ours, whole
 
     def plots(self, figures: Iterable[Figure]) -> Iterator[str]:
         """Each figure's SVG as soon as it is drawn; the figure is cleared right after, so one
@@ -124,13 +125,14 @@ class Page:
             f"({esc(legend(), 4 * LIMIT)}) and the largest magnitude (x the rounding "
             "bound, or the scale ratio): green inside the footprint, hatched red outside, grey where "
             "nothing changed. Each cell's changes in full are its tooltip. A grid wider than the page is wrapped: "
-            "its layers go on in the next block, under the same rows.</p>"
+            "its layers go on in the next block, under the same rows. &#9660;: scored far below its reference.</p>"
         )
+        names = group_names(by_sweep)
         for sweep, audited in by_sweep.items():
             for at in range(0, len(audited), GRID_ROWS):
                 part = audited[at : at + GRID_ROWS]
                 more = f" (rows {at + 1}-{at + len(part)} of {len(audited)})" if len(audited) > GRID_ROWS else ""
-                yield from audit_grid(part, f"{for_person(sweep[: LIMIT + 1])}{more}")
+                yield from audit_grid(part, group_cell(sweep, names) + esc(more))
 
     def noise(self) -> Iterator[str]:
         """Each stored noise analysis (loop.flow.evaluate.where_lost) as SNR per tensor in graph order."""
@@ -199,15 +201,18 @@ class Page:
         from loop.measure.link import load
         from loop.report.plots import roofline
 
-        measured = [r for r in self.runs if r.status == Status.OK and r.measure.median_fps and r.measure.bytes_in]
+        raced = {c.result.run_id: c.result.rate_fps for s in self.studies for c in s.candidates if c.result.rate_fps}
+        ok = [r for r in self.runs if r.status == Status.OK and r.measure.bytes_in]
+        measured = [r for r in ok if r.measure.median_fps or raced.get(r.id)]
         if not measured:
             return
         model = load(self.runs_dir, self.link)
         yield (
             f"<p class='note'>Ceiling: {esc(model.name)} ({esc(model.source)}). A point under the line is "
-            "compute-bound here; where the line passes below a point, that run would be link-bound on that link.</p>"
+            "compute-bound here; where the line passes below a point, that run would be link-bound on that link."
+            f"{' A study candidate is at the rate its rounds timed, as in the table above.' if raced else ''}</p>"
         )
-        yield from self.plots(roofline(measured, model) for _ in (1,))
+        yield from self.plots(roofline(measured, model, raced) for _ in (1,))
 
     def ttfo(self) -> Iterator[str]:
         from loop.report.plots import ttfo_bars
@@ -254,10 +259,11 @@ def _row(row: list[Any]) -> tuple[str, float | None, float | None]:
     return str(padded[0]), num(padded[1]), num(padded[2])
 
 
-# why a measured study leaves the roofline and the first-output section empty, where they would be
+# why a measured study leaves the first-output section empty, where it would be; and the roofline,
+# where its runs were raced before their bytes per inference were recorded
 RACED = (
     "the study's rates above come from its generations' interleaved rounds, which time each candidate's rate "
-    "but no first output and no bytes per inference (loop sweep on the same base measures the three quantities)"
+    "but no first output (loop sweep on the same base measures all three quantities)"
 )
 
 
@@ -273,11 +279,9 @@ def write_page(
     import matplotlib
 
     from loop.report.plots import RC
-    from loop.report.searches import studies_of
 
     page = Page(runs, link, runs_dir, out, scores)
-    layers = perturbed_named(runs)
-    studies = studies_of(runs, runs_dir)
+    layers, studies = perturbed_named(runs), page.studies
     out.write(f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>")
     out.write(f"<style>{STYLE}</style></head><body><h1>{esc(title)}</h1>")
     with matplotlib.rc_context(RC):  # every text made while the page is drawn is plain text
@@ -297,7 +301,8 @@ def write_page(
         page.section("Ladders", page.ladders, "no link ladder (rungs of two frame sizes or more) and no depth ladder")
         raced = any(c.result.rate_fps is not None for study in studies for c in study.candidates)
         why = f"; {RACED}" if raced else ""
-        page.section("The bus roofline", page.roofline, f"no run with a rate and bytes{why}")
+        old = "; the study's runs were raced before loop recorded their bytes per inference" if raced else ""
+        page.section("The bus roofline", page.roofline, f"no run with a rate and bytes per inference{old}")
         page.section("Time to first output", page.ttfo, f"no run measured a first output{why}")
         page.section("Generations", page.generations, "no study or loop.evaluate generations here")
         page.section("Devices side by side", page.devices, "every run here ran on one device")
@@ -384,7 +389,7 @@ def write_report(
         runs = [_trimmed(_ended(r, dead)) for r in book.records() if sweep is None or r.in_sweep(sweep)]
     if not runs:
         raise LoopError(f"no runs{f' of sweep {for_person(sweep)!r}' if sweep else ''} in {runs_dir}")
-    title = f"loop report: {sweep or ', '.join(sorted({r.sweep for r in runs}))}"
+    title = f"loop report: {sweep or ', '.join(sorted(set(group_names(r.sweep for r in runs).values())))}"
     with _replacing(target) as f:
         write_page(f, latest(runs), title, link, runs_dir, scores)
     return target

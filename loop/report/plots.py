@@ -20,7 +20,7 @@ import io
 import math
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -68,9 +68,12 @@ def shown(text: object, limit: int = NAME) -> str:
 
 
 def labels(runs: Sequence[RunRecord]) -> list[str]:
-    """Each run's variant name, with its sweep where the runs shown span several (generations)."""
-    many = len({r.sweep for r in runs}) > 1
-    return [shown(f"{r.sweep}/{r.variant}" if many else r.variant) for r in runs]
+    """Each run's variant name, with its sweep where the runs shown span several (a study's group as
+    :func:`~loop.report.searches.group_names` names it: ``range g1/c0``)."""
+    from loop.report.searches import group_names
+
+    names = group_names(r.sweep for r in runs)
+    return [shown(f"{names[r.sweep]}/{r.variant}" if len(names) > 1 else r.variant) for r in runs]
 
 
 INSIDE, OUTSIDE = "#4c9a6a", "#d62728"
@@ -89,7 +92,7 @@ def svg(fig: Figure, salt: str = "loop") -> str:
     import matplotlib
     from matplotlib.text import Text
 
-    from loop.report.ticks import plain_log_ticks, tooltips, unclutter
+    from loop.report.ticks import apart, plain_log_ticks, tooltips, unclutter
 
     for made in fig.findobj(Text):  # made before the rc below: titles, labels, legends, annotations
         made.set_parse_math(False)
@@ -97,6 +100,7 @@ def svg(fig: Figure, salt: str = "loop") -> str:
     with matplotlib.rc_context({**RC, "svg.hashsalt": salt}):  # ticks made while drawing
         plain_log_ticks(fig)
         unclutter(fig)
+        apart(fig)
         fig.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
     return tooltips(re.sub(r"<metadata>.*?</metadata>", "", text[text.index("<svg") :], flags=re.S), salt)
@@ -153,12 +157,14 @@ def depth_ladder(run: RunRecord, knee: int | None) -> Figure:
     return fig
 
 
-def roofline(runs: Sequence[RunRecord], model: LinkModel) -> Figure:
-    """Frames/s against bytes per inference, log-log, under the link's ceiling 1 / busy(bytes)."""
+def roofline(runs: Sequence[RunRecord], model: LinkModel, raced: Mapping[int | None, float] | None = None) -> Figure:
+    """Frames/s against bytes per inference, log-log, under the link's ceiling 1 / busy(bytes); a
+    run's rate is its own measure's, or the one its study's rounds timed (``raced``, by run id)."""
     fig = figure(6.4, 4.0)  # and the legend below
     ax = fig.add_subplot()
-    pts = [(float((r.measure.bytes_in or 0) + (r.measure.bytes_out or 0)), r.measure.median_fps or 0.0) for r in runs]
-    named = [(b, f, shown(r.variant)) for r, (b, f) in zip(runs, pts, strict=True) if b > 0 and f > 0]
+    rates = [(raced or {}).get(r.id) or r.measure.median_fps or 0.0 for r in runs]
+    pts = [(float((r.measure.bytes_in or 0) + (r.measure.bytes_out or 0)), f) for r, f in zip(runs, rates, strict=True)]
+    named = [(b, f, name) for (b, f), name in zip(pts, labels(runs), strict=True) if b > 0 and f > 0]
     lo, hi = min(b for b, _, _ in named) / 4, max(b for b, _, _ in named) * 4
     grid = [lo * (hi / lo) ** (i / 63) for i in range(64)]
     ceiling = f"{shown(model.name)} ceiling"
@@ -166,9 +172,11 @@ def roofline(runs: Sequence[RunRecord], model: LinkModel) -> Figure:
     ax.plot([b for b, _, _ in named], [f for _, f, _ in named], "o", gid="runs", label="runs (compute here)")
     for (b, f), names in _huddles(named).items():
         more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-        # out of the layout: a long label past the frame collapsed the axes to nothing
+        # out of the layout: a long label past the frame collapsed the axes to nothing; a line back
+        # to its point where it is moved off another label (loop.report.ticks.apart)
         ax.annotate(shown(", ".join(names[:3]) + more, 2 * NAME), (b, f), fontsize=7, xytext=(3, 3),
-                    textcoords="offset points", annotation_clip=False, in_layout=False)  # fmt: skip
+                    textcoords="offset points", annotation_clip=False, in_layout=False,
+                    arrowprops={"arrowstyle": "-", "color": "#999999", "lw": 0.5, "relpos": (0, 0)})  # fmt: skip
     ax.set(xscale="log", yscale="log", xlabel="bytes per inference", ylabel="frames/s", title="Bus roofline")
     legend_below(fig)
     return fig
@@ -176,8 +184,7 @@ def roofline(runs: Sequence[RunRecord], model: LinkModel) -> Figure:
 
 def _huddles(points: Sequence[tuple[float, float, str]], near: float = 0.05) -> dict[tuple[float, float], list[str]]:
     """Labels of points within ``near`` decades of each other on both log axes, under the first
-    one's: variants of one network share its bytes and nearly its rate, and their labels,
-    drawn one on another, were unreadable."""
+    one's: variants of one network share its bytes and nearly its rate, so their labels are one."""
     huddles: dict[tuple[float, float], list[str]] = {}
     for b, f, name in points:
         at = next((k for k in huddles if max(abs(math.log10(k[0] / b)), abs(math.log10(k[1] / f))) < near), (b, f))

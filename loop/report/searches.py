@@ -7,7 +7,8 @@ own tables: every candidate each generation asked, answered by a run of its own 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,13 +22,27 @@ if TYPE_CHECKING:
     from loop.store.ledger import Ledger
     from loop.store.studies import RatioRow
 
-STUDY = re.compile(r"^(?P<study>.+)-g(?P<generation>\d+)(?:-o[0-9a-f]+)?$")
+STUDY = re.compile(r"^(?P<study>.+)-g(?P<generation>\d+)(?:-o(?P<options>[0-9a-f]+))?$")
 
 
 def study_of(sweep: str) -> str:
     """The study a generation's sweep belongs to (``NAME-gN``, ``NAME-gN-o<hash>``): ``NAME``."""
     found = STUDY.match(sweep)
     return found["study"] if found else sweep
+
+
+def group_names(sweeps: Iterable[str]) -> dict[str, str]:
+    """Each sweep as a page names it: a study's generation ``NAME-gN`` as ``NAME gN``, and its group
+    of candidates with compile options of their own (``NAME-gN-o<hash>``) too, unless another takes
+    that name: then with its hash (``NAME gN, options <hash>``). Two alike but for that keep their own."""
+    found = {s: STUDY.match(s) for s in set(sweeps)}
+    short = {s: f"{m['study']} g{m['generation']}" if m else s for s, m in found.items()}
+    taken, plain = Counter(short.values()), Counter(short[s] for s, m in found.items() if not (m and m["options"]))
+    return {
+        s: short[s] if taken[short[s]] == 1 else f"{short[s]}, options {m['options']}" if m and m["options"]
+        else short[s] if plain[short[s]] == 1 else s
+        for s, m in found.items()
+    }  # fmt: skip
 
 
 def raced(runs_dir: Path, sweep: str, run_ids: Sequence[int]) -> dict[int, RatioRow]:
@@ -129,4 +144,4 @@ def _view(ledger: Ledger, name: str, known: Mapping[int, RunRecord]) -> StudyVie
     return StudyView(name, found, list(refs.values()), store.states())
 
 
-__all__ = ["Candidate", "StudyView", "raced", "search_results", "studies_of", "study_of"]
+__all__ = ["Candidate", "StudyView", "group_names", "raced", "search_results", "studies_of", "study_of"]

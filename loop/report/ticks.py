@@ -4,7 +4,8 @@ The report draws with math parsing off, so that a ``$`` in a variant's name is a
 matplotlib's log formatters write their ticks as mathtext, which then printed raw
 (``$\\mathdefault{2\\times10^{3}}$``) and, that long, one on another. Here a log axis's ticks
 are plain text (``2k``, ``500``, ``0.01``); tick labels that would still overlap are thinned
-until none do; and a text given a tooltip (:func:`tip`) carries it into the SVG as a ``<title>``.
+until none do, and labels beside points are moved off one another; and a text given a tooltip
+(:func:`tip`) carries it into the SVG as a ``<title>``.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from matplotlib.text import Annotation
 from matplotlib.ticker import Formatter, LogFormatter, NullFormatter
 
 from loop.core.text import for_person
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.axis import Axis
     from matplotlib.figure import Figure
     from matplotlib.text import Text
-    from matplotlib.transforms import Bbox
+    from matplotlib.transforms import Bbox, BboxBase
 
 PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
@@ -90,15 +93,14 @@ def labels(axis: Axis) -> list[Text]:
     return [t for t in found if t.get_visible() and t.get_text().strip()]
 
 
+def over(a: Bbox, b: Bbox, slack: float = 0.5) -> bool:
+    """Whether two boxes overlap by more than ``slack`` (in their units) both ways."""
+    return min(a.x1, b.x1) - max(a.x0, b.x0) > slack and min(a.y1, b.y1) - max(a.y0, b.y0) > slack
+
+
 def overlapping(boxes: Sequence[Bbox], slack: float = 0.5) -> list[tuple[int, int]]:
     """Pairs of boxes that overlap by more than ``slack`` (in their units) both ways."""
-    return [
-        (i, j)
-        for i, a in enumerate(boxes)
-        for j in range(i + 1, len(boxes))
-        if min(a.x1, boxes[j].x1) - max(a.x0, boxes[j].x0) > slack
-        and min(a.y1, boxes[j].y1) - max(a.y0, boxes[j].y0) > slack
-    ]
+    return [(i, j) for i, a in enumerate(boxes) for j in range(i + 1, len(boxes)) if over(a, boxes[j], slack)]
 
 
 def crowded(axis: Axis) -> bool:
@@ -117,6 +119,36 @@ def unclutter(fig: Figure, tries: int = 8) -> None:
             return
         for axis in busy:
             _thin(axis)
+
+
+def apart(fig: Figure, gap: float = 2.0) -> None:
+    """Each label set beside its point (an annotation offset in points) moved to the nearest place
+    above (else below) where it prints over no other text of its axes and stays in the figure,
+    lowest first: labels of points a few pixels apart were printed one on another."""
+    if not any(_beside(ax) for ax in fig.axes):
+        return
+    fig.draw_without_rendering()
+    for ax in fig.axes:
+        fixed = [ax.title, ax.xaxis.label, ax.yaxis.label, *labels(ax.xaxis), *labels(ax.yaxis)]
+        placed = [t.get_window_extent() for t in [*fixed, *(t for t in ax.texts if t not in _beside(ax))]]
+        for text in sorted(_beside(ax), key=lambda t: t.get_window_extent().y0):
+            box = text.get_window_extent().padded(gap / 2)
+            dy = _free(box, [b for b in placed if min(b.x1, box.x1) > max(b.x0, box.x0)], fig.bbox)
+            text.xyann = (text.xyann[0], text.xyann[1] + dy * 72 / fig.dpi)
+            placed.append(box.translated(0, dy))
+
+
+def _beside(ax: Axes) -> list[Annotation]:
+    return [t for t in ax.texts if isinstance(t, Annotation) and t.anncoords == "offset points"]
+
+
+def _free(box: Bbox, taken: Sequence[Bbox], frame: BboxBase) -> float:
+    """The least shift up, else down, that puts ``box`` over none of ``taken`` inside ``frame``
+    (0 where none does): up first, so labels keep their points' order."""
+    edges = {0.0, *(b.y1 - box.y0 for b in taken), *(b.y0 - box.y1 for b in taken)}  # just above, just below each
+    shifts = sorted(edges, key=lambda d: (d < 0, abs(d)))
+    inside = lambda d: frame.y0 <= box.y0 + d and box.y1 + d <= frame.y1  # noqa: E731
+    return next((d for d in shifts if inside(d) and not any(over(box.translated(0, d), b) for b in taken)), 0.0)
 
 
 def _thin(axis: Axis) -> None:

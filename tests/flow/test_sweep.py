@@ -80,6 +80,15 @@ def test_record_carries_the_three_quantities_and_scores(write_sweep, tmp_path):
     assert Path(run["artifact"]).is_absolute() and Path(run["artifact"]).exists()
 
 
+def test_an_unmeasured_run_records_its_bytes_per_inference_and_nothing_timed(write_sweep, tmp_path):
+    """A run the protocol does not time (score-only here; a study's, whose rounds time its rate) still
+    records the bytes its session's layout says cross the bus: the roofline draws a raced rate by them."""
+    text = SWEEP.replace("BC", "false").replace("CALMAX", "9.5")
+    run = _sweep_runs(write_sweep(text), tmp_path / "runs", score_only=True)["weights"]
+    assert "score-only" in run["flags"]
+    assert {k: v for k, v in run["measure"].items() if v is not None} == {"bytes_in": 3 * 8 * 8, "bytes_out": 4 * 8 * 8}
+
+
 def test_failed_variant_is_recorded_and_sweep_goes_on(write_sweep, tmp_path):
     text = SWEEP.replace("BC", "true").replace("CALMAX", "9.5")
     text += "  - name: broken\n    perturb: [{op: add_weight_noise, layer: conv1, std: 0.01}]\n    compile: {timeout_s: 0.001}\n"  # noqa: E501 - a sweep file's line

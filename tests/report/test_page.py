@@ -177,7 +177,7 @@ def test_the_audit_grid_shows_outside_cells_unmistakably():
     assert "kernel: kernel aaaa -&gt; bbbb; bias: max |Δ| 0.3" in found[1][2]  # the tooltip says it in full
     assert found[1][2].startswith("K kernel; B bias (or its rounding) | ")  # its marks in words, where they are read
     assert re.findall(r"<tr><th>([^<]*)</th>", grid) == ["", "scale: confounded", "weights: n/a"]
-    assert re.findall(r"<th class='layer'>([^<]*)</th>", grid) == ["conv1", "conv2"]
+    assert re.findall(r"<th class='layer[^']*'[^>]*>([^<]*)</th>", grid) == ["conv1", "conv2"]
 
 
 def test_every_kind_of_change_has_its_own_mark_and_a_legend_entry(tmp_path: Path):
@@ -342,9 +342,10 @@ def test_a_study_glance_gives_each_candidate_its_rate_and_ratio_with_intervals()
     assert "Recorded, not used" not in text  # the study's own runs are its rows, not the glance's
 
 
-def test_a_measured_studys_page_says_why_it_draws_no_roofline(tmp_path: Path, recipe: Path):
-    """A study's generations race their rates in rounds: its table shows a rate, and the roofline
-    and first-output sections say why they have none, never that nothing was measured."""
+def test_a_measured_studys_page_draws_its_raced_rates_on_the_roofline(tmp_path: Path, recipe: Path):
+    """A study's generations race their rates in rounds, and its runs record their bytes per
+    inference: the roofline draws each candidate at the rate its table shows (it drew nothing beside
+    a table of rates), and the first-output section says why it has none."""
     from loop.store.ledger import Ledger
     from loop.study import Study
 
@@ -353,10 +354,13 @@ def test_a_measured_studys_page_says_why_it_draws_no_roofline(tmp_path: Path, re
     (result,) = study.evaluate([[{"op": "scale_weights", "layer": "conv1", "factor": 1.05}]])
     study.close()
     assert result.rate_fps is not None and result.run.measure.median_fps is None
+    assert result.bytes_in == 3 * 8 * 8 and result.bytes_out == 4 * 8 * 8  # the session's layout
     with Ledger(tmp_path / "runs" / "ledger.sqlite", readonly=True) as ledger:
         runs = ledger.records()
     page = html.unescape(render(runs, "t", "hailo10h-usb-1.5a", tmp_path / "runs"))
-    assert page.count("come from its generations' interleaved rounds") == 2, page
+    roof = page[page.index("<h2>The bus roofline") : page.index("<h2>Time to first output")]
+    assert "<svg" in roof and "c0</text>" in roof and "at the rate its rounds timed" in roof, roof[:2000]
+    assert page.count("come from its generations' interleaved rounds") == 1, page
 
 
 def test_a_score_only_run_reads_score_only_where_it_timed_nothing(tmp_path: Path):

@@ -36,30 +36,36 @@ def test_the_console_check_can_fail(tmp_path: Path):
 
 
 def test_what_a_person_would_see_wrong_is_found(tmp_path: Path):
-    """The checks fail on the faults issue 45 saw: log ticks as raw mathtext in a smear (matplotlib's
-    own formatter under math parsing off), ``running at None`` over a list of ``name: -``, and a
-    grid wider than the window."""
+    """The checks fail on the faults issues 45 and 51 saw: log ticks as raw mathtext in a smear
+    (matplotlib's own formatter under math parsing off), two points' labels one on another,
+    ``running at None`` over a list of ``name: -``, a study group's hash, a grid wider than the
+    window, and a grid of one layer whose name on end makes it a tall empty box."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(3, 2))
     ax = fig.add_subplot()
     ax.plot([2e3, 3e3, 5e3, 9e3], [1, 2, 3, 4])
     ax.set_xscale("log")
+    ax.annotate("near-a", (3e3, 2))
+    ax.annotate("near-b", (3e3, 2.05))
     buf = io.StringIO()
     import matplotlib
 
     with matplotlib.rc_context({"text.parse_math": False, "svg.fonttype": "none"}):
         fig.savefig(buf, format="svg")
     wide = "<div class='grid' style='overflow-x:auto'><table><tr>" + "<td>XXXXXXXX</td>" * 300 + "</tr></table></div>"
+    name = "<th style='writing-mode:vertical-rl'>/encoder/layer.0/attention/output/dense/MatMul</th>"
+    tall = f"<div class='grid'><table><tr><th></th>{name}</tr><tr><th>c0</th><td>O</td></tr></table></div>"
     page = tmp_path / "bad.html"
     page.write_text(
         f"<html><body>{buf.getvalue()[buf.getvalue().index('<svg') :]}<p>running at None</p>"
-        f"<ul><li>base: -</li></ul><ul></ul>{wide}</body></html>"
+        f"<ul><li>base: -</li></ul><ul></ul><p>range-g1-od34fb3c3/c0</p>{wide}{tall}</body></html>"
     )
     found = "\n".join(faults(seen(page)))
     for fault in ("raw mathtext", "tick labels overlap", "'None'", "'running at'", "says nothing", "an empty list"):
         assert fault in found, found
-    assert "an audit grid" in found
+    assert "texts overlap: 'near-a' and 'near-b'" in found and "e-g1-od34fb3c3" in found
+    assert "cut at its edge" in found and "an empty box" in found
 
 
 @pytest.mark.parametrize("name", list(PICTURES))
@@ -85,13 +91,16 @@ def test_a_study_page_shows_each_candidates_rate_and_ratio_as_loop_study_does(pa
     from click.testing import CliRunner
 
     from loop.cli import main
+    from loop.report.searches import group_names
 
     runs = pages["study"].parent / "study" / "runs"
     listed = json.loads(CliRunner().invoke(main, ["study", "range", "--runs", str(runs), "--json"]).output)
     text = seen(pages["study"]).text
-    assert len(listed) == 4
+    names = group_names(r["sweep"] for r in listed)
+    assert len(listed) == 5
     for r in listed:
-        row = next(line for line in text.splitlines() if f"{r['sweep']}/{r['variant']} (run {r['run_id']})" in line)
+        named = f"{names[r['sweep']]}/{r['variant']} (run {r['run_id']})"
+        row = next(line for line in text.splitlines() if named in line)
         lo, hi = r["rate_ci95"]
         low, high = r["rate_ratio_ci95"]
         assert f"{r['rate_fps']:.1f} [{lo:.1f}, {hi:.1f}]" in row, row
@@ -107,3 +116,48 @@ def test_a_ruined_bases_page_carries_the_fix_the_terminal_printed(pages: dict[st
     text = seen(pages["ruined"]).text
     assert "flagged quantization-ruined" in text and "the signal is lost at:" in text
     assert "- name: sixteen-bits" in text and "{op: precision, layer: " in text
+
+
+def test_a_study_pages_rates_are_drawn_on_its_roofline(pages: dict[str, Path]):
+    """A measured study's candidates are raced in rounds: the roofline draws each at the rate its
+    table shows (it drew nothing: raced runs recorded no bytes per inference)."""
+    view = seen(pages["study"])
+    roofline = next(s for s in view.sections if s[0] == "The bus roofline")
+    assert roofline[2], "the roofline section draws nothing"
+    drawn = next(f for f in view.figures if "Bus roofline" in f["texts"])
+    assert any("range g0/c1" in t for t in drawn["texts"]), drawn["texts"]
+
+
+def test_points_a_few_pixels_apart_keep_their_labels_apart(tmp_path: Path):
+    """Labels of points a few pixels apart (too far apart in decades to share one label, on a
+    roofline spanning six) were printed one on another: the browser finds no two texts over one another."""
+    from report_records import run
+
+    from loop.report.page import render
+
+    runs = [run("slow", 1.0, 100, id=1), run("fast", 1e6, 100_000_000, id=2)]
+    runs += [run(f"near-{i}", 1000.0 * 1.15**i, 10_000, id=3 + i) for i in range(3)]
+    page = tmp_path / "roofline.html"
+    page.write_text(render(runs, "t", "hailo10h-usb-1.5a", tmp_path))
+    view = seen(page)
+    drawn = next(f for f in view.figures if "Bus roofline" in f["texts"])
+    assert {"near-0", "near-1", "near-2"} <= set(drawn["texts"])
+    assert faults(view) == []
+
+
+@pytest.mark.parametrize("name", ["sweep", "study"])
+def test_a_run_far_below_its_reference_is_marked_in_the_table_and_the_audit(pages: dict[str, Path], name: str):
+    """Whatever its verdict (the study's clean output grid 8 times as coarse, at -4.6 dB), a run
+    flagged below-reference has a mark on its row in the page's table and in the audit grid."""
+    from loop.core.kinds import Flag
+    from loop.store.ledger import Ledger
+
+    with Ledger(pages[name].parent / name / "runs" / "ledger.sqlite", readonly=True) as ledger:
+        flagged = [r for r in ledger.records() if Flag.BELOW_REFERENCE in r.flags]
+    assert flagged and (name == "sweep" or any(r.verdict == "clean" for r in flagged))
+    lines = seen(pages[name]).text.splitlines()
+    for r in flagged:  # a study's row names the run; a sweep's starts with its variant
+        mine = [line for line in lines if f"/{r.variant} (run {r.id})" in line or line.startswith(f"{r.variant}\t")]
+        assert any("\u25bc below its reference" in line for line in mine), mine
+    audited = [line for line in lines if line.endswith("\u25bc") or "\u25bc\t" in line]
+    assert len(audited) == len(flagged), audited

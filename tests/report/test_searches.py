@@ -148,5 +148,25 @@ def test_the_front_is_named_in_a_table_beside_its_plot(tmp_path: Path):
     page = render(study(tmp_path), "t", "hailo10h-usb-1.5a", tmp_path)
     table = page[page.index("On the front:") :]
     table = table[: table.index("</table>")]
-    assert "<td>s-g1</td><td>c0</td><td>1.200 <span class='note'>[1.151, 1.251]</span></td><td>20.00</td>" in table
+    # its generation as "s g1", the sweep's own name its tooltip
+    assert "<td><span title='s-g1'>s g1</span></td><td>c0</td><td>1.200 <span class='note'>[1.151, 1.2" in table
     assert "interleaved, 20 rounds" in table and "<td>c1</td>" not in table  # c1 of g1 is confounded
+
+
+def test_a_groups_name_keeps_its_hash_only_where_two_would_share_a_name():
+    """A study's generation reads ``range g1``, a group with compile options of its own too (its sweep,
+    ``range-g1-o<hash>``, read as a hash); the hash stays only where another group takes the name."""
+    from loop.report.searches import group_names
+
+    assert group_names(["range-g0", "range-g1-od34fb3c3", "plain"]) == {
+        "range-g0": "range g0",
+        "range-g1-od34fb3c3": "range g1",
+        "plain": "plain",
+    }
+    both = group_names(["range-g1", "range-g1-od34fb3c3", "range-g1-o0123abcd"])
+    assert both == {
+        "range-g1": "range g1",
+        "range-g1-od34fb3c3": "range g1, options d34fb3c3",
+        "range-g1-o0123abcd": "range g1, options 0123abcd",
+    }
+    assert group_names(["range-g0", "range g0"]) == {"range-g0": "range-g0", "range g0": "range g0"}

@@ -55,7 +55,7 @@ table.audit th.layer{writing-mode:vertical-rl;transform:rotate(180deg);font-weig
 table.audit th.upright{writing-mode:horizontal-tb;transform:none;overflow-wrap:anywhere;text-align:center}
 table.audit th{font-weight:normal;font-size:12px}
 table.study td:nth-child(4),table.study td:nth-child(5){white-space:nowrap}
-pre.fix{background:#f6f6f6;border:1px solid #ddd;padding:.5em;font-size:12px;overflow-x:auto}
+pre.fix{background:#f6f6f6;border:1px solid #ddd;padding:.5em;font-size:12px;white-space:pre-wrap}
 """
 GRID_ROWS = 200  # candidates in one audit grid; a bigger generation takes several
 FIX_LINE = 2000  # characters of a ruined base's fix line shown: a precision entry names a whole node

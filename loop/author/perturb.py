@@ -26,8 +26,6 @@ from loop.core.modelfile import load_model
 from loop.core.vocab import CompileOptions, Precision, RangeOverride, Rescale, WeightPrecision
 from loop.judge.structure import Structure, constants, follow_activations
 
-SCALES = ("in_scale", "out_scale")
-
 
 class Op:
     """Base of all perturbation ops: behaviour only; each op's fields are its schema model's."""

@@ -301,9 +301,6 @@ class Variant(Strict):
     compile: Compile | None = Field(None, description="over the sweep's `compile`")
 
 
-NodeNames = Annotated[list[Annotated[str, Field(min_length=1, max_length=1024)]], Field(min_length=1, max_length=64)]
-
-
 class Section(Strict):
     """A backend's own top-level section (``hailo:``): some of that backend's ``compile:`` keys,
     set where a reader looks for them. Its fields are not declared here: :func:`sweep_model`

@@ -12,7 +12,7 @@ from onnx import numpy_helper
 
 from loop.core.hashing import array_sha, array_shas
 from loop.core.vocab import LayerPrint
-from loop.judge.structure import FOLDED_ACTIVATIONS, QUANTIZED_OPS, constants
+from loop.judge.structure import FOLDED_ACTIVATIONS, QUANTIZED_OPS, constants, consumers_of
 from loop.judge.weights import bits_of
 
 
@@ -32,10 +32,7 @@ class QdqGraph:
         self.model = model
         self.inits = {t.name: t for t in model.graph.initializer}
         self.producer = {o: n for n in model.graph.node for o in n.output}
-        self.consumers: dict[str, list[onnx.NodeProto]] = {}
-        for node in model.graph.node:
-            for name in node.input:
-                self.consumers.setdefault(name, []).append(node)
+        self.consumers = consumers_of(model.graph)
 
     def array(self, name: str | None) -> np.ndarray | None:
         return numpy_helper.to_array(self.inits[name]) if name in self.inits else None

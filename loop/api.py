@@ -90,11 +90,7 @@ def _results(runs: Path, outcomes: Sequence[Any], count: int) -> list[Result]:
 
 
 def inspect(hef: str | Path, device: str | None = None, sweep: str | Path | None = None) -> HefInfo:
-    """What a HEF holds, read from the file with no device and no Hailo software (``loop inspect``):
-    size, format version, architecture, network groups, every stream with its shape, format order,
-    type and quantization, and, given a device (``hailo10h``), whether it fits, with the arithmetic.
-    With no ``device``, a ``sweep`` file names it: the chip its hailo backend compiles for.
-    ``.to_json()`` is ``loop inspect --json``. A file that is not a readable HEF raises LoopError."""
+    """What a HEF holds and, on ``device`` (else ``sweep``'s chip), whether it fits: ``loop inspect``."""
     return inspect_hef(hef, device or (sweep_device(Path(sweep)) if sweep is not None else None))
 
 
@@ -130,14 +126,7 @@ def noise(
     target_db: float | None = None,
     progress: bool = False,
 ) -> NoiseReport:
-    """Where quantization loses, layer by layer (``loop noise``): ``variant`` of ``sweep_file``
-    quantized again as the sweep quantizes it, and every quantized tensor's accumulated and local
-    SNR against the float model on the sweep's ``inputs:``, the layers that lose most first
-    (:mod:`loop.judge.noise`); then the 16-bit variants tried from the falls on, each compiled and
-    scored, until one reaches ``target_db`` (``.widening``: :mod:`loop.judge.widen`). With ``runs``,
-    its compile cache is used and a note says when that variant's run there was quantized
-    otherwise. ``.to_json()`` is ``loop noise --json``. ``progress``: each step on stderr as it is
-    scored. Bad input raises LoopError."""
+    """Where quantization loses, layer by layer, and the 16-bit variants tried: ``loop noise``."""
     from loop.flow.widen import measured
 
     return measured(Path(sweep_file), variant, None if runs is None else Path(runs), target_db, progress)

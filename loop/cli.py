@@ -365,10 +365,10 @@ def _quantized_ops(model: Path) -> str:
     """The quantized ops of a model, counted (empty where it has none), its graph alone read."""
     import collections
 
-    import onnx
+    from loop.core.modelfile import read_graph
 
     kinds = ("QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "MatMulNBits", "DequantizeLinear")
-    graph = onnx.load(str(model), load_external_data=False).graph
+    graph = read_graph(model).graph
     found = collections.Counter(n.op_type for n in graph.node if n.op_type in kinds)
     return ", ".join(f"{op} x{n}" for op, n in found.most_common())
 

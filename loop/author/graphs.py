@@ -30,10 +30,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from loop.author import runnable, schema, shapes
 from loop.author.normalize import normalize
-from loop.author.yamlio import LineDict, line_of, load_yaml, regular_file
+from loop.author.yamlio import LineDict, line_of, load_yaml
+from loop.core import modelfile
 from loop.core.errors import LoopError
 from loop.core.leftovers import scratch
-from loop.core.modelfile import EXTERNAL_FROM, knows_folder, load_model, write_model
 from loop.judge.structure import Structure, analyse
 
 OPSET = 17
@@ -193,18 +193,16 @@ def load_onnx(
     shapes (``given_shapes``, else a dynamic batch of 1) and output shapes resolved from them
     (:mod:`loop.author.shapes`). What was changed is appended to ``notes``."""
     try:
-        model = onnx.load(str(path), load_external_data=False)
-        _check_external_data(model, path)
+        modelfile.model_files(path, modelfile.read_graph(path))
         # checked from the file: the proto's check serializes a copy of the whole model
         onnx.checker.check_model(str(path))
         # its large tensors left in their files, mapped where read (loop.core.modelfile): this
         # process never holds the weights; small ones (shapes, constants) read in for the analyses
-        model = load_model(path, data=False, inline_below=INLINE_BELOW)
+        model = modelfile.load_model(path, data=False, inline_below=INLINE_BELOW)
     except LoopError:
         raise
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise LoopError(f"unreadable ONNX model {path}: {first}") from None
+        raise modelfile.unreadable(path, exc) from None
     model, changed = runnable.inline_functions(model, path)
     shapes.refuse_control_flow(model, path)
     _name_nodes(model, path)
@@ -217,20 +215,6 @@ def load_onnx(
     if notes is not None:
         notes.extend(changed)
     return model
-
-
-def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
-    """Weights stored beside the model must be regular files in its folder: a location of
-    /dev/zero or a FIFO would hang the load, one outside the folder reads what it should not."""
-    from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, uses_external_data
-
-    folder = path.parent.resolve()
-    for tensor in _get_all_tensors(model):
-        if uses_external_data(tensor):
-            where = (folder / ExternalDataInfo(tensor).location).resolve()
-            if folder not in where.parents:
-                raise LoopError(f"{path}: external data of '{tensor.name}' lies outside the model's folder")
-            regular_file(where, "external data")
 
 
 def _name_nodes(model: onnx.ModelProto, path: Path) -> None:
@@ -315,7 +299,7 @@ class Base:
 
     def graph(self) -> onnx.ModelProto:
         """The model without its external tensors' data (references to the files beside it)."""
-        return onnx.load(str(self.path), load_external_data=False)
+        return modelfile.read_graph(self.path)
 
 
 def load(path: Path, params: dict[str, Any] | None, given_shapes: Mapping[str, Sequence[int]] | None = None) -> Base:
@@ -333,9 +317,9 @@ def _load(path: str, params: str, given: str, stamp: tuple[int, int] | None) -> 
     model = load_base(Path(path), json.loads(params), notes, json.loads(given) or None)
     structure = analyse(model)
     shapes_, dtypes = input_shapes(model, structure), shapes.non_float_inputs(model)
-    external = _left_in_files(model) or _tensor_bytes(model) > EXTERNAL_FROM
+    external = _left_in_files(model) or modelfile.tensor_bytes(model) > modelfile.EXTERNAL_FROM
     folder = models_folder() / hashlib.sha256(f"{path}\0{params}\0{given}\0{stamp}".encode()).hexdigest()[:16]
-    written, sha = write_model(model, folder, external, "base")
+    written, sha = modelfile.write_model(model, folder, external, "base")
     return Base(written, sha, structure, shapes_, tuple(notes), dtypes, external)
 
 
@@ -343,11 +327,7 @@ def _left_in_files(model: onnx.ModelProto) -> bool:
     """Whether loading left tensors in the user's files (large ones of a model with external data)."""
     from onnx.external_data_helper import _get_all_tensors
 
-    return any(knows_folder(t) for t in _get_all_tensors(model))
-
-
-def _tensor_bytes(model: onnx.ModelProto) -> int:
-    return sum(t.ByteSize() for t in model.graph.initializer)  # no copy of each tensor, as len(raw_data) makes
+    return any(modelfile.knows_folder(t) for t in _get_all_tensors(model))
 
 
 _MODELS: list[tempfile.TemporaryDirectory[str]] = []

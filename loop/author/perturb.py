@@ -26,8 +26,6 @@ from loop.core.modelfile import load_model
 from loop.core.vocab import CompileOptions, Precision, RangeOverride, Rescale, WeightPrecision
 from loop.judge.structure import Structure, constants, follow_activations
 
-SCALES = ("in_scale", "out_scale")
-
 
 class Op:
     """Base of all perturbation ops: behaviour only; each op's fields are its schema model's."""
@@ -446,14 +444,12 @@ def parse_op(raw: Any) -> Op:
         raise schema.locate(exc, raw) from None
 
 
+# Each op with its behaviour, by the name its schema model answers to.
 OPS: dict[str, type[Any]] = {
-    "scale_weights": ScaleWeights,
-    "add_weight_noise": AddWeightNoise,
-    "force_range_out": ForceRange,
-    "force_range_in": ForceRange,
-    "scale_grid": ScaleGrid,
-    "calibration": Calibration,
-    "precision": LayerPrecision,
+    name: op
+    for op in (ScaleWeights, AddWeightNoise, ForceRange, ScaleGrid, Calibration, LayerPrecision)
+    for name, model in schema.OPS.items()
+    if issubclass(op, model)
 }
 
 

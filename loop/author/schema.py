@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from copy import copy
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 import numpy as np
 from pydantic import (
@@ -275,6 +275,12 @@ OpModel = Annotated[
 ]
 
 
+# Each op's model, by the name a sweep file gives it (``op:``), read off the union.
+OPS: dict[str, type[Strict]] = {
+    name: model for model in get_args(get_args(OpModel)[0]) for name in get_args(model.model_fields["op"].annotation)
+}
+
+
 @lru_cache(maxsize=1)
 def op_adapter() -> TypeAdapter:
     """A validator of one op on its own (built once: building it costs milliseconds)."""
@@ -299,9 +305,6 @@ class Variant(Strict):
     params: Params | None = Field(None, description="recipe params of its own (verdict `n/a`)")
     measure: Measure | None = Field(None, description="over the sweep's `measure`")
     compile: Compile | None = Field(None, description="over the sweep's `compile`")
-
-
-NodeNames = Annotated[list[Annotated[str, Field(min_length=1, max_length=1024)]], Field(min_length=1, max_length=64)]
 
 
 class Section(Strict):
@@ -476,26 +479,8 @@ def _walk(raw: Any, loc: tuple[Any, ...]) -> tuple[list[str], int | None]:
 
 
 def _is_label(part: str) -> bool:
-    """pydantic names union members in ``loc`` (``int``, ``list[int]``, ``scale_weights``)."""
-    return (
-        "[" in part
-        or part in ("int", "str", "float", "bool", "none")
-        or part
-        in (
-            "scale_weights",
-            "add_weight_noise",
-            "force_range_out",
-            "force_range_in",
-            "scale_grid",
-            "calibration",
-            "precision",
-            "function-after",
-            "constrained-str",
-            "constrained-int",
-            "constrained-float",
-        )
-        or "-" in part
-    )
+    """pydantic names union members in ``loc`` (``int``, ``list[int]``, ``scale_weights``, ``function-after``)."""
+    return "[" in part or "-" in part or part in ("int", "str", "float", "bool", "none") or part in OPS
 
 
 def _loc(error: Any) -> tuple[Any, ...]:
@@ -507,7 +492,7 @@ def _loc(error: Any) -> tuple[Any, ...]:
 def _message(error: Any) -> str:
     kind = error["type"]
     if kind == "union_tag_invalid":
-        return f"unknown op {_short(error['ctx']['tag'])} (known: {', '.join(_OPS)})"
+        return f"unknown op {_short(error['ctx']['tag'])} (known: {', '.join(OPS)})"
     if kind == "union_tag_not_found":
         return "a perturbation is a mapping with an 'op'"
     if kind == "extra_forbidden":
@@ -559,23 +544,12 @@ def _known(loc: tuple[Any, ...], root: Any) -> str:
         fields = getattr(model, "model_fields", {})
         if isinstance(part, str) and part in fields:
             model = _model_in(fields[part].annotation)
-        elif isinstance(part, str) and part in _OPS:
-            model = _OPS[part]
+        elif isinstance(part, str) and part in OPS:
+            model = OPS[part]
         elif not (isinstance(part, int) or _is_label(str(part))):
             return ""
     keys = sorted(getattr(model, "model_fields", {}))
     return f" (known: {', '.join(keys)})" if keys else ""
-
-
-_OPS: dict[str, type[Strict]] = {
-    "scale_weights": ScaleWeightsOp,
-    "add_weight_noise": AddWeightNoiseOp,
-    "force_range_out": ForceRangeOp,
-    "force_range_in": ForceRangeOp,
-    "scale_grid": ScaleGridOp,
-    "calibration": CalibrationOp,
-    "precision": PrecisionOp,
-}
 
 
 def _model_in(annotation: Any) -> Any:

@@ -20,6 +20,7 @@ import numpy as np
 from loop.author import schema
 from loop.author.graphs import load
 from loop.author.perturb import Calibration, Expect, Op, op_from, parse_expect
+from loop.author.schema import MeasureSpec
 from loop.author.yamlio import LineDict, LineList, line_of, lineless, load_yaml, regular_file
 from loop.core.errors import LoopError
 from loop.core.vocab import CompileOptions, CompileSettings
@@ -53,10 +54,6 @@ class DataSpec(schema.Data):
     def pairs(self) -> dict[str, float | int | bool]:
         """The constants, by input (none: empty)."""
         return dict(self.constants or {})
-
-
-# The measure protocol's settings are the sweep file's ``measure:`` section, declared once there.
-MeasureSpec = schema.MeasureSpec
 
 
 @dataclass(frozen=True)
@@ -185,11 +182,7 @@ def _hailo(model: schema.Sweep, raw: LineDict, options: CompileOptions) -> Compi
             line=line_of(raw, "hailo"),
             field="hailo",
         )
-    merged = dict(options.backend_options)
-    for key in model.hailo.model_fields_set:
-        value = getattr(model.hailo, key)
-        merged[key] = tuple(value) if isinstance(value, list) else value
-    return options.model_copy(update={"backend_options": tuple(sorted(merged.items()))})
+    return _over(options, {k: getattr(model.hailo, k) for k in model.hailo.model_fields_set})
 
 
 def _check_cut(spec: SweepSpec, raw: LineDict) -> None:
@@ -383,16 +376,16 @@ def _compile(
     base = inherit or CompileOptions()
     if model is None:
         return base
-    values: dict[str, Any] = {}
-    merged = dict(base.backend_options)
-    merged.update((k, tuple(v) if isinstance(v, list) else v) for k, v in (extra or {}).items())
-    for key in model.model_fields_set:
-        value = getattr(model, key)
-        if key in CompileSettings.model_fields:
-            values[key] = value
-        else:  # a backend's own: it reads them itself
-            merged[key] = tuple(value) if isinstance(value, list) else value
-    return base.model_copy(update={**values, "backend_options": tuple(sorted(merged.items()))})
+    values = {k: getattr(model, k) for k in model.model_fields_set}
+    settings = {k: v for k, v in values.items() if k in CompileSettings.model_fields}
+    # a backend's own keys: it reads them itself
+    return _over(base, {**(extra or {}), **{k: v for k, v in values.items() if k not in settings}}, settings)
+
+
+def _over(base: CompileOptions, own: dict[str, Any], settings: dict[str, Any] | None = None) -> CompileOptions:
+    """``base`` with ``settings`` set and ``own`` (a backend's keys) merged into ``backend_options``."""
+    merged = dict(base.backend_options) | {k: tuple(v) if isinstance(v, list) else v for k, v in own.items()}
+    return base.model_copy(update={**(settings or {}), "backend_options": tuple(sorted(merged.items()))})
 
 
 def _variant(

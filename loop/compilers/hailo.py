@@ -44,6 +44,7 @@ from loop.compilers.hailo_params import (
     onnx_layers,
     output_names,
     saved_translated_params,
+    split_key,
 )
 from loop.compilers.hailo_precision import (
     dfc_layer,
@@ -57,6 +58,7 @@ from loop.compilers.hailo_rescale import rescale_params
 from loop.compilers.hailo_weights import four_bit, hef_residency, hn_model_layers, layer_bits, residency
 from loop.core.hashing import bytes_sha
 from loop.core.modelfile import load_model
+from loop.core.registry import importable
 from loop.core.vocab import (
     Artifact,
     CompileOptions,
@@ -275,15 +277,21 @@ def hef_io(hef: Path, guess: Callable[[], Layouts]) -> tuple[Layouts, str]:
     return guess(), f"hn (guessed, the HEF could not be read: {'; '.join(reasons)})"
 
 
+def _sdk_version() -> str | None:
+    import hailo_sdk_client
+
+    return str(getattr(hailo_sdk_client, "__version__", "")) or None
+
+
 def moved_kernels(before: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> list[str]:
     """The DFC layers whose float kernel the optimization changed (translated against quantized-from)."""
     moved = []
     for key, value in before.items():
-        parts = key.split(":")[0].split("/")
+        layer, leaf = split_key(key)
         other = after.get(key)
         same = other is not None and np.array_equal(np.asarray(other), np.asarray(value))
-        if parts[-1] == "kernel" and other is not None and not same:
-            moved.append(parts[-2])
+        if leaf == "kernel" and other is not None and not same:
+            moved.append(layer.split("/")[-1])
     return moved
 
 
@@ -319,19 +327,11 @@ class HailoCompiler(Compiler):
     def available(cls) -> tuple[bool, str]:
         if not sys.platform.startswith("linux"):
             return False, "the Dataflow Compiler runs on Linux x86-64 only (compile on a Linux worker)"
-        try:
-            import hailo_sdk_client
-        except Exception as exc:
-            return False, f"hailo_sdk_client is not importable ({type(exc).__name__}: {exc})"
-        return True, f"hailo_sdk_client {getattr(hailo_sdk_client, '__version__', 'unknown version')}"
+        ok, why = importable("hailo_sdk_client")
+        return (True, f"hailo_sdk_client {_sdk_version() or 'unknown version'}") if ok else (False, why)
 
     def describe(self) -> dict[str, str]:
-        try:
-            import hailo_sdk_client
-
-            version = str(getattr(hailo_sdk_client, "__version__", "unknown"))
-        except Exception:
-            version = "not installed"
+        version = (_sdk_version() or "unknown") if importable("hailo_sdk_client")[0] else "not installed"
         return {"compiler": self.name, "hailo_sdk_client": version}
 
     def _dir(self) -> Path:
@@ -352,7 +352,7 @@ class HailoCompiler(Compiler):
                 f"(this one has {len(calibration)} inputs: {', '.join(calibration)})"
             )
         own = HailoOptions.of(options)
-        hw_arch, net = own.hw_arch or "hailo10h", own.net_name or "loop_net"
+        hw_arch, net = target_arch(options), own.net_name or "loop_net"
         stages: dict[str, float] = {}
         folder = self._dir()
         runner, script, hn, translated = self._parse(model, calibration, options, folder, net, stages)
@@ -408,12 +408,11 @@ class HailoCompiler(Compiler):
         model given as a file goes by its path, as the DFC takes one with external data beside it."""
         from hailo_sdk_client import ClientRunner
 
-        own = HailoOptions.of(options)
         onnx_path = model if isinstance(model, Path) else folder / f"{net}.onnx"
         if isinstance(model, bytes):
             onnx_path.write_bytes(model)
         with timed(stages, "startup_s"):
-            runner = ClientRunner(hw_arch=own.hw_arch or "hailo10h")
+            runner = ClientRunner(hw_arch=target_arch(options))
         start, end = cut_of(options)
         cut = {k: list(v) for k, v in (("start_node_names", start), ("end_node_names", end)) if v}
         with named_errors("parse"):

@@ -11,6 +11,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field
 
 from loop.core.options import BackendOptions
+from loop.core.registry import DEFAULT_CHIP
 from loop.core.vocab import CompileOptions
 
 NodeNames = Annotated[list[Annotated[str, Field(min_length=1, max_length=1024)]], Field(min_length=1, max_length=64)]
@@ -58,4 +59,4 @@ REFUSED = {
 
 def target_arch(options: CompileOptions) -> str:
     """The chip a compile targets: ``hw_arch``, else the backend's default."""
-    return HailoOptions.of(options).hw_arch or "hailo10h"
+    return HailoOptions.of(options).hw_arch or DEFAULT_CHIP

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from loop.compilers.hailo_weights import kernel_width
+from loop.compilers.hailo_weights import kernel_width, split_key
 from loop.core.errors import LoopError
 from loop.core.hashing import array_sha, named_sha
 from loop.core.vocab import LayerPrint, TensorLayout
@@ -120,13 +120,6 @@ def load_translated_params(runner: Any, params: Mapping[str, np.ndarray]) -> str
         np.savez(path, **{k: np.asarray(v) for k, v in params.items()})  # type: ignore[arg-type]  # names, not flags
         runner.load_params(str(path), params_kind=ParamsKinds.TRANSLATED)
     return "load_params(npz, ParamsKinds.TRANSLATED)"
-
-
-def split_key(key: str) -> tuple[str, str]:
-    """``net/conv1/kernel:0`` -> (``net/conv1``, ``kernel``); stats entries stay with their layer."""
-    parts = key.split(":")[0].split("/")
-    cut = parts.index("stats") if "stats" in parts[1:] else len(parts) - 1
-    return "/".join(parts[:cut]), "/".join(parts[cut:])
 
 
 def _integers(arrays: list[tuple[str, np.ndarray]]) -> bool:

@@ -80,13 +80,20 @@ def _kernel_counts(params: Mapping[str, np.ndarray]) -> dict[str, tuple[int, int
     """Kernel values and their width (:func:`kernel_width`), by layer, from keys ``<net>/<layer>/kernel:0``."""
     counts: dict[str, tuple[int, int]] = {}
     for key, value in params.items():
-        parts = key.split(":")[0].split("/")
-        if len(parts) >= 2 and parts[-1] == "kernel":
-            array = np.asarray(value)
+        layer, leaf = split_key(key)
+        if layer and leaf == "kernel":
+            array, short = np.asarray(value), layer.split("/")[-1]
             width = kernel_width(array)
-            seen, _ = counts.get(parts[-2], (0, width))
-            counts[parts[-2]] = (seen + array.size, width)
+            seen, _ = counts.get(short, (0, width))
+            counts[short] = (seen + array.size, width)
     return counts
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``net/conv1/kernel:0`` -> (``net/conv1``, ``kernel``); stats entries stay with their layer."""
+    parts = key.split(":")[0].split("/")
+    cut = parts.index("stats") if "stats" in parts[1:] else len(parts) - 1
+    return "/".join(parts[:cut]), "/".join(parts[cut:])
 
 
 def layer_bits(

@@ -13,7 +13,7 @@ from onnx import numpy_helper
 
 from loop.core.hashing import array_sha, array_shas
 from loop.core.vocab import LayerPrint, RangeOverride
-from loop.judge.structure import FOLDED_ACTIVATIONS, QUANTIZED_OPS, clip_bounds, constants
+from loop.judge.structure import FOLDED_ACTIVATIONS, QUANTIZED_OPS, clip_bounds, constants, consumers_of
 from loop.judge.weights import bits_of
 
 
@@ -33,10 +33,7 @@ class QdqGraph:
         self.model = model
         self.inits = {t.name: t for t in model.graph.initializer}
         self.producer = {o: n for n in model.graph.node for o in n.output}
-        self.consumers: dict[str, list[onnx.NodeProto]] = {}
-        for node in model.graph.node:
-            for name in node.input:
-                self.consumers.setdefault(name, []).append(node)
+        self.consumers = consumers_of(model.graph)
 
     def array(self, name: str | None) -> np.ndarray | None:
         return numpy_helper.to_array(self.inits[name]) if name in self.inits else None
@@ -391,7 +388,7 @@ def removed_clamps(float_model: onnx.ModelProto, quantized: onnx.ModelProto) -> 
     for node in float_model.graph.node:
         if node.op_type not in FOLDED_ACTIVATIONS or node.name in kept:
             continue
-        lo, hi = (0.0, np.inf) if node.op_type == "Relu" else clip_bounds(node, consts)
+        lo, hi = clip_bounds(node, consts)
         before = found.pop(node.input[0], (-np.inf, np.inf))  # a Relu then a Clip: both removed
         found[node.output[0]] = (max(lo, before[0]), min(hi, before[1]))
     return {t: [float(b) if np.isfinite(b) else None for b in pair] for t, pair in found.items()}

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
-from onnxruntime import GraphOptimizationLevel, InferenceSession, SessionOptions
+from onnxruntime import InferenceSession
 from onnxruntime.quantization.qdq_loss_debug import (
     compute_activation_error,
     compute_weight_error,
@@ -44,7 +44,9 @@ from onnxruntime.quantization.quant_utils import (
 )
 
 from loop.core.leftovers import scratch
+from loop.core.sessions import session
 from loop.judge.noise import TensorNoise, producers, snr_db
+from loop.judge.weights import bits_of
 
 Feed = dict[str, np.ndarray]
 SAVED = "_ReshapedSavedOutput"  # qdq_loss_debug's suffix on each saved tensor's output
@@ -117,10 +119,9 @@ class _Sessions:
     is kept here as it is (``run(None, feed)``, outputs paired by the ``_ReshapedSavedOutput`` suffix)."""
 
     def __init__(self, float_aug: Path, qdq_aug: Path, iso_aug: Path, threads: int) -> None:
-        options = _options(threads)
-        self.float, self.qdq, self.iso = (
-            InferenceSession(str(p), options, providers=["CPUExecutionProvider"]) for p in (float_aug, qdq_aug, iso_aug)
-        )
+        # as collect_activations' own default (no graph optimization, so every tensor exists),
+        # with the compile's threads and ONNX Runtime's warnings left out
+        self.float, self.qdq, self.iso = (session(p, threads, "none") for p in (float_aug, qdq_aug, iso_aug))
 
     def run(self, feed: Feed, fed: dict[str, str], energy: _Energies) -> None:
         floats = _activations(self.float, feed)
@@ -129,20 +130,10 @@ class _Sessions:
         energy.add("local", create_activation_matching(alone, floats))
 
 
-def _activations(session: InferenceSession, feed: Feed) -> dict[str, list[np.ndarray]]:
+def _activations(opened: InferenceSession, feed: Feed) -> dict[str, list[np.ndarray]]:
     """``collect_activations``' result for one frame, from an open session."""
-    names = [o.name for o in session.get_outputs()]
-    return {n[: -len(SAVED)]: [v] for n, v in zip(names, session.run(None, feed), strict=True) if n.endswith(SAVED)}
-
-
-def _options(threads: int) -> SessionOptions:
-    """As collect_activations' own default (no graph optimization, so every tensor exists), with
-    the compile's threads and ONNX Runtime's warnings left out."""
-    options = SessionOptions()
-    options.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = threads
-    options.log_severity_level = 3
-    return options
+    names = [o.name for o in opened.get_outputs()]
+    return {n[: -len(SAVED)]: [v] for n, v in zip(names, opened.run(None, feed), strict=True) if n.endswith(SAVED)}
 
 
 def _augment(path: Path, out: Path) -> tuple[dict[str, int], Path]:
@@ -222,8 +213,7 @@ def _bits(qdq: onnx.ModelProto) -> dict[str, int]:
     for node in qdq.graph.node:
         if node.op_type == QUANT_OP_NAME:
             zp = inits.get(node.input[2]) if len(node.input) > 2 else None
-            width = onnx.helper.tensor_dtype_to_np_dtype(zp.data_type).itemsize * 8 if zp is not None else 8
-            found[float_name(node.input[0])] = width
+            found[float_name(node.input[0])] = bits_of(zp.data_type) if zp is not None else 8
     return found
 
 

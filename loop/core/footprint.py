@@ -80,12 +80,9 @@ class Expect:
     deny: tuple[Allow, ...] = field(default_factory=tuple)
 
 
-def parse_expect(raw: Any) -> Expect:
-    if raw is None:
-        return Expect()
-    if not isinstance(raw, Mapping) or set(raw) - {"allow", "deny"}:
-        raise LoopError("expect is {allow: [LAYER:WHAT, ...], deny: [LAYER:WHAT, ...]}", field="expect")
-    return Expect(_rules(raw.get("allow")), _rules(raw.get("deny")))
+def parse_expect(raw: Mapping[str, Any] | None) -> Expect:
+    """``expect:`` as the sweep file's schema validated it: ``allow`` and ``deny`` lists."""
+    return Expect(_rules((raw or {}).get("allow")), _rules((raw or {}).get("deny")))
 
 
 def _rules(items: Any) -> tuple[Allow, ...]:

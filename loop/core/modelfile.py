@@ -23,6 +23,7 @@ import hashlib
 import math
 import os
 import shutil
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,13 +40,38 @@ if TYPE_CHECKING:
 CHUNK = 1 << 22
 
 
-def external_locations(path: str | os.PathLike[str]) -> list[str]:
-    """The external-data files the model at ``path`` names, in the order its tensors first name
-    them (its data never read); [] for a self-contained model."""
+def read_graph(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    """The model at ``path`` without its external tensors' data, or a LoopError saying why not:
+    not a regular file (a FIFO or a device would hang the read), unreadable, or no graph in it."""
+    import onnx
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ValueError("not a regular file")
+        model = onnx.load(os.fspath(path), load_external_data=False)
+    except OSError as exc:  # the path is in the message already
+        raise unreadable(path, ValueError(exc.strerror or exc)) from None
+    except Exception as exc:
+        raise unreadable(path, exc) from None
+    if not model.ir_version or not model.HasField("graph"):  # an empty file parses as an empty model
+        raise unreadable(path, ValueError("no graph in it (not an ONNX model)"))
+    return model
+
+
+def unreadable(path: str | os.PathLike[str], exc: Exception) -> LoopError:
+    """One line saying why the model at ``path`` could not be read: the first of ``exc``'s."""
+    text = str(exc).strip() or type(exc).__name__
+    return LoopError(f"unreadable ONNX model {path}: {text.splitlines()[0]}")
+
+
+def external_locations(model: str | os.PathLike[str] | onnx.ModelProto) -> list[str]:
+    """The external-data files a model (its path, or its graph read already) names, in the order
+    its tensors first name them (its data never read); [] for a self-contained model."""
     import onnx
     from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, uses_external_data
 
-    model = onnx.load(os.fspath(path), load_external_data=False)
+    if not isinstance(model, onnx.ModelProto):
+        model = onnx.load(os.fspath(model), load_external_data=False)
     seen: dict[str, None] = {}
     for tensor in _get_all_tensors(model):
         if uses_external_data(tensor):
@@ -53,14 +79,18 @@ def external_locations(path: str | os.PathLike[str]) -> list[str]:
     return list(seen)
 
 
-def model_files(path: str | os.PathLike[str]) -> list[Path]:
-    """The ``.onnx`` at ``path`` and each data file it names, each a regular file in its folder."""
+def model_files(path: str | os.PathLike[str], graph: onnx.ModelProto | None = None) -> list[Path]:
+    """The ``.onnx`` at ``path`` and each data file it names (``graph``: its graph, where read
+    already), each a regular file in its folder: a location of /dev/zero or a FIFO would hang a
+    read, one outside the folder reads what it should not."""
     path = Path(path)
     folder = path.parent.resolve()
     found = [path]
-    for location in external_locations(path):
+    for location in external_locations(path if graph is None else graph):
         where = (folder / location).resolve()
-        if folder not in where.parents or not where.is_file():
+        if folder not in where.parents:
+            raise LoopError(f"{path}: external data file {location!r} lies outside the model's folder")
+        if not where.is_file():
             raise LoopError(f"{path}: external data file {location!r} is not a regular file in the model's folder")
         found.append(where)
     return found
@@ -295,3 +325,8 @@ def _chunks(path: Path) -> Iterator[bytes]:
     with open(path, "rb") as f:
         while chunk := f.read(CHUNK):
             yield chunk
+
+
+def tensor_bytes(model: onnx.ModelProto) -> int:
+    # each tensor's own size: the whole's serialization fails past 2 GiB
+    return sum(t.ByteSize() for t in model.graph.initializer)

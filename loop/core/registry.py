@@ -49,8 +49,8 @@ def importable(module: str) -> tuple[bool, str]:
     """Whether ``module`` imports here, and if not, why (for ``available()``)."""
     try:
         importlib.import_module(module)
-    except ImportError as exc:
-        return False, f"{module} is not importable: {exc}"
+    except Exception as exc:  # an SDK may fail on import with more than an ImportError
+        return False, f"{module} is not importable ({type(exc).__name__}: {exc})"
     return True, ""
 
 

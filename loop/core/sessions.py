@@ -70,8 +70,10 @@ def session(
         return ort.InferenceSession(model, so, providers=list(providers))
     if isinstance(model, (str, os.PathLike)):  # a file, its external data beside it
         return ort.InferenceSession(os.fspath(model), so, providers=list(providers))
+    from loop.core.modelfile import tensor_bytes
+
     kept = _given_from_files(model, so) + (_handed_over(model, so) if consume else [])
-    if _tensor_bytes(model) < PROTO_LIMIT:
+    if tensor_bytes(model) < PROTO_LIMIT:
         made = ort.InferenceSession(model.SerializeToString(), so, providers=list(providers))
         made._loop_initializers = kept  # ONNX Runtime reads them in place, for the session's life
         return made
@@ -132,10 +134,6 @@ def _handed_over(model: onnx.ModelProto, so: Any) -> list[Any]:
     if names:
         so.add_external_initializers(names, values)
     return values
-
-
-def _tensor_bytes(model: onnx.ModelProto) -> int:
-    return sum(t.ByteSize() for t in model.graph.initializer)  # each tensor's own (the whole's fails past 2 GiB)
 
 
 @contextlib.contextmanager

@@ -28,6 +28,7 @@ Contract:
 
 from __future__ import annotations
 
+import statistics
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -60,6 +61,22 @@ class Health:
     device_id: str | None = None
     device_path: str | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+SPLIT = ("copy_in_ms", "compute_ms", "copy_out_ms")  # the parts of Session.split_ms
+
+
+def back_to_back(call: Callable[[], object], count: int) -> float:
+    """Seconds of ``count`` calls of ``call``, each after the last: a queue depth of 1."""
+    t0 = time.perf_counter()
+    for _ in range(count):
+        call()
+    return time.perf_counter() - t0
+
+
+def median_split(parts: Sequence[Sequence[float]]) -> dict[str, float]:
+    """Median ms of each :data:`SPLIT` part over ``parts`` (seconds, one triple an inference)."""
+    return {k: 1e3 * statistics.median(p[i] for p in parts) for i, k in enumerate(SPLIT)}
 
 
 class Session(ABC):

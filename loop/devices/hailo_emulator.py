@@ -12,7 +12,6 @@ Nothing here is device time.
 from __future__ import annotations
 
 import tempfile
-import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -22,7 +21,7 @@ import numpy as np
 
 from loop.core.errors import LoopError
 from loop.core.vocab import Artifact, TensorLayout
-from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames, into
+from loop.devices.base import Device, Health, RuntimeOptions, Session, back_to_back, check_frames, into
 
 CONTEXTS = {"quantized": "SDK_QUANTIZED", "fp_optimized": "SDK_FP_OPTIMIZED"}
 
@@ -61,10 +60,7 @@ class HailoEmulatorSession(Session):
 
         Emulation time is host time spent emulating, not device time.
         """
-        start = time.perf_counter()
-        for _ in range(count):
-            self.infer(frames)
-        return time.perf_counter() - start
+        return back_to_back(lambda: self.infer(frames), count)
 
     def close(self) -> None:
         self.stack.close()

@@ -65,7 +65,6 @@ __all__ = [
     "candidate_paths",
     "options_text",
     "page_buffer",
-    "power_limited",
     "runtime_warnings",
     "status_line",
 ]
@@ -79,13 +78,7 @@ HAILO_TIMEOUT = 4
 # arrays and HEF folder, kept for the process's life, since a leaked job may still read or write them.
 LEAKED_SESSIONS: list[tuple[object, ...]] = []
 LEAK_NOTE = "session leaked"  # in the run's notes and warnings (loop.measure.protocol flags it)
-_POWER_LIMIT = re.compile(r"USB-C source electrical current advertised", re.IGNORECASE)
 _LOG_LEVEL = re.compile(r"\[(warning|error|critical)\]\s*(?:\[[^\]]*\]\s*)*(.*)", re.IGNORECASE)
-
-
-def power_limited(warnings: Sequence[str]) -> bool:
-    """True when HailoRT warned that the USB-C source limits the device's power."""
-    return any(_POWER_LIMIT.search(w) for w in warnings)
 
 
 def runtime_warnings(text: str) -> list[str]:

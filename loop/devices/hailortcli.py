@@ -3,19 +3,16 @@
 Parsers are pure functions over the tool's text: ``benchmark`` in HailoRT 5.x (a
 ``Summary`` block of ``<net>: FPS: N`` and per-device ``power``/``temperature`` lines) and
 4.x (``FPS (hw_only) = N``, ``(streaming) = N``, ``Latency (hw) = N ms``,
-``(overall) = N ms``), and ``run2`` (its live line, its chip temperature lines, and its
-``-j stats.json``). :func:`agreement` compares loop's rate with the tool's and flags a
+``(overall) = N ms``). :func:`agreement` compares loop's rate with the tool's and flags a
 disagreement beyond 2%. The formats follow hailortcli's source and docs/hailo.md; they have
 not yet been checked against output captured from a device.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -103,48 +100,6 @@ def _power_4x(text: str) -> Stat | None:
     return Stat(mean=mean, max=peak) if mean is not None else None
 
 
-def _temperatures(text: str) -> Stat | None:
-    found = {
-        k.lower(): float(v) for k, v in re.findall(rf"(Minimum|Average|Maximum) chip temperature:\s*{_NUMBER}", text)
-    }
-    if not found:
-        return None
-    return Stat(found.get("average"), found.get("minimum"), found.get("maximum"))
-
-
-def parse_run2(text: str) -> CliFigures:
-    """Parse ``hailortcli run2`` console output; the last live line per network wins."""
-    fps: dict[str, float] = {}
-    hw = overall = None
-    for line in re.split(r"[\r\n]+", text):
-        match = re.match(r"^\s*(?:\x1b\[[0-9;]*[A-Za-z])*\s*([^\s:|]+):\s+(.*(?:fps|latency):.*)$", line)
-        if not match:
-            continue
-        body = match[2]
-        rate = _first(rf"fps:\s*{_NUMBER}", body)
-        if rate is not None:
-            fps[match[1]] = rate
-        hw = _first(rf"hw latency:\s*{_NUMBER}\s*ms", body) or hw
-        overall = _first(rf"overall latency:\s*{_NUMBER}\s*ms", body) or overall
-    return CliFigures(
-        tool="run2", fps=fps, hw_latency_ms=hw, overall_latency_ms=overall, temperature_c=_temperatures(text)
-    )
-
-
-def parse_run2_json(stats: dict[str, Any]) -> CliFigures:
-    """Parse ``run2 -j stats.json`` (``FPS`` is written as a string there)."""
-    groups = stats.get("network_groups", [])
-    fps = {g.get("name", f"network_group_{i}"): float(g["FPS"]) for i, g in enumerate(groups) if "FPS" in g}
-    first = groups[0] if groups else {}
-    hw, overall = first.get("hw_latency"), first.get("overall_latency")
-    return CliFigures(
-        tool="run2",
-        fps=fps,
-        hw_latency_ms=None if hw is None else float(hw),
-        overall_latency_ms=None if overall is None else float(overall),
-    )
-
-
 def agreement(loop_fps: float, cli_fps: float, tolerance: float = TOLERANCE) -> Agreement:
     """loop's rate against hailortcli's; flagged when they differ by more than ``tolerance``."""
     ratio = loop_fps / cli_fps
@@ -193,40 +148,6 @@ def run_benchmark(
     figures = parse_benchmark(_run(args, timeout_s=seconds * 4 + 60))
     version = cli_version()
     return replace(figures, version=version, ignored=ignored_benchmark_flags(version, args))
-
-
-def run_run2(hef: Path, seconds: int = 15) -> CliFigures:
-    """Latencies and temperature from ``run2`` (with latency on, frames go one at a time)."""
-    with tempfile.TemporaryDirectory(prefix="loop-run2-") as tmp:
-        stats = Path(tmp) / "stats.json"
-        text = _run(
-            [
-                "run2",
-                "-m",
-                "full_async",
-                "-t",
-                str(seconds),
-                "--measure-latency",
-                "--measure-overall-latency",
-                "--measure-temp",
-                "-j",
-                str(stats),
-                "set-net",
-                str(hef),
-            ],
-            timeout_s=seconds * 2 + 60,
-        )
-        console = parse_run2(text)
-        if not stats.is_file():
-            return console
-        from_json = parse_run2_json(json.loads(stats.read_text()))
-    return CliFigures(
-        tool="run2",
-        fps=from_json.fps or console.fps,
-        hw_latency_ms=from_json.hw_latency_ms or console.hw_latency_ms,
-        overall_latency_ms=from_json.overall_latency_ms or console.overall_latency_ms,
-        temperature_c=console.temperature_c,
-    )
 
 
 def measuring_stick(hef: Path, loop_fps: float, options: RuntimeOptions) -> dict[str, Any] | None:

@@ -35,11 +35,9 @@ import numpy as np
 from loop.core.errors import LoopError
 from loop.core.links import LinkModel
 from loop.core.vocab import Artifact
-from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames
+from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames, median_split
 from loop.devices.links import link as shipped_link
 from loop.devices.onnxruntime import OnnxRuntimeDevice
-
-SPLIT = ("copy_in_ms", "compute_ms", "copy_out_ms")
 
 
 class Link:
@@ -145,8 +143,7 @@ class LinkSimSession(Session):
         a fit subtracts it from that rate's time a frame, and a median of other frames taken
         later missed it by up to 0.2 ms, which a round trip of 1 ms fitted from it carried whole."""
         call = self.bound(frames)
-        parts = [call() for _ in range(count)]
-        split = {k: 1e3 * statistics.median(p[i] for p in parts) for i, k in enumerate(SPLIT)}
+        split = median_split([call() for _ in range(count)])
         if self._computed or self._alone:
             split["lone_compute_ms"] = 1e3 * statistics.fmean(self._alone) if self._alone else split["compute_ms"]
         if self._computed:

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from loop.core.sessions import session
 from loop.core.vocab import Artifact
-from loop.devices.base import Device, Health, RuntimeOptions, Session, check_frames, into
+from loop.devices.base import Device, Health, RuntimeOptions, Session, back_to_back, check_frames, into
 from loop.devices.inflight import threaded
 
 
@@ -41,14 +40,8 @@ class OnnxRuntimeSession(Session):
         return into(out, self._session.run(self._out_names, self._feed(frames)))
 
     def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
-        feed = self._feed(frames)
-        run, names = self._session.run, self._out_names
-        if depth <= 1:
-            t0 = time.perf_counter()
-            for _ in range(count):
-                run(names, feed)
-            return time.perf_counter() - t0
-        return threaded(lambda: run(names, feed), count, depth)
+        call = self.bound(frames)
+        return back_to_back(call, count) if depth <= 1 else threaded(call, count, depth)
 
 
 class OnnxRuntimeDevice(Device):

@@ -9,7 +9,6 @@ wrapper and a memcpy, and they are reported as measured, however small.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Sequence
 
@@ -18,12 +17,11 @@ import numpy as np
 from loop.core.errors import LoopError
 from loop.core.sessions import session
 from loop.core.vocab import Artifact
-from loop.devices.base import RuntimeOptions, Session, check_frames, into
+from loop.devices.base import RuntimeOptions, Session, back_to_back, check_frames, into, median_split
 from loop.devices.inflight import per_thread, threaded
 
 # Where a provider keeps its tensors, as OrtValue names the device; the rest use host memory.
 MEMORY = {"CUDAExecutionProvider": "cuda", "TensorrtExecutionProvider": "cuda", "DmlExecutionProvider": "dml"}
-SPLIT = ("copy_in_ms", "compute_ms", "copy_out_ms")
 
 
 def provider_status() -> list[tuple[str, bool, str]]:
@@ -88,14 +86,8 @@ class ProviderSession(Session):
 
     def pipelined(self, frames: Sequence[np.ndarray], count: int, depth: int) -> float:
         steps = [self._step(frames) for _ in range(max(depth, 1))]
-        if depth <= 1:
-            t0 = time.perf_counter()
-            for _ in range(count):
-                steps[0]()
-            return time.perf_counter() - t0
-        return threaded(per_thread(steps), count, depth)
+        return back_to_back(steps[0], count) if depth <= 1 else threaded(per_thread(steps), count, depth)
 
     def split_ms(self, frames: Sequence[np.ndarray], count: int) -> dict[str, float] | None:
         step = self._step(frames)
-        parts = [step()[:3] for _ in range(count)]
-        return {k: 1e3 * statistics.median(p[i] for p in parts) for i, k in enumerate(SPLIT)}
+        return median_split([step()[:3] for _ in range(count)])

@@ -1,14 +1,8 @@
-"""One compile in a child process that leads its own process group (:mod:`loop.flow.supervise`).
-
-A compile that hangs or crashes (a native segfault, ``os._exit``) then takes down only
-itself: the supervisor kills the whole group on timeout, so helpers the compiler spawned go
-too, and the pool, the sweep and the other compiles go on.
-
-Inputs and outputs are data, never pickles. A forked child holds its inputs already; a
-spawned one (Windows, or a threaded parent) reads them from its private 0700 folder as JSON,
-the model's path (or its raw ONNX bytes) and a ``.npy`` read without pickles. The result (checked against its hashes:
-native tools may write anything to stdout) and the stage it is in come back through that folder.
-Spawned as ``python -m loop.flow.compile_child FOLDER PARENT_PID`` by :func:`run_isolated`.
+"""One compile in a child process, so a hang or a crash fails that compile alone: how a child is
+started, watched, fed and ended is :mod:`loop.flow.supervise`'s. A spawned one reads the model's
+path (or its raw ONNX bytes) as JSON and its frames as a ``.npy``; the result, checked against its
+hashes, and its stage come back through its folder. Spawned as
+``python -m loop.flow.compile_child FOLDER PARENT_PID`` by :func:`run_isolated`.
 """
 
 from __future__ import annotations

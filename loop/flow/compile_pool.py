@@ -4,9 +4,8 @@ Cache hits and repeats of an item are never compiled. A compile with scale-only 
 (``scale_grid``) starts from its base's quantized model: a cached one, or the one a compile of
 this batch with the same model, frames and options optimizes first (the base, or one of the
 edited compiles), so each base is optimized once. Misses go to workers (joblib's loky
-processes here, or the workers of a Dask cluster), and each worker runs its compile in a
-child process of its own process group (:mod:`loop.flow.compile_child`), so a per-variant
-timeout or a crash fails that variant alone. Results come back in input order. A local worker
+processes here, or the workers of a Dask cluster), each compile in a child process of its own
+(:mod:`loop.flow.compile_child`). Results come back in input order. A local worker
 of a sweep stores its artifact under ``runs/artifacts`` and writes its cache entry itself (each
 file written whole and renamed, as the parent writes them), so a result comes back without its
 bytes; a Dask worker's result comes back by value, and the parent writes its entry.

@@ -9,7 +9,7 @@ import onnx
 
 from loop.author.author import Authored, author, references, with_reference
 from loop.author.frames import count
-from loop.author.sweepfile import SweepSpec, VariantSpec, parse
+from loop.author.sweepfile import SweepSpec, VariantSpec
 from loop.core.capture import captured_stderr
 from loop.core.errors import LoopError
 from loop.core.record import RunRecord
@@ -21,16 +21,10 @@ from loop.judge.noise import NoiseReport, worst_first
 from loop.store.ledger import Ledger
 
 
-def analyse(path: Path, variant: str, runs: Path | None = None) -> NoiseReport:
-    """Author ``variant`` of sweep file ``path``, optimize it with the sweep's compile options and
-    calibration frames, and measure every quantized tensor on the sweep's ``inputs:``. With ``runs``,
-    a note when the run of that variant recorded there was quantized otherwise."""
-    spec = parse(Path(path))
-    return of_variant(spec, variant_named(spec, variant), runs)
-
-
 def of_variant(spec: SweepSpec, chosen: VariantSpec, runs: Path | None = None) -> NoiseReport:
-    """:func:`analyse` of a sweep already parsed."""
+    """Author ``chosen`` of ``spec``, optimize it with the sweep's compile options and calibration
+    frames, and measure every quantized tensor on the sweep's ``inputs:``. With ``runs``, a note
+    when the run of that variant recorded there was quantized otherwise."""
     if not compiler_class(spec.backend).analyses_noise():
         raise LoopError(
             f"the {spec.backend} compiler has no per-layer noise analysis", file=str(spec.path), field="backend"

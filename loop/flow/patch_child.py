@@ -4,14 +4,11 @@ A ``scale_grid`` candidate is a patch of its base's quantized model: its scales 
 fingerprinted and graph-compiled. Forked one by one, each patch paid for a fork of a large parent,
 a parse of every model it read, and a file round trip, more than the patch itself; here one child
 holds the base it was sent once (and what its compiler derives from it, such as the float model's
-kernels), and patches it as often as asked. Isolation is what a compile child gives: a child that
-dies or outlives the compile's timeout fails that compile alone (its stage named), and the next
-compile starts another. Used for backends whose compiler says so (``Compiler.patches_warm``);
-the Dataflow Compiler's compile of a patched HAR is a whole compile, forked as any other.
-
-Everything crosses the private socket as data (:mod:`loop.store.codec`'s hash-checked frames and
-JSON), never pickles. Run as ``python -m loop.flow.patch_child FD PARENT`` by
-:func:`loop.flow.supervise.connected`.
+kernels), and patches it as often as asked; one that dies or outlives a compile's timeout fails
+that compile alone, and the next starts another (:mod:`loop.flow.supervise`). Used for backends
+whose compiler says so (``Compiler.patches_warm``); the Dataflow Compiler's compile of a patched
+HAR is a whole compile, forked as any other. Frames on the socket are :mod:`loop.store.codec`'s.
+Run as ``python -m loop.flow.patch_child FD PARENT`` by :func:`loop.flow.supervise.connected`.
 """
 
 from __future__ import annotations

@@ -2,14 +2,9 @@
 
 ``Runner.run(task) -> RunResult`` takes a compiled artifact, the controlled inputs and a
 measure protocol, and returns a value: the devices' raw outputs, the protocol's figures, the
-vendor benchmark beside them and the device's health, or the stage where it failed and why.
-Nothing a device does raises into the sweep. The stages, each under a timeout of its own:
-
-* ``open``: the device made and a session opened on the artifact;
-* ``inputs``: every controlled input through it, and the first again (is it deterministic?);
-* ``measure``: the measure protocol (time to first output, steady rate, bytes);
-* ``vendor-benchmark``: the vendor's own benchmark of the same file, where there is one;
-* ``health``: the device's identity and warnings after the run.
+vendor benchmark beside them and the device's health, or the stage where it failed and why
+(:data:`STAGES`, each under a timeout of its own, run by :mod:`loop.flow.device_child`).
+Nothing a device does raises into the sweep.
 
 Audit and scoring are pure steps on what a runner returns (:mod:`loop.flow.evaluate`).
 Runners: :class:`loop.flow.local_runner.LocalRunner` (each device in a child process of its

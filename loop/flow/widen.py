@@ -54,7 +54,7 @@ class _Tried:
 def measured(
     path: Path, variant: str, runs: Path | None = None, target_db: float | None = None, progress: bool = False
 ) -> NoiseReport:
-    """``loop noise``: the analysis of ``variant`` of sweep file ``path`` (:func:`loop.flow.noise.analyse`),
+    """``loop noise``: the analysis of ``variant`` of sweep file ``path`` (:func:`loop.flow.noise.of_variant`),
     then its grids widened to 16 bits step by step, each step measured, until one reaches the target
     (``target_db``, else :func:`loop.judge.widen.target_of`'s). With ``runs``, its compile cache is used.
     ``progress``: each step on stderr as it is scored (a widening compiles and scores several)."""

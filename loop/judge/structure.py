@@ -127,7 +127,8 @@ def _bounds(structure: Structure, tensor: str) -> list[float | None] | None:
     return None
 
 
-def _consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+def consumers_of(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    """The nodes that read each tensor, in graph order."""
     out: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:
         for name in node.input:
@@ -136,6 +137,9 @@ def _consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
 
 
 def clip_bounds(node: onnx.NodeProto, consts: dict[str, np.ndarray]) -> tuple[float, float]:
+    """What a Relu or a Clip lets through."""
+    if node.op_type == "Relu":
+        return 0.0, float(np.inf)
     lo, hi = -np.inf, np.inf
     for attr in node.attribute:  # opset < 11 carries bounds as attributes
         if attr.name == "min":
@@ -159,11 +163,11 @@ def follow_activations(
     A caller following many tensors passes ``consumers`` made once: made per call, it costs
     the whole graph each time (minutes for 100,000 nodes)."""
     consts = consts if consts is not None else constants(graph)
-    consumers = consumers if consumers is not None else _consumers(graph)
+    consumers = consumers if consumers is not None else consumers_of(graph)
     lo, hi = -np.inf, np.inf
     while len(consumers.get(tensor, [])) == 1 and consumers[tensor][0].op_type in FOLDED_ACTIVATIONS:
         node = consumers[tensor][0]
-        a, b = (0.0, np.inf) if node.op_type == "Relu" else clip_bounds(node, consts)
+        a, b = clip_bounds(node, consts)
         lo, hi = max(lo, a), min(hi, b)
         tensor = node.output[0]
     return tensor, (float(lo), float(hi))
@@ -192,7 +196,7 @@ def analyse(model: onnx.ModelProto) -> Structure:
     graph = model.graph
     consts = constants(graph)
     inits = {t.name for t in graph.initializer}
-    consumers = _consumers(graph)
+    consumers = consumers_of(graph)
     layers: list[Layer] = []
     bounds: dict[str, tuple[float, float]] = {}
     for node in graph.node:
@@ -272,7 +276,7 @@ def _grids(
             and len(consumers.get(src, [])) == 1
         ):
             parent[src] = node.output[0]
-            lo, hi = (0.0, np.inf) if node.op_type == "Relu" else clip_bounds(node, consts)
+            lo, hi = clip_bounds(node, consts)
             before = clamps.get(src, (-np.inf, np.inf))
             clamps[node.output[0]] = (float(max(lo, before[0])), float(min(hi, before[1])))
         if node.op_type in SAME_SCALE_OPS:

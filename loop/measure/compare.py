@@ -2,12 +2,10 @@
 
 Two bases, always named in the result:
 
-* ``interleaved`` (the default, when both artifacts and the device are at hand): A and B are
-  re-measured in one process, A B A' ... for ``rounds`` rounds, with a second session of A
-  (A') as a control. B is called faster or slower only when the 95% interval of the paired
-  ratio B/A lies wholly beyond the noise floor, which is the outer edge of the control's own
-  interval A'/A (at least ``MIN_FLOOR_PCT``): an effect has to exceed what this very call
-  measures between A and itself.
+* ``interleaved`` (the default, when both artifacts and the device are at hand): A and B
+  re-measured with an A/A control (:mod:`loop.measure.interleave`). B is called faster or
+  slower only when the 95% interval of the paired ratio B/A lies wholly beyond the noise floor,
+  the outer edge of the control's own interval A'/A (at least ``MIN_FLOOR_PCT``).
 * ``ledger`` (``from_ledger``, or an artifact is gone): the recorded figures only. Each side
   needs at least ``MIN_REPEATS`` repeats and no ``host-busy`` flag; non-overlapping 95% intervals
   of the medians call it, overlapping ones are noise, anything less is ``undecided`` with the reason.

@@ -5,6 +5,12 @@ The model itself (three numbers, and the fit) is :mod:`loop.core.links`; the shi
 the devices' (:mod:`loop.devices.links`). At queue depth ``d`` a run's pipelined rate is the
 slower stage's, ``1 / max(L, C)`` (``L`` the link's busy time per inference, ``C`` compute),
 capped by Little's law at ``d / (L + round_trip + C)``; a lone frame takes ``L + round_trip + C``.
+
+A fitted link's file, ``runs/links/NAME.json``, is a user's file like any other, checked when read
+as a sweep file is: a string or a zero for the bandwidth, a NaN, a negative round trip or JSON
+nested thousands deep would otherwise surface as a traceback, or worse as a printed "-201.6 fps".
+:class:`LinkFile` declares each field once, with its type and bounds (strict: no "300" for 300;
+finite numbers only), and a file that fails is one line naming the file and the field.
 """
 
 from __future__ import annotations
@@ -14,8 +20,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from loop.core import jsondepth
 from loop.core.errors import LoopError
 from loop.core.links import LinkModel, Rung, fit, parse_inline  # noqa: F401 - re-exported for the model's users
 from loop.core.record import RunRecord
@@ -107,6 +116,45 @@ def predict(model: LinkModel, run: RunRecord, depth: int | None = None) -> Predi
 
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MAX_BYTES = 1 << 20  # a fitted link is a few hundred bytes, with one residual per rung
+MAX_DEPTH = 4  # an object of numbers and one object of residuals
+MAX_MS = 60_000.0  # a fixed cost or round trip of a minute is no link's
+
+
+class LinkFile(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
+
+    name: str = Field(pattern=_NAME.pattern)
+    bandwidth_mb_s: float = Field(gt=0, le=1e7)
+    per_transfer_ms: float = Field(ge=0, le=MAX_MS)
+    round_trip_ms: float = Field(ge=0, le=MAX_MS)
+    source: str = Field(max_length=4096)
+    residuals_pct: dict[Annotated[str, Field(max_length=256)], Annotated[float, Field(ge=-1e6, le=1e6)]] = Field(
+        max_length=4096
+    )
+
+
+def checked(data: Any, where: str) -> LinkModel:
+    """``data`` as a link model, or one :class:`LoopError` naming ``where`` and the first field
+    that fails."""
+    try:
+        valid = LinkFile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(the file)"
+        raise LoopError(f"not a link model: {first['msg']}", file=where, field=field) from None
+    return LinkModel(**valid.model_dump())
+
+
+def read(path: Path) -> LinkModel:
+    """The link model saved at ``path``."""
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise LoopError(f"not a link model: larger than {MAX_BYTES} bytes", file=str(path))
+        data = jsondepth.loads(path.read_bytes(), MAX_DEPTH)
+    except (OSError, ValueError) as exc:
+        raise LoopError(f"not a link model: {exc}", file=str(path)) from None
+    return checked(data, str(path))
 
 
 def links_dir(runs: Path) -> Path:
@@ -118,8 +166,6 @@ def save(runs: Path, model: LinkModel) -> Path:
 
     if not _NAME.match(model.name) or model.name in SHIPPED:
         raise LoopError(f"link name '{model.name}': use letters, digits, '.', '_' or '-', not a shipped name")
-    from loop.measure.linkfile import checked
-
     checked(model.to_json(), f"link '{model.name}'")  # what load would refuse is never written
     links_dir(runs).mkdir(parents=True, exist_ok=True)
     return atomic_write(links_dir(runs) / f"{model.name}.json", json.dumps(model.to_json(), indent=2).encode())
@@ -134,8 +180,6 @@ def load(runs: Path | None, name: str) -> LinkModel:
     if path is None or not path.is_file():
         known = sorted({*SHIPPED, *(p.stem for p in _saved(runs))})
         raise LoopError(f"unknown link '{name}' (known: {', '.join(known)})")
-    from loop.measure.linkfile import read
-
     return read(path)
 
 

@@ -236,11 +236,6 @@ def runs_artifact(runs: Path, name: str) -> Path:
     return Path(runs).resolve() / "artifacts" / safe_component(name, "artifact name")
 
 
-def store_artifact(runs: Path, sha: str, suffix: str, data: bytes) -> Path:
-    """Content-addressed: the same bytes are stored once, and only after they are verified."""
-    return store_verified(artifact_path(runs, sha, suffix), sha, data)
-
-
 def stale_temps(folder: Path) -> list[Path]:
     """Temporary files in ``folder`` whose writer is gone."""
     out = []

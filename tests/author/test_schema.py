@@ -202,6 +202,6 @@ def test_each_op_is_its_schema_model_with_behaviour() -> None:
     from loop.author import perturb
 
     for name, op in perturb.OPS.items():
-        model = schema._OPS[name]
+        model = schema.OPS[name]
         assert issubclass(op, model) and op.model_fields.keys() == model.model_fields.keys(), name
         assert not {k for k in inspect.get_annotations(op) if k in model.model_fields}, name

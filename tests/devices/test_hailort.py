@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from loop.core.errors import BufferSizeError
+from loop.core.kinds import Flag
 from loop.core.vocab import Artifact
 from loop.devices.base import RuntimeOptions
 from loop.devices.hailort import (
@@ -27,10 +28,10 @@ from loop.devices.hailort import (
     HailoRTError,
     options_text,
     page_buffer,
-    power_limited,
     runtime_warnings,
     status_line,
 )
+from loop.measure.protocol import flags_for
 
 POWER_WARNING = "[HailoRT] [warning] USB-C source electrical current advertised: 1.5A."
 
@@ -154,7 +155,7 @@ def test_health_captures_runtime_stderr_and_flags_power(
     with loopback_device.open(loopback_artifact(), RuntimeOptions()):
         health = loopback_device.health()
     assert health.warnings == (POWER_WARNING,)
-    assert power_limited(health.warnings)
+    assert flags_for(health.warnings) == [Flag.POWER_LIMITED]  # the one check loop flags runs by
     assert health.temperature_c is None  # the loopback has no chip
     assert (health.device_id, health.device_path) == ("LOOPBACK", "loopback/0")
     assert loopback_device.health().warnings == ()  # handed out once
@@ -184,7 +185,7 @@ def test_available_names_the_paths_it_tried(
 
 
 def test_pure_helpers() -> None:
-    assert not power_limited(["[HailoRT] [warning] something else"])
+    assert flags_for(["[HailoRT] [warning] something else"]) == []
     assert runtime_warnings("[HailoRT] [info] fine\n[HailoRT] [error] boom\n") == ["[HailoRT] [error] boom"]
     assert status_line(74, "x").startswith("HailoRT status 74 (HAILO_OUT_OF_PHYSICAL_DEVICES")
     assert status_line(99, "") == "HailoRT status 99"

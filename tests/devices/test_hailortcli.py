@@ -15,8 +15,6 @@ from loop.devices.hailortcli import (
     agreement,
     ignored_benchmark_flags,
     parse_benchmark,
-    parse_run2,
-    parse_run2_json,
     parse_version,
     run_benchmark,
 )
@@ -49,13 +47,6 @@ Device 0000:01:00.0:
                           (max)     = 2.9 W
 """
 
-RUN2 = (
-    "\x1b[2K\refficientnet_lite0:  hw latency: 2.25 ms | overall latency: 3.90 ms\n"
-    "\x1b[2K\refficientnet_lite0:  hw latency: 2.27 ms | overall latency: 3.95 ms\n"
-    "\tMinimum chip temperature: 38.70 C\n\tAverage chip temperature: 40.10 C\n"
-    "\tMaximum chip temperature: 41.70 C\n"
-)
-
 
 def test_benchmark_5x_summary_and_device_block() -> None:
     figures = parse_benchmark(BENCHMARK_5X)
@@ -73,28 +64,6 @@ def test_benchmark_4x_summary() -> None:
     assert figures.rate == 1174.0
     assert figures.power_w == Stat(mean=2.5, max=2.9)
     assert figures.fps == {}  # the progress line before the summary is not a result
-
-
-def test_run2_live_line_keeps_the_last_reading_and_temperatures() -> None:
-    figures = parse_run2(RUN2 + "other_net:  fps: 512.50 | hw latency: 1.00 ms\n")
-    assert figures.fps == {"other_net": 512.5}
-    assert figures.hw_latency_ms == 1.00
-    assert figures.overall_latency_ms == 3.95
-    assert figures.temperature_c == Stat(40.1, 38.7, 41.7)
-    only = parse_run2(RUN2)
-    assert (only.hw_latency_ms, only.overall_latency_ms, only.fps) == (2.27, 3.95, {})
-
-
-def test_run2_json() -> None:
-    stats = {
-        "network_groups": [
-            {"name": "efficientnet_lite0", "FPS": "1168.000000", "hw_latency": 2.27, "overall_latency": 3.95}
-        ]
-    }
-    figures = parse_run2_json(stats)
-    assert figures.fps == {"efficientnet_lite0": 1168.0}
-    assert (figures.hw_latency_ms, figures.overall_latency_ms) == (2.27, 3.95)
-    assert parse_run2_json({}).rate is None
 
 
 def test_agreement_flags_beyond_two_percent() -> None:

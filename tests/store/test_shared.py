@@ -13,11 +13,12 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from loop.core.errors import LoopError
 from loop.core.vocab import Artifact, CompileResult, TensorLayout
 from loop.store.artifacts import load_artifact, read_checked
 from loop.store.cache import Cache, entry_bytes
 from loop.store.codec import Damaged, decode
-from loop.store.files import StoreFault
+from loop.store.files import StoreFault, StoreWarning, check_runs
 from loop.store.shared import FOLDER, SHARE_FROM, TensorStore, join, names, read_whole, split, store_artifact
 
 
@@ -173,3 +174,45 @@ def test_a_worker_splits_an_artifact_once_for_its_cache_entry_and_its_file(tmp_p
     assert read_checked(Path(result.artifact.path), sha(data)) == data
     assert Cache.for_runs(runs).lookup("k").artifact.data == data
     assert split(data, TensorStore(tmp_path / "t")) is not None and len(splits) == 2  # outside it: split anew
+
+
+# Not ONNX: stored as they are, under their hash.
+DATA = b"artifact bytes"
+SHA = hashlib.sha256(DATA).hexdigest()
+
+
+def test_a_dangling_link_in_artifacts_does_not_take_the_artifact_outside(tmp_path: Path) -> None:
+    runs, outside = tmp_path / "runs", tmp_path / "elsewhere" / "a.onnx"
+    (runs / "artifacts").mkdir(parents=True)
+    (runs / "artifacts" / f"{SHA[:32]}.onnx").symlink_to(outside)
+    with pytest.warns(StoreWarning, match="did not match its hash; rewritten"):
+        path = store_artifact(runs, SHA, ".onnx", DATA)
+    assert path == runs.resolve() / "artifacts" / f"{SHA[:32]}.onnx" and not path.is_symlink()
+    assert path.read_bytes() == DATA and not outside.exists()
+
+
+def test_a_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    runs, elsewhere = tmp_path / "runs", tmp_path / "elsewhere"
+    runs.mkdir()
+    elsewhere.mkdir()
+    (runs / "artifacts").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(StoreFault, match="symbolic link"):
+        store_artifact(runs, SHA, ".onnx", DATA)
+    with pytest.raises(LoopError, match="symbolic link"):
+        check_runs(runs)
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("damage", ["flip", "swap"])
+def test_a_damaged_artifact_is_rewritten(tmp_path: Path, damage: str) -> None:
+    path = store_artifact(tmp_path, SHA, ".onnx", DATA)
+    path.write_bytes(b"artifact bytez" if damage == "flip" else b"another variant's artifact")
+    with pytest.warns(StoreWarning, match="rewritten"):
+        assert store_artifact(tmp_path, SHA, ".onnx", DATA) == path
+    assert path.read_bytes() == DATA
+
+
+def test_bytes_are_stored_only_under_their_own_hash(tmp_path: Path) -> None:
+    with pytest.raises(StoreFault, match="do not match their hash"):
+        store_artifact(tmp_path, SHA, ".onnx", b"other bytes")
+    assert not (tmp_path / "artifacts").exists() or list((tmp_path / "artifacts").iterdir()) == []

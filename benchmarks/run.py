@@ -73,7 +73,11 @@ def machine() -> dict[str, Any]:
             cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
     except OSError:
         pass
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        commit = head.stdout.strip() or None
+    except OSError:  # no git: a copy of the tree, not a clone
+        commit = None
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
@@ -81,7 +85,7 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "onnxruntime": ort.__version__,
         "numpy": np.__version__,
-        "commit": head.stdout.strip() or None,
+        "commit": commit,
     }
 
 
@@ -138,8 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, topic in KEPT.items():
             print(f"{name:<18} {topic:<24} {summary(name)}")
         return 0
-    out = args.out or ROOT / "runs" / "benchmarks" / time.strftime("%Y%m%d-%H%M%S")
     names = list(KEPT) if args.name == "all" else [args.name]
+    for name in names:
+        module(name)  # an unknown name is refused before anything runs or is written
+    out = args.out or ROOT / "runs" / "benchmarks" / time.strftime("%Y%m%d-%H%M%S")
     ok = [run(n, [*(module(n).TINY if args.tiny else []), *extra], out, args.tiny) for n in names]
     return 0 if all(ok) else 1
 

@@ -1,4 +1,6 @@
-"""What a scale-only, score-only candidate costs, side by side in one run:
+"""What a scale-only, score-only candidate costs, beside a full one and the limit.
+
+Side by side in one run:
 
 * **full**: a study generation of ``--full`` ``scale_weights`` candidates, each quantized from scratch
   and measured (the protocol's short run, then the rounds against the reference);

@@ -1,6 +1,8 @@
-"""What a score-only generation costs beside a measured one: the same study generation of N
-candidates, measured (the protocol's short run, then the rounds against the reference) and
-score-only (``measure=False``: compile, audit and score on the controlled inputs), side by side.
+"""What a score-only generation costs beside a measured one.
+
+The same study generation of N candidates, measured (the protocol's short run, then the rounds
+against the reference) and score-only (``measure=False``: compile, audit and score on the
+controlled inputs), side by side.
 
 MODEL is a recipe or an ONNX model (default ``graphs/two_conv.yaml``); the candidates are
 ``scale_weights`` on its first convolution at N factors, with ``bias_correction: false``, under a

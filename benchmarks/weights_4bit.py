@@ -1,6 +1,8 @@
-"""SNR against weight bytes: 8 bits, every kernel at 4, 4-bit shares by loop's rule, and the same
-shares taken largest layers first (the rule's plain alternative), all in one score-only study
-generation, bias correction off, on realistic frames.
+"""SNR against weight bytes at 8 bits, at 4, and at 4-bit shares chosen by loop's rule or largest first.
+
+8 bits, every kernel at 4, 4-bit shares by loop's rule, and the same shares taken largest layers
+first (the rule's plain alternative), all in one score-only study generation, bias correction off,
+on realistic frames.
 
 MODEL is an ONNX file with ``--shape NAME=D,D,...`` (its input's static shape); its calibration and
 scoring frames are ``--calibration``/``--inputs`` (.npy), or else crops of the photographs matplotlib

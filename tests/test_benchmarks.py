@@ -128,9 +128,9 @@ def _link_model(f: dict[str, Any]) -> None:
 def _score_intervals(f: dict[str, Any]) -> None:
     rows = f["squeezenet"]
     assert set(rows) == {"4", "8"}
-    for row in rows.values():
+    for row in rows.values():  # a percentile bootstrap's interval need not hold its estimate
         low, high = row["ci95"]
-        assert low <= row["snr_db"] <= high
+        assert math.isfinite(row["snr_db"]) and math.isfinite(low) and low <= high
         assert row["verdicts"] == ["clean"] and len(row["moved_snr_db"]) == len(row["moved_paired_ci95"]) == 1
 
 

@@ -23,9 +23,10 @@ def mpl_data() -> Path:
     return Path(matplotlib.get_data_path())
 
 
-def photo_crops(count: int, size: int, seed: int, half: int) -> np.ndarray:
+def photo_crops(count: int, height: int, width: int, seed: int, half: int) -> np.ndarray:
     """``count`` RGB crops (random scale, offset and flip) of the two photographs matplotlib ships,
-    resized to ``size`` and normalised by ImageNet's mean and std, [count, 3, size, size] float32.
+    resized to ``height`` x ``width`` and normalised by ImageNet's mean and std, [count, 3, height,
+    width] float32.
     Each crop lies in the left (``half`` 0) or right (1) half of its photograph: calibration and
     scoring frames drawn from other halves share no pixel."""
     from PIL import Image
@@ -37,10 +38,10 @@ def photo_crops(count: int, size: int, seed: int, half: int) -> np.ndarray:
     out = []
     for i in range(count):
         img = photos[i % len(photos)]
-        width = img.width // 2
-        side = int(min(width, img.height) * rng.uniform(0.45, 1.0))
-        x, y = half * width + int(rng.integers(0, width - side + 1)), int(rng.integers(0, img.height - side + 1))
-        crop = img.crop((x, y, x + side, y + side)).resize((size, size), Image.BICUBIC)
+        part = img.width // 2
+        side = int(min(part, img.height) * rng.uniform(0.45, 1.0))
+        x, y = half * part + int(rng.integers(0, part - side + 1)), int(rng.integers(0, img.height - side + 1))
+        crop = img.crop((x, y, x + side, y + side)).resize((width, height), Image.BICUBIC)
         if rng.random() < 0.5:
             crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
         out.append(((np.asarray(crop, np.float32) / 255 - mean) / std).transpose(2, 0, 1))

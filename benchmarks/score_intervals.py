@@ -70,7 +70,7 @@ def shipped(name: str, models: Path | None) -> Path | None:
 def frames_of(name: str, count: int, calibration: bool, used: set[Path], size: int) -> np.ndarray:
     seed = 100 if calibration else 200 + count
     if name == "squeezenet":
-        return bench_data.photo_crops(count, size, seed, 0 if calibration else 1)
+        return bench_data.photo_crops(count, size, size, seed, 0 if calibration else 1)
     _, _, _, height, width = SHIPPED[name]
     if not height:
         files = bench_data.installed_files(count, seed, used)

@@ -5,9 +5,9 @@ first (the rule's plain alternative), all in one score-only study generation, bi
 on realistic frames.
 
 MODEL is an ONNX file with ``--shape NAME=D,D,...`` (its input's static shape); its calibration and
-scoring frames are ``--calibration``/``--inputs`` (.npy), or else crops of the photographs matplotlib
-ships at the shape's height and width (ImageNet's mean and std, calibration and scoring crops from
-other halves of each photograph). Without MODEL: bench_data's squeezenet1_1 (torchvision's layers,
+scoring frames are ``--calibration``/``--inputs`` (.npy), or else, for an RGB input, crops of the
+photographs matplotlib ships at the shape's height and width (ImageNet's mean and std, calibration
+and scoring crops from other halves of each photograph). Without MODEL: bench_data's squeezenet1_1 (torchvision's layers,
 random weights) at ``--size``. Prints one row a variant: verdict, weight bytes and their ratio to
 the 8-bit run's, SNR against the float model on the scoring frames, and the share of weights at 4
 bits.
@@ -83,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         ):
             if given is None:
                 given = Path(tmp) / f"{key}.npy"
-                np.save(given, bench_data.photo_crops(count, shapes[name][-1], 10 + half, half))
+                np.save(given, bench_data.photo_crops(count, *shapes[name][-2:], 10 + half, half))
             frames[key] = {"path": str(given.resolve())}
         counts = {lp.name: lp.weight_count for lp in load(model, {}, shapes).structure.layers if lp.weight_count}
         asked = candidates(counts, args.shares)

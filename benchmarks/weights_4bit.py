@@ -7,10 +7,10 @@ on realistic frames.
 MODEL is an ONNX file with ``--shape NAME=D,D,...`` (its input's static shape); its calibration and
 scoring frames are ``--calibration``/``--inputs`` (.npy), or else, for an RGB input, crops of the
 photographs matplotlib ships at the shape's height and width (ImageNet's mean and std, calibration
-and scoring crops from other halves of each photograph). Without MODEL: bench_data's squeezenet1_1 (torchvision's layers,
-random weights) at ``--size``. Prints one row a variant: verdict, weight bytes and their ratio to
-the 8-bit run's, SNR against the float model on the scoring frames, and the share of weights at 4
-bits.
+and scoring crops from other halves of each photograph). Without MODEL: bench_data's
+squeezenet1_1 (torchvision's layers, random weights) at ``--size``. Prints one row a variant:
+verdict, weight bytes and their ratio to the 8-bit run's, SNR against the float model on the
+scoring frames, and the share of weights at 4 bits.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """Big bases: how long ``loop layers`` and reading a sweep file take as a base grows.
 
-    python benchmarks/big_graph.py [--sizes 5000 10000 20000 100000] [--shapes add-relu ...]
-
 Each base is a chain authored here, one input of [1, 8] through ``n`` nodes:
 
 * ``add-relu``: Add (a shared initializer) then Relu, repeated; no quantized layer;
@@ -13,8 +11,7 @@ Each base is a chain authored here, one input of [1, 8] through ``n`` nodes:
 
 For each it times, in this process, what ``loop layers BASE`` does (load, analyse, the
 table) and what ``loop sweep`` does before it writes anything (``spec.parse`` of a sweep
-file over the base, backends checked), each from a cold base cache. Figures in
-benchmarks/README.md, "Big bases".
+file over the base, backends checked), each from a cold base cache.
 """
 
 from __future__ import annotations
@@ -22,8 +19,9 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -35,6 +33,7 @@ from loop.judge.structure import describe
 from loop.report import layers_table
 
 SHAPES = ("add-relu", "matmul-relu", "constant-add", "relu")
+TINY = ["--sizes", "400"]
 SWEEP = """\
 sweep: big
 base: {base}
@@ -88,11 +87,12 @@ def layers(base: Path) -> None:
     layers_table(describe(graphs.load(base, {}).structure))
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--sizes", type=int, nargs="+", default=[5000, 10000, 20000, 100000])
     ap.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    rows = []
     print(f"{'base':<14}{'nodes':>8}{'loop layers s':>15}{'sweep read s':>14}{'us/node':>9}")
     with tempfile.TemporaryDirectory() as tmp:
         for shape in args.shapes:
@@ -105,7 +105,5 @@ def main() -> None:
                 t_sweep = timed(lambda sweep=sweep: parse(sweep, check_backends=True))
                 per_node = 1e6 * max(t_layers, t_sweep) / n
                 print(f"{shape:<14}{n:>8}{t_layers:>15.2f}{t_sweep:>14.2f}{per_node:>9.0f}", flush=True)
-
-
-if __name__ == "__main__":
-    main()
+                rows.append({"base": shape, "nodes": n, "layers_s": t_layers, "sweep_read_s": t_sweep})
+    return {"rows": rows}

@@ -5,9 +5,8 @@ weights lie in one external-data file beside the model, as exporters write model
 ``write_stack`` makes one of about the bytes asked; ``main`` sweeps it (base, ``scale_weights``,
 two ``scale_grid`` candidates, ``weights: 4``) beside plain ``quantize_static`` and one session,
 and reports each process's peak, the process tree's summed PSS peak, what each variant wrote
-(its model files and its artifact) and each stage's time as JSON.
-
-    python benchmarks/big_model.py --gb 0.13 --out /tmp/big
+(its model files and its artifact) and each stage's time. The models are written under ``--work``
+(a temporary folder unless given: at 4.3 GB, put it where the disk has room).
 """
 
 from __future__ import annotations
@@ -17,15 +16,19 @@ import json
 import resource
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 TOKENS = 16
+TINY = ["--gb", "0.002", "--jobs", "1"]
 
 
 def shape_for(weight_bytes: float, hidden: int = 0) -> tuple[int, int]:
@@ -104,7 +107,7 @@ def peer(model: Path, out: Path, hidden: int) -> dict[str, float]:
 def sweep_text(model: Path) -> str:
     return (
         f"sweep: big\nbase: {model}\ncalibration: {{count: 8}}\ninputs: {{count: 2}}\n"
-        "measure: {warmup: 1, frames: 4, repeats: 1, ttfo_repeats: 1, latency_frames: 2}\n"
+        "measure: {warmup: 1, frames: 4, repeats: 1, ttfo_repeats: 1, latency_frames: 2, min_duration_s: 0}\n"
         "variants:\n  - name: base\n"
         "  - {name: weights, perturb: [{op: scale_weights, layer: b0/up, factor: 1.05}]}\n"
         "  - {name: grid, perturb: [{op: scale_grid, layer: b0/up, of: weights, factor: 1.05}]}\n"
@@ -191,25 +194,22 @@ def loop_sweep(model: Path, out: Path, jobs: int | None) -> dict[str, object]:
     return found
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--gb", type=float, nargs="+", default=[0.13])
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--work", type=Path, help="where the models and runs are written (default: a temporary folder)")
     parser.add_argument("--jobs", type=int, default=None)
     parser.add_argument("--no-sweep", action="store_true", help="the peer alone")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     report = []
-    for gb in args.gb:
-        folder = args.out / f"{gb:g}gb"
-        folder.mkdir(parents=True, exist_ok=True)
-        made = write_stack(folder / "big.onnx", gb * 1e9)
-        row: dict[str, object] = {"gb": gb, **made, "peer": peer(folder / "big.onnx", folder, made["hidden"])}
-        if not args.no_sweep:
-            row["loop"] = loop_sweep(folder / "big.onnx", folder, args.jobs)
-        report.append(row)
-        print(json.dumps(row), flush=True)
-    (args.out / "big_model.json").write_text(json.dumps(report, indent=1))
-
-
-if __name__ == "__main__":
-    main()
+    with tempfile.TemporaryDirectory(prefix="big-model-", dir=args.work) as work:
+        for gb in args.gb:
+            folder = Path(work) / f"{gb:g}gb"
+            folder.mkdir(parents=True)
+            made = write_stack(folder / "big.onnx", gb * 1e9)
+            row: dict[str, object] = {"gb": gb, **made, "peer": peer(folder / "big.onnx", folder, made["hidden"])}
+            if not args.no_sweep:
+                row["loop"] = loop_sweep(folder / "big.onnx", folder, args.jobs)
+            report.append(row)
+            print(json.dumps(row), flush=True)
+    return {"sizes": report}

@@ -8,16 +8,17 @@ larger input, so one compile takes seconds, then times ``compile_all`` over all 
 * the same items again through that cache (target: <= 2 % of the first, zero compiles).
 
 Also times one compile in-process against one isolated in a child process (the price of
-per-variant timeouts and crash isolation). Run: ``python benchmarks/compile_jobs.py``.
+per-variant timeouts and crash isolation).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from loop.judge.structure import analyse
 from loop.store.cache import Cache
 
 RECIPE = Path(__file__).resolve().parent.parent / "graphs" / "stack_131k.yaml"
+TINY = ["--variants", "2", "--size", "16", "--frames", "4"]
 
 
 def variants(count: int, size: int, frames: int) -> list[Item]:
@@ -65,12 +67,12 @@ def isolation_overhead(items: list[Item], pooled_s: float) -> dict[str, float]:
     }
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--variants", type=int, default=8)
     parser.add_argument("--size", type=int, default=128)
     parser.add_argument("--frames", type=int, default=32)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     items = variants(args.variants, args.size, args.frames)
     timed(items[:2], 2, 1, None)  # start the loky workers and warm the page cache once
     serial = {threads: timed(items, 1, threads, None)[0] for threads in (1, 2)}
@@ -78,7 +80,7 @@ def main() -> None:
         cache = Cache.for_runs(Path(runs))
         parallel, compiles = timed(items, 2, 1, cache)
         rerun, recompiles = timed(items, 2, 1, cache)
-    report = {
+    return {
         "variants": len(items),
         "size": args.size,
         "frames": args.frames,
@@ -92,8 +94,3 @@ def main() -> None:
         "rerun_share": rerun / parallel,
         "isolation": isolation_overhead(items, serial[1]),
     }
-    print(json.dumps(report, indent=2))
-
-
-if __name__ == "__main__":
-    main()

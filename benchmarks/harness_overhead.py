@@ -12,21 +12,16 @@ frame count. A round is a few short (a)/(b) pairs, interleaved, and its figure i
 median(loop fps) / median(bare fps); we report the median of the five round ratios and their
 min..max. Separate processes on these hosts differ by tens of percent, and background load
 comes in bursts, so only a same-process, finely interleaved ratio is stable enough to read.
-
-    python benchmarks/harness_overhead.py [--quick] [--json] [--threads N]
+``--control`` adds a second bare session (A/A): the ratio's own noise floor.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,10 +41,8 @@ from loop.measure.interleave import one_round
 from loop.measure.protocol import steady_rate
 
 REPO = Path(__file__).resolve().parent.parent
-ROUNDS = 5
-# (seconds per timed chunk, interleaved pairs per round)
-FULL = (0.1, 16)  # about a minute in all on 2 cores
-QUICK = (0.06, 4)  # about 10 s
+MODELS = ("two_conv", "stack_131k", "large_stack")
+TINY = ["--rounds", "2", "--pairs", "2", "--chunk-s", "0.02", "--models", "two_conv", "--control"]
 CALIBRATION_FRAMES = 16
 TARGET_LARGE, TARGET_FLOOR = 0.99, 0.97
 
@@ -156,7 +149,9 @@ def probe_ms(sess: ort.InferenceSession, feed: dict[str, np.ndarray]) -> float:
     return (time.perf_counter() - t0) / n * 1e3
 
 
-def bench_model(name: str, artifact: Artifact, threads: int, chunk_s: float, pairs: int, control: bool) -> Result:
+def bench_model(
+    name: str, artifact: Artifact, threads: int, chunk_s: float, pairs: int, rounds: int, control: bool
+) -> Result:
     layout = artifact.inputs[0]
     frame = quantize(seeded(layout.shape, 1, 1), layout)  # uint8, as loop feeds the device
     feed = {layout.name: frame}
@@ -175,7 +170,7 @@ def bench_model(name: str, artifact: Artifact, threads: int, chunk_s: float, pai
         other = bare_session(artifact, threads)
         sides.append(lambda: bare_rate(other, feed, spec))
     result = Result(name, ms, frames, spec.warmup, pairs)
-    for i in range(ROUNDS):
+    for i in range(rounds):
         medians = one_round(sides, pairs, i, statistics.median)
         result.loop_fps.append(medians[0])
         result.bare_fps.append(medians[1])
@@ -184,25 +179,6 @@ def bench_model(name: str, artifact: Artifact, threads: int, chunk_s: float, pai
             result.control.append(medians[2] / medians[1])
     session.close()
     return result
-
-
-def machine(threads: int) -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {
-        "date": time.strftime("%Y-%m-%d"),
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "threads": threads,
-        "loadavg_1m": round(os.getloadavg()[0], 2),
-        "onnxruntime": ort.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-    }
 
 
 def verdict(results: list[Result]) -> dict[str, Any]:
@@ -219,15 +195,9 @@ def verdict(results: list[Result]) -> dict[str, Any]:
     }
 
 
-def table(results: list[Result], info: dict[str, Any], check: dict[str, Any]) -> str:
-    head = (
-        f"{info['date']}  {info['cpu']}  {info['cores']} cores  threads={info['threads']}  "
-        f"onnxruntime {info['onnxruntime']}  load(1m)={info['loadavg_1m']}"
-    )
+def table(results: list[Result], check: dict[str, Any]) -> str:
     control = bool(results[0].control)
     rows = [
-        head,
-        "",
         f"{'model':<12} {'ms/frame':>8} {'frames':>6} {'loop fps':>9} {'bare fps':>9} "
         f"{'loop/bare':>9} {'min..max':>13}" + (f" {'A/A bare':>9} {'min..max':>13}" if control else ""),
     ]
@@ -251,48 +221,32 @@ def table(results: list[Result], info: dict[str, Any], check: dict[str, Any]) ->
     return "\n".join(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    parser.add_argument("--quick", action="store_true", help="short chunks (~10 s in all), for a smoke run")
-    parser.add_argument("--json", action="store_true", help="JSON on stdout (the table goes to stderr)")
     # One thread by default: on a 2-core VM a 2-thread ONNX Runtime pool swings 2-3x from one
     # 0.1 s chunk to the next for either side (see --control), which buries a 1 % effect.
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads for both sides (default 1)")
     parser.add_argument(
         "--control", action="store_true", help="also time a second bare session (A/A): the noise floor of the ratio"
     )
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--pairs", type=int, default=16, help="interleaved loop/bare pairs a round")
+    parser.add_argument("--chunk-s", type=float, default=0.1, help="seconds a timed chunk lasts, about")
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     args = parser.parse_args(argv)
-    chunk_s, pairs = QUICK if args.quick else FULL
     with tempfile.TemporaryDirectory(prefix="loop-bench-") as tmp:
         large = Path(tmp) / "large_stack.yaml"
         large.write_text(LARGE_RECIPE)
-        recipes = [
-            ("two_conv", REPO / "graphs/two_conv.yaml"),
-            ("stack_131k", REPO / "graphs/stack_131k.yaml"),
-            ("large_stack", large),
-        ]
-        artifacts = [(name, compile_recipe(path)) for name, path in recipes]
-    results = [bench_model(name, art, args.threads, chunk_s, pairs, args.control) for name, art in artifacts]
-    info, check = machine(args.threads), verdict(results)
-    text = table(results, info, check)
-    if args.json:
-        print(text, file=sys.stderr)
-        print(
-            json.dumps(
-                {
-                    "machine": info,
-                    "quick": args.quick,
-                    "rounds": ROUNDS,
-                    "models": [r.summary() for r in results],
-                    "verdict": check,
-                },
-                indent=2,
-            )
-        )
-    else:
-        print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        recipes = {
+            "two_conv": REPO / "graphs/two_conv.yaml",
+            "stack_131k": REPO / "graphs/stack_131k.yaml",
+            "large_stack": large,
+        }
+        artifacts = [(name, compile_recipe(recipes[name])) for name in args.models]
+    results = [
+        bench_model(name, art, args.threads, args.chunk_s, args.pairs, args.rounds, args.control)
+        for name, art in artifacts
+    ]
+    check = verdict(results)
+    print(table(results, check), flush=True)
+    return {"threads": args.threads, "models": [r.summary() for r in results], "verdict": check}

@@ -1,10 +1,8 @@
-"""What ``loop noise`` costs against the compile it analyses (issue 36: at most 2x).
+"""What ``loop noise`` costs against the compile it analyses (the aim: at most 2x).
 
-    python benchmarks/noise_cost.py [--manifest /tmp/realmodels/manifest.json] [--only magika ...] [--rounds 2]
-
-For graphs/variants.yaml's base and each manifest model (its ONNX file, input shapes, calibration
-and scoring frame files, written into a sweep file as the sweep would run it, bias correction on),
-in one run and in alternating order, each round times:
+For the base of each sweep file given (graphs/variants.yaml's unless others are: a sweep file of
+your own names a real model, its input shapes and its calibration and scoring frames), in one run
+and in alternating order, each round times:
 
 * compile: ``optimize`` + ``compile`` (what a sweep spends on the variant);
 * noise: what ``loop noise`` spends once the variant is authored (``loop.flow.noise.of_authored``:
@@ -19,15 +17,12 @@ those regions at 16 bits.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import statistics
-import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from loop.author.author import Authored, author, with_reference
 from loop.author.sweepfile import SweepSpec, parse
@@ -36,26 +31,12 @@ from loop.core.capture import captured_stderr
 from loop.flow.noise import of_authored
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "graphs" / "variants.yaml"
+TINY = ["--rounds", "1"]
 
 
-def sweep_file(folder: Path, name: str, entry: dict[str, Any]) -> Path:
-    doc = {
-        "sweep": f"noise-{name}",
-        "base": entry["onnx"],
-        "input_shapes": entry["input_shapes"],
-        "calibration": {"path": entry["calibration"]},
-        "inputs": {"path": entry["scoring"]},
-        "compile": {"bias_correction": True},
-        "variants": [{"name": "base"}],
-    }
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
-
-
-def authored(path: Path) -> Authored:
+def authored(path: Path, variant: str) -> Authored:
     spec = parse(path)
-    return author(spec, next(v for v in with_reference(spec) if v.name == "base"), True)
+    return author(spec, next(v for v in with_reference(spec) if v.name == variant), True)
 
 
 def timed_round(spec: SweepSpec, a: Authored, noise_first: bool) -> dict[str, float]:
@@ -81,14 +62,15 @@ def timed_round(spec: SweepSpec, a: Authored, noise_first: bool) -> dict[str, fl
     return out
 
 
-def measure(name: str, path: Path, rounds: int) -> dict[str, Any]:
+def measure(path: Path, variant: str, rounds: int) -> dict[str, Any]:
     with captured_stderr():
-        a = authored(path)
+        a = authored(path, variant)
         times = [timed_round(parse(path), a, i % 2 == 1) for i in range(rounds)]
         report, _ = of_authored(parse(path), a)
     med = {k: statistics.median(t[k] for t in times) for k in times[0]}
     return {
-        "model": name,
+        "sweep": path.name,
+        "variant": variant,
         "compile_s": med["compile"],
         "noise_s": med["noise"],
         "analysis_s": med["analysis"],
@@ -100,28 +82,23 @@ def measure(name: str, path: Path, rounds: int) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    parser.add_argument("--manifest", type=Path, default=Path("/tmp/realmodels/manifest.json"))
-    parser.add_argument("--only", nargs="*", default=["magika", "ocr_det"])
+    parser.add_argument("sweeps", nargs="*", type=Path, default=[EXAMPLE], help="sweep files (default: the example)")
+    parser.add_argument("--variant", default="base", help="the variant of each analysed")
     parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # the quantizer's advice to pre-process, once per optimize
-    targets = [("example (graphs/variants.yaml base)", EXAMPLE)]
-    with tempfile.TemporaryDirectory() as folder:
-        if args.manifest.is_file():
-            models = json.loads(args.manifest.read_text())["models"]
-            targets += [(n, sweep_file(Path(folder), n, models[n])) for n in args.only]
-        for name, path in targets:
-            row = measure(name, path, args.rounds)
-            print(
-                f"{name}: compile {row['compile_s']:.2f} s, loop noise {row['noise_s']:.2f} s "
-                f"({row['noise_ratio']:.2f}x), analysis alone {row['analysis_s']:.2f} s "
-                f"({row['analysis_ratio']:.2f}x), {row['tensors']} quantized tensors"
-            )
-            print("\n".join(["  where the signal is lost:", *row["falls"]]) if row["falls"] else "  nothing falls 6 dB")
-            print("\n".join(f"    - {line}" for line in row["sixteen_bits"]))
-
-
-if __name__ == "__main__":
-    main()
+    rows = []
+    for path in args.sweeps:
+        row = measure(path, args.variant, args.rounds)
+        print(
+            f"{path.name}: compile {row['compile_s']:.2f} s, loop noise {row['noise_s']:.2f} s "
+            f"({row['noise_ratio']:.2f}x), analysis alone {row['analysis_s']:.2f} s "
+            f"({row['analysis_ratio']:.2f}x), {row['tensors']} quantized tensors"
+        )
+        print("\n".join(["  where the signal is lost:", *row["falls"]]) if row["falls"] else "  nothing falls 6 dB")
+        print("\n".join(f"    - {line}" for line in row["sixteen_bits"]))
+        rows.append(row)
+    logging.disable(logging.NOTSET)
+    return {"sweeps": rows}

@@ -1,4 +1,4 @@
-"""Time and peak memory of ``loop report`` over a large ledger, old code against new.
+"""Time and peak memory of ``loop report`` over a large ledger, and beside it the code of a revision.
 
 Builds a ledger of a study's generations with the store API (``--generations`` sweeps
 ``scale-gN``, each a ``base`` reference and candidates whose audits changed a few of
@@ -7,9 +7,8 @@ failed run holding an ``--error-mb`` MB error text, then writes the report from 
 process, once with this tree's ``loop`` and once with the ``loop`` of ``--old`` (a git
 revision, exported to a temporary folder), and prints each one's wall time, peak RSS (from
 ``resource.getrusage(RUSAGE_CHILDREN)`` in a process of its own per measurement, with the CPU
-time, which a shared machine disturbs less than the wall time) and page size.
-
-    python benchmarks/report_scale.py --runs 2000 [--error-mb 100] --old 9ad5685
+time, which a shared machine disturbs less than the wall time) and page size. ``--old`` is
+optional: the figures of this tree's report stand alone.
 """
 
 from __future__ import annotations
@@ -21,14 +20,17 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from loop.core.record import Change, Measurement, RunRecord, Scores
 from loop.core.vocab import LayerPrint
 from loop.store.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--runs", "40", "--generations", "2", "--error-mb", "1"]
 # a process of its own per measurement, so one report's peak is not another's
 MEASURE = """
 import json, resource, subprocess, sys, time
@@ -123,14 +125,14 @@ def measure(code_root: Path, runs: Path, out: Path) -> dict[str, object]:
     }
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--generations", type=int, default=20)
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--error-mb", type=int, default=0, help="one failed run with an error text this large")
     parser.add_argument("--old", default=None, help="a git revision whose loop report to time too")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         runs = folder / "runs"
@@ -142,7 +144,4 @@ def main() -> None:
         if args.old:
             found["old"] = measure(old_tree(args.old, folder), runs, folder / "old.html")
     print(json.dumps(found, indent=2))
-
-
-if __name__ == "__main__":
-    main()
+    return found

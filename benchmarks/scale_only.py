@@ -1,4 +1,6 @@
-"""What a scale-only, score-only candidate costs (issue 43), side by side in one run:
+"""What a scale-only, score-only candidate costs, beside a full one and the limit.
+
+Side by side in one run:
 
 * **full**: a study generation of ``--full`` ``scale_weights`` candidates, each quantized from scratch
   and measured (the protocol's short run, then the rounds against the reference);
@@ -9,10 +11,10 @@
 * **the limit**: a bare loop over the same candidates' compiled artifacts, opening an ONNX Runtime
   session on each one's bytes and running the scoring frames.
 
-    python benchmarks/scale_only.py squeezenet1_1.onnx [--size 96] [--candidates 64] [--full 8]
-
-MODEL is an ONNX file (``benchmarks/zoo_export.py --only squeezenet1_1 --size 96``); 16 seeded
-calibration and 8 scoring frames, ``bias_correction: false`` (the full path's cheapest compile).
+MODEL is an ONNX file whose input is ``input`` [1, 3, SIZE, SIZE] and whose first conv is
+``/features/features.0/Conv``, as torchvision's squeezenet1_1 exports; without one, bench_data's
+squeezenet1_1 (the same layers, random weights) at SIZE. 16 seeded calibration and 8 scoring
+frames, ``bias_correction: false`` (the full path's cheapest compile).
 Both studies start in runs folders of their own whose compile caches hold only the base (an untimed
 generation of the base alone), so every full candidate is quantized afresh and every scale-only
 one is patched. Prints candidates per minute for each and the ratios, then how many scale-only
@@ -22,13 +24,17 @@ candidates were ``clean``.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import bench_data
 import numpy as np
+import onnx
 import onnxruntime as ort
 
 from loop.author.frames import seeded_set
@@ -36,15 +42,18 @@ from loop.store.artifacts import load_artifact, recorded_sha
 from loop.store.files import runs_artifact
 from loop.study import Study
 
+MEASURE = {"warmup": 2, "frames": 20, "repeats": 2, "min_duration_s": 0, "ttfo_repeats": 1}
+TINY = ["--size", "32", "--candidates", "4", "--full", "2", "--passes", "1", "--spec", json.dumps({"budget_s": 1})]
 
-def settings(model: Path, size: int) -> dict[str, Any]:
+
+def settings(model: Path, size: int, spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "base": model,
         "input_shapes": {"input": [1, 3, size, size]},
         "calibration": {"count": 16},
         "inputs": {"count": 8},
         "compile": {"bias_correction": False},
-        "measure": {"warmup": 2, "frames": 20, "repeats": 2, "min_duration_s": 0, "ttfo_repeats": 1},
+        "measure": {**MEASURE, **spec},
     }
 
 
@@ -76,39 +85,54 @@ def bare(runs: Path, results: list[Any], size: int) -> float:
     return time.perf_counter() - t0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    parser.add_argument("model", type=Path)
+    parser.add_argument("model", type=Path, nargs="?", help="an ONNX file (default: bench_data's squeezenet1_1)")
     parser.add_argument("--size", type=int, default=96)
     parser.add_argument("--candidates", type=int, default=64)
     parser.add_argument("--full", type=int, default=8)
     parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--spec", type=json.loads, default={}, help="measure settings over MEASURE (JSON)")
     args = parser.parse_args(argv)
-    model, n = args.model.resolve(), args.candidates
+    n = args.candidates
     with tempfile.TemporaryDirectory() as tmp:
-        full = Study("full", runs=Path(tmp) / "full", **settings(model, args.size))
-        grid = Study("grid", runs=Path(tmp) / "grid", **settings(model, args.size))
-        full.evaluate([[]])  # the base, compiled and measured: untimed
-        asked = grid_candidates(grid, (args.passes + 1) * n, 0)
-        first = _timed(lambda: grid.evaluate(asked[:n], measure=False))  # starts the patch children
-        results, rows = list(first[1]), []
-        for k in range(args.passes):  # side by side, pass by pass: new candidates each time
-            full_s = _timed(lambda k=k: full.evaluate(weights(k, args.full)))[0]  # type: ignore[misc]
-            grid_s, found = _timed(lambda k=k: grid.evaluate(asked[(k + 1) * n : (k + 2) * n], measure=False))  # type: ignore[misc]
-            results += found
-            rows.append((args.full / full_s * 60, n / grid_s * 60))
-            print(f"pass {k + 1}: full {rows[-1][0]:.0f}, scale-only {rows[-1][1]:.0f} a minute")
-        limit_s = bare(Path(tmp) / "grid", first[1], args.size)
+        model = args.model.resolve() if args.model else Path(tmp) / "squeezenet1_1.onnx"
+        if not args.model:
+            onnx.save(bench_data.squeezenet1_1(args.size), str(model))
+        with (
+            Study("full", runs=Path(tmp) / "full", **settings(model, args.size, args.spec)) as full,
+            Study("grid", runs=Path(tmp) / "grid", **settings(model, args.size, args.spec)) as grid,
+        ):
+            full.evaluate([[]])  # the base, compiled and measured: untimed
+            asked = grid_candidates(grid, (args.passes + 1) * n, 0)
+            first = _timed(lambda: grid.evaluate(asked[:n], measure=False))  # starts the patch children
+            results, rows = list(first[1]), []
+            for k in range(args.passes):  # side by side, pass by pass: new candidates each time
+                full_s = _timed(lambda k=k: full.evaluate(weights(k, args.full)))[0]  # type: ignore[misc]
+                grid_s, found = _timed(lambda k=k: grid.evaluate(asked[(k + 1) * n : (k + 2) * n], measure=False))  # type: ignore[misc]
+                results += found
+                rows.append((args.full / full_s * 60, n / grid_s * 60))
+                print(f"pass {k + 1}: full {rows[-1][0]:.0f}, scale-only {rows[-1][1]:.0f} a minute")
+            limit_s = bare(Path(tmp) / "grid", first[1], args.size)
     clean = sum(r.run.verdict == "clean" for r in results)
     full_rate, grid_rate = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+    ratio = statistics.median(r[1] / r[0] for r in rows)
     print(f"first scale-only generation (starting the patch children): {n / first[0] * 60:.0f} a minute")
     print(f"limit: a session on each artifact and its 8 frames: {n / limit_s * 60:.0f} a minute")
     print(
         f"median of {args.passes} passes: full {full_rate:.0f}, scale-only {grid_rate:.0f} a minute; "
-        f"scale-only / full {statistics.median(r[1] / r[0] for r in rows):.1f}x; "
-        f"limit / scale-only {n / limit_s * 60 / grid_rate:.1f}x; clean: {clean} of {len(results)}"
+        f"scale-only / full {ratio:.1f}x; limit / scale-only {n / limit_s * 60 / grid_rate:.1f}x; "
+        f"clean: {clean} of {len(results)}"
     )
-    return 0
+    return {
+        "per_minute": {"full": full_rate, "scale_only": grid_rate, "first_scale_only": n / first[0] * 60},
+        "limit_per_minute": n / limit_s * 60,
+        "passes": [{"full": f, "scale_only": g} for f, g in rows],
+        "scale_only_over_full": ratio,
+        "limit_over_scale_only": n / limit_s * 60 / grid_rate,
+        "clean": clean,
+        "candidates": len(results),
+    }
 
 
 def weights(k: int, count: int) -> list[list[dict[str, Any]]]:
@@ -123,7 +147,3 @@ def _timed(call: Any) -> tuple[float, Any]:
     t0 = time.perf_counter()
     out = call()
     return time.perf_counter() - t0, out
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,36 +1,42 @@
-"""Scores with their spread over frames, on real models: is a difference of a score signal?
+"""Scores with their spread over frames: is a difference of a score signal?
 
-For each model: its default compile scored on 8, 32 and 128 rendered text lines that share
-nothing with its calibration lines (other words, other seeds), each SNR with its 95% bootstrap
-interval over frames; then every weight grid moved by exp(1e-4 z) (``scale_grid``, four draws of
-z), scored on the same frames, to show how far a change of one part in ten thousand moves the
-score at each frame count, against the interval and against the paired interval of the
-difference. The models are the PaddleOCR ones that ``rapidocr-onnxruntime`` ships in its wheel
-(``pip download rapidocr-onnxruntime==1.4.4 --no-deps``, unzipped; nothing fetched at run time),
-and magika 1.0.3's content-type model (its wheel unzipped into the same folder), scored on the
-bytes of this machine's own files, calibration and scoring files never the same.
+For each model: its default compile scored on 8, 32 and 128 frames that share nothing with its
+16 calibration frames, each SNR with its 95% bootstrap interval over frames; then every weight grid
+moved by exp(1e-4 z) (``scale_grid``, four draws of z), scored on the same frames, to show how far
+a change of one part in ten thousand moves the score at each frame count, against the interval
+and against the paired interval of the difference.
 
-    python benchmarks/score_intervals.py --models DIR --runs /tmp/si [--counts 8 32 128] [--draws 4]
+The models are real ones that installed packages ship, each used where its package is installed:
+PaddleOCR's direction classifier, recogniser and detector (``pip install rapidocr-onnxruntime``),
+scored on rendered text lines (other words and seeds than the calibration lines'), and magika's
+content-type model (``pip install magika``), scored on the bytes of files of this Python
+installation, calibration and scoring files never the same. ``--models DIR`` looks for the files
+in DIR instead. ``squeezenet`` (bench_data's, random weights, on crops of matplotlib's photographs)
+needs nothing more and is what the tiny run uses.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import os
-import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import bench_data
 import numpy as np
+import onnx
 
-MODELS = {  # file in the wheel, input name, input height and width (0, 0: a file's bytes)
-    "ocr_cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", "x", 48, 192),
-    "ocr_rec": ("ch_PP-OCRv4_rec_infer.onnx", "x", 48, 320),
-    "ocr_det": ("ch_PP-OCRv4_det_infer.onnx", "x", 320, 320),
-    # magika 1.0.3's content-type model (its wheel unzipped into the same DIR): real files' bytes
-    "magika": ("magika/models/standard_v3_3/model.onnx", "bytes", 0, 0),
+SHIPPED = {  # package, file in it, input name, input height and width (0, 0: a file's bytes)
+    "ocr_cls": ("rapidocr_onnxruntime", "ch_ppocr_mobile_v2.0_cls_infer.onnx", "x", 48, 192),
+    "ocr_rec": ("rapidocr_onnxruntime", "ch_PP-OCRv4_rec_infer.onnx", "x", 48, 320),
+    "ocr_det": ("rapidocr_onnxruntime", "ch_PP-OCRv4_det_infer.onnx", "x", 320, 320),
+    "magika": ("magika", "standard_v3_3/model.onnx", "bytes", 0, 0),
 }
-FILE_ROOTS = ("/usr/share", "/usr/lib", "/usr/include", "/etc", "/usr/bin")
+MODELS = (*SHIPPED, "squeezenet")
+TINY = ["--only", "squeezenet", "--size", "32", "--counts", "4", "8", "--draws", "1"]
 CALIBRATION_WORDS = ["quantize", "scale", "grid", "kernel", "bias", "frame", "device", "compile", "layer", "tensor"]
 SCORING_WORDS = [
     "the",
@@ -49,80 +55,52 @@ SCORING_WORDS = [
 ]
 
 
-def text_frames(count: int, height: int, width: int, words: list[str], seed: int) -> np.ndarray:
-    """Rendered lines (DejaVu, as PaddleOCR normalises them): pages of lines for a detector's
-    square input, one line otherwise; 30% turned 180 degrees."""
-    from PIL import Image, ImageDraw, ImageFont
-
-    rng = np.random.default_rng(seed)
-    font = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", 24 if height < 100 else 18)
-    out = []
-    for _ in range(count):
-        paper = tuple(int(v) for v in rng.integers(200, 256, 3))
-        image = Image.new("RGB", (width, height), paper)
-        draw = ImageDraw.Draw(image)
-        lines = 1 if height < 100 else int(rng.integers(4, 10))
-        for k in range(lines):
-            y = 8 + k * (height - 16) // max(lines, 1)
-            draw.text((int(rng.integers(0, 24)), y), " ".join(rng.choice(words, 4)), font=font, fill=(20, 20, 30))
-        if rng.random() < 0.3:
-            image = image.rotate(180)
-        out.append(((np.asarray(image, np.float32) / 255 - 0.5) / 0.5).transpose(2, 0, 1))
-    return np.stack(out)
+def shipped(name: str, models: Path | None) -> Path | None:
+    """Where ``name``'s file lies: under ``models`` if given, else in its installed package; None
+    where it is in neither."""
+    package, file, *_ = SHIPPED[name]
+    if models is None:
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        models = Path(next(iter(spec.submodule_search_locations)))
+    return next(iter(sorted(p for p in models.rglob(Path(file).name) if p.as_posix().endswith(file))), None)
 
 
-def machine_files(count: int, seed: int, skip: set[Path]) -> list[Path]:
-    """``count`` files of this machine (of every kind its system folders hold), drawn by ``seed``,
-    none of ``skip``: calibration and scoring never share a file."""
-    found = []
-    for root in FILE_ROOTS:
-        for at, _, names in os.walk(root):
-            found += [Path(at) / n for n in sorted(names)[:20]]
-    files = sorted(p for p in found if p not in skip and p.is_file() and not p.is_symlink() and p.stat().st_size > 64)
-    rng = np.random.default_rng(seed)
-    return [files[i] for i in rng.choice(len(files), count, replace=False)]
-
-
-def file_frames(files: list[Path]) -> np.ndarray:
-    """magika's features of each file (``real_frames.magika_features``: the first and last 1024 bytes)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from real_frames import magika_features
-
-    return np.stack([magika_features(p) for p in files])
-
-
-def frames_of(name: str, count: int, calibration: bool, used: set[Path]) -> np.ndarray:
-    _, _, height, width = MODELS[name]
+def frames_of(name: str, count: int, calibration: bool, used: set[Path], size: int) -> np.ndarray:
+    seed = 100 if calibration else 200 + count
+    if name == "squeezenet":
+        return bench_data.photo_crops(count, size, size, seed, 0 if calibration else 1)
+    _, _, _, height, width = SHIPPED[name]
     if not height:
-        files = machine_files(count, 100 if calibration else 200 + count, used)
+        files = bench_data.installed_files(count, seed, used)
         if calibration:
             used.update(files)
-        return file_frames(files)
-    words, seed = (CALIBRATION_WORDS, 100) if calibration else (SCORING_WORDS, 200 + count)
-    return text_frames(count, height, width, words, seed)
+        return np.stack([bench_data.file_bytes(p) for p in files])
+    return bench_data.text_lines(count, height, width, CALIBRATION_WORDS if calibration else SCORING_WORDS, seed)
 
 
-def one_model(name: str, folder: Path, runs: Path, counts: list[int], draws: int) -> dict[str, object]:
+def one_model(name: str, model: Path, runs: Path, counts: list[int], draws: int, size: int) -> dict[str, Any]:
     from loop import Study
     from loop.author.graphs import load_onnx
     from loop.judge.score import paired_snr, recorded_energy
 
-    file, inp, height, width = MODELS[name]
+    inp, height, width = ("input", size, size) if name == "squeezenet" else SHIPPED[name][2:]
     frames = runs / name
     frames.mkdir(parents=True, exist_ok=True)
     used: set[Path] = set()
-    np.save(frames / "calibration.npy", frames_of(name, 16, True, used))
+    np.save(frames / "calibration.npy", frames_of(name, 16, True, used, size))
     shape = [1, 3, height, width] if height else [1, 2048]
-    layers = [lp.name for lp in _layers(load_onnx(folder / file, given_shapes={inp: shape}))]
-    rows: dict[str, object] = {}
+    layers = [lp.name for lp in _layers(load_onnx(model, given_shapes={inp: shape}))]
+    rows: dict[str, Any] = {}
     for count in counts:
-        np.save(frames / f"scoring{count}.npy", frames_of(name, count, False, used))
+        np.save(frames / f"scoring{count}.npy", frames_of(name, count, False, used, size))
         settings = {
             "input_shapes": {inp: shape},
             "calibration": {"path": str(frames / "calibration.npy")},
             "inputs": {"path": str(frames / f"scoring{count}.npy")},
         }
-        study = Study(f"{name}-{count}", base=folder / file, runs=runs, **settings)
+        study = Study(f"{name}-{count}", base=model, runs=runs, **settings)
         rng = np.random.default_rng(count)
         moved = [
             [
@@ -153,17 +131,29 @@ def _layers(model: object) -> list:
     return [layer for layer in analyse(model).layers if layer.weight is not None]
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    parser.add_argument("--models", type=Path, required=True, help="the folder of the wheel's .onnx files")
-    parser.add_argument("--runs", type=Path, required=True)
+    parser.add_argument(
+        "--models", type=Path, help="a folder holding the shipped models' files (default: their packages)"
+    )
+    parser.add_argument("--runs", type=Path, help="the runs folder (default: a temporary one)")
     parser.add_argument("--counts", type=int, nargs="+", default=[8, 32, 128])
     parser.add_argument("--draws", type=int, default=4)
-    parser.add_argument("--only", nargs="*", default=list(MODELS))
-    args = parser.parse_args()
-    report = {name: one_model(name, args.models, args.runs, args.counts, args.draws) for name in args.only}
-    (args.runs / "score_intervals.json").write_text(json.dumps(report, indent=1))
-
-
-if __name__ == "__main__":
-    main()
+    parser.add_argument("--size", type=int, default=64, help="squeezenet's input height and width")
+    parser.add_argument("--only", nargs="+", choices=MODELS, default=list(MODELS))
+    args = parser.parse_args(argv)
+    report: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="score-intervals-") as tmp:
+        runs = args.runs or Path(tmp) / "runs"
+        for name in args.only:
+            if name == "squeezenet":
+                model = Path(tmp) / "squeezenet1_1.onnx"
+                onnx.save(bench_data.squeezenet1_1(args.size), str(model))
+            elif (found := shipped(name, args.models)) is not None:
+                model = found
+            else:
+                report[name] = {"skipped": f"{SHIPPED[name][0]} is not installed (nor its file under --models)"}
+                print(json.dumps({"model": name, **report[name]}), flush=True)
+                continue
+            report[name] = one_model(name, model, runs, args.counts, args.draws, args.size)
+    return report

@@ -4,7 +4,7 @@ candidates on the example graph, and a base the default quantization ruins.
 
 No real-weight model is available offline in CI, so the ruined base is a model authored here that
 the flag fires on at its default threshold: a LayerNorm written out as ``E[x^2] - E[x]^2`` (as
-jax2tf exported it in magika, whose real model the flag fired on, 1.9 dB: benchmarks/README.md),
+jax2tf exported it in magika, whose real model the flag fired on, 1.9 dB: benchmarks/RETIRED.md),
 under the long node names of a real export, which share a 40-character prefix."""
 
 from __future__ import annotations

@@ -220,7 +220,7 @@ def onto_grid(x: np.ndarray, layout: TensorLayout) -> np.ndarray:
     (``include/hailo/quantization.hpp``) divide: a normalised frame such as ``(p/255 - 0.5)/0.5``
     puts most values exactly half a step apart, and in float64 the division lands them just
     short of the tie instead, all rounded toward the zero point. That bias cost a text
-    classifier 7 dB (benchmarks/README.md). Ties go to even, as both runtimes break them;
+    classifier 7 dB (benchmarks/RETIRED.md). Ties go to even, as both runtimes break them;
     HailoRT adds the zero point before rounding, which differs only on a tie at an odd zero
     point."""
     if not layout.quantized:

@@ -270,7 +270,7 @@ class CompileSettings(BaseModel):
     # measured: at or above a plain per-tensor quantize_static on every real export
     per_channel: bool = Field(
         default=True,
-        description="one weight scale per output channel (per-tensor: false; benchmarks/README.md says why)",
+        description="one weight scale per output channel (per-tensor: false; benchmarks/RETIRED.md says why)",
     )
     # ONNX Runtime raises a channel's weight scale where its int32 bias would overflow at the
     # input's scale (QDQDisableWeightAdjustForInt32Bias off): its default, so kept on.
@@ -280,7 +280,7 @@ class CompileSettings(BaseModel):
         "not a confound, when an input scale moves it)",
     )
     # bias correction kept only where, end to end, it lowers the output error on every held-out
-    # fold (benchmarks/README.md); decided once on the reference, which its variants follow
+    # fold (benchmarks/RETIRED.md); decided once on the reference, which its variants follow
     bias_correction_guard: bool = Field(
         default=True,
         description="keep bias correction only where it lowers the output error on held-out frames, decided on the "

@@ -7,7 +7,7 @@ for ``rounds`` rounds of equal length. A round's figure is each side's best chun
 other processes only ever slows a chunk down, so the fastest one is the least disturbed, and a
 steady difference between artifacts moves it as much as any other. (On this 2-core host with
 1.4 cores busy elsewhere, the A/A floor fell from 4-19% with the median chunk to 0.3-1.7% with
-the best; benchmarks/README.md.) The paired ratios B/A and A'/A per round give the effect and
+the best; benchmarks/RETIRED.md.) The paired ratios B/A and A'/A per round give the effect and
 the noise floor of this very call."""
 
 from __future__ import annotations

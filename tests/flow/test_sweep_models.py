@@ -1,4 +1,4 @@
-"""Networks shaped like the ones users bring (see benchmarks/zoo.py for the real exports):
+"""Networks shaped like the ones users bring (benchmarks/RETIRED.md has the real exports'):
 every op on a layer of every kind, with bias correction on and off, and the verdicts the
 footprint table promises. Also attention, old-style exports, and the smaller promises."""
 

@@ -10,7 +10,7 @@ folds: corrected on the other folds' frames and scored on the fold's own.
 A near tie is not a gain. With two folds and "any gain keeps it", a text recogniser's pass was
 kept on a 2% held-out gain from 16 calibration frames and cost 1.1 dB on frames it never saw
 (issue 42). The pass is kept only where the folds agree it helps (``keeps``); the rule was
-chosen on real models, scored on frames the decision never saw (benchmarks/README.md).
+chosen on real models, scored on frames the decision never saw (benchmarks/RETIRED.md).
 
 The decision must be the same on every CPU. Run with its Q/DQ pairs fused, a QDQ model computes
 in ONNX Runtime's integer kernels, and those differ by CPU: without VNNI, u8 x s8 products are

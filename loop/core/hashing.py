@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -25,6 +25,14 @@ def add_part(h: Any, part: bytes) -> None:
     """``part`` into ``h`` with its length in front, so parts never run into each other."""
     h.update(len(part).to_bytes(8, "little"))
     h.update(part)
+
+
+def stream_sha(f: BinaryIO, chunk: int = 1 << 24) -> str:
+    """SHA-256 of an open file's bytes, read a chunk at a time (a file of gigabytes is never whole)."""
+    h = hashlib.sha256()
+    while part := f.read(chunk):
+        h.update(part)
+    return h.hexdigest()
 
 
 def parts_sha(*parts: bytes) -> str:

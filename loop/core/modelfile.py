@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from loop.core.errors import LoopError
-from loop.core.hashing import add_part
+from loop.core.hashing import add_part, stream_sha
 
 if TYPE_CHECKING:
     import onnx
@@ -117,10 +117,8 @@ def file_sha(path: str | os.PathLike[str]) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _file_sha(path: str, size: int, mtime_ns: int, inode: int) -> str:
-    h = hashlib.sha256()
-    for chunk in _chunks(Path(path)):
-        h.update(chunk)
-    return h.hexdigest()
+    with open(path, "rb") as f:
+        return stream_sha(f)
 
 
 def self_contained(path: str | os.PathLike[str]) -> bool:
@@ -319,12 +317,6 @@ def _settle(model: onnx.ModelProto, folder: Path, draft: Path, own: str) -> tupl
     else:
         os.replace(draft, path)
     return path, key
-
-
-def _chunks(path: Path) -> Iterator[bytes]:
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            yield chunk
 
 
 def tensor_bytes(model: onnx.ModelProto) -> int:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from loop.author.frames import frames_sha
 from loop.core import memory
 from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha
@@ -35,7 +36,7 @@ from loop.flow import patch_child, supervise
 from loop.flow.compile_child import OUT_OF_MEMORY, compile_with, out_of_memory, resolve, run_isolated
 from loop.flow.follow import decision
 from loop.store.artifacts import keep_here
-from loop.store.cache import Cache, calibration_sha, key_of, quantized_key
+from loop.store.cache import Cache, key_of, quantized_key
 
 Item = tuple[bytes | Path, Frames, CompileOptions]
 CONNECT_TIMEOUT_S = 20.0  # a scheduler that has not answered by then is taken as unreachable
@@ -66,7 +67,7 @@ def as_job(item: Item | Job) -> Job:
         return item
     model, calibration, options = item
     sha = bytes_sha(model) if isinstance(model, bytes) else model_key(model)
-    return Job(sha, calibration_sha(calibration), options, lambda: (model, calibration))
+    return Job(sha, frames_sha(calibration), options, lambda: (model, calibration))
 
 
 def compile_job(backend: str, model: bytes | Path, calibration: Frames, options: CompileOptions) -> CompileResult:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import shutil
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING
 import onnx
 
 from loop.core.errors import LoopError
-from loop.core.hashing import bytes_sha
+from loop.core.hashing import bytes_sha, stream_sha
 from loop.core.registry import BACKEND_BY_SUFFIX
 from loop.core.registry import DEVICE_BY_SUFFIX as DEVICE_BY_SUFFIX  # re-exported: the CLI reads it here
 from loop.core.text import for_person
@@ -108,11 +107,13 @@ def materialize(artifact: Artifact) -> Artifact:
     if artifact.data or artifact.path is None:
         return artifact
     path = Path(artifact.path)
-    extras = {
-        key: read_checked(extra_path(path, key, artifact.extras_sha[key]), artifact.extras_sha[key])
-        for key in artifact.extras
+    return replace(artifact, data=read_checked(path, artifact.sha), extras=_extras(artifact, path))
+
+
+def _extras(artifact: Artifact, path: Path) -> dict[str, bytes]:
+    return {
+        k: read_checked(extra_path(path, k, artifact.extras_sha[k]), artifact.extras_sha[k]) for k in artifact.extras
     }
-    return replace(artifact, data=read_checked(path, artifact.sha), extras=extras)
 
 
 OPENED_BY_PATH = (".hef",)  # artifacts their device reads from a file itself (HailoRT: hailo_create_hef_file)
@@ -135,11 +136,7 @@ def checked_file(artifact: Artifact, folder: Path) -> Artifact:
         raise StoreFault(
             f"{for_person(path)} does not match its hash {artifact.sha[:12]} (swapped or damaged): not used"
         )
-    extras = {
-        key: read_checked(extra_path(path, key, artifact.extras_sha[key]), artifact.extras_sha[key])
-        for key in artifact.extras
-    }
-    return replace(artifact, path=str(here), extras=extras)
+    return replace(artifact, path=str(here), extras=_extras(artifact, path))
 
 
 def _link_or_copy(path: Path, here: Path) -> None:
@@ -158,11 +155,8 @@ def _link_or_copy(path: Path, here: Path) -> None:
 
 def regular_sha(path: Path) -> str:
     """SHA-256 of a regular file (never through a link), a chunk at a time."""
-    h = hashlib.sha256()
     with open_regular(path) as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+        return stream_sha(f)
 
 
 CHUNK = 1 << 24

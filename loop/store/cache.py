@@ -29,10 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from loop.author.frames import frames_sha
 from loop.core.errors import LoopError
 from loop.core.hashing import parts_sha
-from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized
+from loop.core.vocab import CompileOptions, CompileResult, Quantized
 from loop.store.codec import FORMAT, QUANTIZED, Damaged, body, decode, decode_quantized, encode, encode_quantized
 from loop.store.files import StoreWarning, atomic_write, read_regular, safe_component
 from loop.store.shared import FOLDER, TensorStore, remove_unread
@@ -57,10 +56,6 @@ class Entry:
     @property
     def backend(self) -> str | None:
         return self.info.get("backend")
-
-
-def calibration_sha(frames: Frames) -> str:
-    return frames_sha(frames)
 
 
 def options_json(options: CompileOptions) -> str:
@@ -153,15 +148,7 @@ class Cache:
     def store_quantized(self, key: str, quantized: Quantized) -> bool:
         """Keep a quantized model; a write that fails is a warning, as for a compile."""
         summary = {"backend": quantized.backend, "kind": "quantized", "stages": quantized.stages, "stored": time.time()}
-        meta, blob = encode_quantized(quantized, {"key": key, "summary": summary})
-        try:
-            atomic_write(self.path(key, BLOB), blob, durable=False)  # a miss if torn, as a compile's
-            atomic_write(self.path(key, META), meta, durable=False)
-        except (OSError, LoopError) as exc:
-            warnings.warn(f"cache entry {key[:16]} not stored: {exc}", StoreWarning, stacklevel=2)
-            self.remove(key)
-            return False
-        return True
+        return self.store_encoded(key, *encode_quantized(quantized, {"key": key, "summary": summary}))
 
     def _damaged(self, key: str, why: str) -> None:
         warnings.warn(

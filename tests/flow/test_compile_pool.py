@@ -255,15 +255,15 @@ def test_a_scale_grid_base_stays_in_the_cache_and_its_patches_read_it_there(
     quantized model in the cache and the patch child reads it there: this process never encodes
     it (it would hold the model twice while sending it). Without a cache it is carried, as before."""
     from loop.core.vocab import Rescale
-    from loop.flow import patch_child
+    from loop.store import codec
 
     model = tmp_path / "tiny.onnx"  # a file, as a sweep hands its models: the base names it as its source
     model.write_bytes(_model(tmp_path, 1))
     grid = _options().model_copy(update={"rescales": (Rescale("conv1", "weights", (1.05,)),)})
     items = [(model, _calibration(), _options()), (model, _calibration(), grid)]
     sent: list[int] = []
-    real = patch_child.encode_quantized
-    monkeypatch.setattr(patch_child, "encode_quantized", lambda q, *a: sent.append(1) or real(q, *a))
+    real = codec.encode_quantized  # what the parent's side of a patch child (or a compile child) encodes with
+    monkeypatch.setattr(codec, "encode_quantized", lambda q, *a: sent.append(1) or real(q, *a))
     cache, runs = Cache(tmp_path / "runs" / "cache"), tmp_path / "runs"
     batches = iter_compiled("onnxruntime", items, jobs=1, cache=cache, runs=runs)
     base, patched = (r for batch in batches for _, r in batch)

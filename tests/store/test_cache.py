@@ -16,11 +16,12 @@ from authored import TWO_CONV_RECIPE
 from filesystems import fill, small_filesystem
 from hostile import Planted
 
+from loop.author.frames import frames_sha as calibration_sha
 from loop.author.graphs import build_recipe
 from loop.core.hashing import bytes_sha
 from loop.core.vocab import CompileOptions, CompileResult, RangeOverride
 from loop.flow.compile_pool import compile_job
-from loop.store.cache import Cache, calibration_sha, key_of
+from loop.store.cache import Cache, key_of
 from loop.store.files import StoreWarning
 
 VERSIONS = {"compiler": "onnxruntime", "onnxruntime": "1.0"}

@@ -118,7 +118,7 @@ def table_row(entry: dict[str, Any], rules: list[str]) -> dict[str, Any]:
         with _rule(rule):
             q = compiler.optimize(base.path, calib, CompileOptions(bias_correction=on, threads=1))
         row[label] = round(snr(base.path, q.data, scoring), 2)
-        record = q.info.get("bias_correction", {})
+        record = q.info.bias_correction or {}
         kept = record.get("corrected", [])
         row[f"{label}_note"] = (
             f"{len(kept) if isinstance(kept, list) else kept} corrected, {len(record.get('clipped', {}))} clipped, "

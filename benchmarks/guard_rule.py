@@ -57,8 +57,7 @@ def measure(name: str, entry: dict[str, Any], runs: Path) -> dict[str, Any]:
         r = recorded[k]
         found[k] = (r.get("scores") or {}).get("snr_db") if r["status"] == "ok" else None
     with Ledger(runs / "ledger.sqlite") as ledger:  # the compile's info is the ledger's, not the pinned JSON's
-        info = ledger.record(recorded["default"]["id"]).info
-    correction = info.get("bias_correction") or {}
+        correction = ledger.record(recorded["default"]["id"]).compiled.bias_correction or {}
     found["guard"] = correction.get("guard")
     found["folds"] = correction.get("guard_folds") or []
     found["compile_s"] = {k: (recorded[k].get("stages") or {}).get("optimize_s") for k in COMPILES}

@@ -1,11 +1,7 @@
-"""A run's facts beside its figures, grouped by what they describe: what its compile found
-(:class:`CompileFacts`), where it was measured (:class:`Where`), what judging it found beside its
-verdict (:class:`Judgement`) and how it failed (:class:`Failure`).
-
-The ledger keeps every group side by side in a run's ``info`` (the docs' ``info.KEY``), each
-fact under its field's name. A group reads its keys by its fields' annotations, so a value of
-another shape fails where it is read (the ledger reads the row as corrupt), never in a reader.
-"""
+"""A run's facts beside its figures, typed by what they describe: what its compile found, where it was
+measured, what judging it found beside its verdict, and how it failed. The ledger keeps them side by
+side in a run's ``info`` (the docs' ``info.KEY``); a group reads its keys by its fields' annotations,
+so a value of another shape fails where it is read (the row reads as corrupt), never in a reader."""
 
 from __future__ import annotations
 

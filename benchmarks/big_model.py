@@ -133,7 +133,7 @@ size = lambda d: sum(f.stat().st_size for f in (Path(sys.argv[2]) / d).glob("*")
 print(json.dumps({"parent_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     "models_written": models, "shared_tensors_bytes": size("artifacts/tensors"), "cache_bytes": size("cache"),
     "runs": {r.variant: {"status": r.status.value, "verdict": r.verdict.value if r.verdict else None,
-    "stages": r.stages, "compile_peak_bytes": r.info.get("peak_bytes"), "onnx_sha": r.onnx_sha,
+    "stages": r.stages, "compile_peak_bytes": r.compiled.peak_bytes, "onnx_sha": r.onnx_sha,
     "artifact_bytes": artifact(r)} for r in runs}}))
 """
 

@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print("|---|---|---|---|---|---|")
     rows = {}
     for variant, r in records.items():
-        by_bits = (r.info.get("weights") or {}).get("weights_by_bits") or {}
+        by_bits = (r.compiled.weights or {}).get("weights_by_bits") or {}
         four = by_bits.get("4", 0) / max(1, sum(v for k, v in by_bits.items() if k != "32"))
         snr = r.scores.to_json().get("snr_db")
         shown = "-" if snr is None else f"{snr:.2f}"

@@ -187,7 +187,7 @@ def sweep(
     extra = report.ladders(records)
     if extra:
         click.echo("\n" + extra)
-    reused = sum(1 for o in result.outcomes if o.info.get("resumed"))
+    reused = sum(1 for o in result.outcomes if o.resumed)
     if reused or result.skipped:
         click.echo(
             f"\nresumed: {reused} finished run(s) reused"

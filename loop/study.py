@@ -412,13 +412,13 @@ class Study:
         if not earlier:
             return {}
         (now, names), tools = self._content(), compiler_class(self.backend)().describe()
-        found = {e.key: e for e in earlier if self._same(e.content, now) and e.run.versions == tools}
-        stale = {(e.content, json.dumps(e.run.versions, sort_keys=True)): e for e in earlier if e.key not in found}
+        found = {e.key: e for e in earlier if self._same(e.content, now) and e.run.compiled.versions == tools}
+        stale = {(e.content, str(sorted(e.run.compiled.versions.items()))): e for e in earlier if e.key not in found}
         for (before, _), e in stale.items():  # the latest generation of each
             since = f"generation {e.generation}"
             line = (
                 moved(before, now, names, since)
-                or _tools_moved(e.run.versions, tools, since)
+                or _tools_moved(e.run.compiled.versions, tools, since)
                 or f"the content {since} stood on is not recorded: measured afresh"
             )
             warnings.warn(line, ContentChanged, stacklevel=4)

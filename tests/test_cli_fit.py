@@ -18,6 +18,7 @@ from real_hef import REAL_HEF
 from report_records import ledger, run
 
 from loop import api
+from loop.core.facts import CompileFacts
 
 GiB8 = 8 * 2**30
 # The seed's Pixal3D checkpoints, 24.045 GB at bf16: three bf16 kernels of 50,000 x 80,150
@@ -127,7 +128,7 @@ def test_a_runs_recorded_mix_stands_beside_the_precisions(tmp_path: Path) -> Non
     path = tmp_path / "small.onnx"
     onnx.save(weighed_model(), str(path))
     weights = {"bytes": 130, "weights_by_bits": {"4": 200, "8": 30, "16": 9}}
-    ledger(tmp_path / "runs", [run("w4", 100.0, 150_528, info={"weights": weights})])
+    ledger(tmp_path / "runs", [run("w4", 100.0, 150_528, compiled=CompileFacts(weights=weights))])
     done = fit(str(path), "--run", "1", "--runs", str(tmp_path / "runs"), "--json")
     assert done.returncode == 0, done.stderr
     mine = json.loads(done.stdout)["run"]

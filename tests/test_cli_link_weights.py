@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from report_records import run
 
 from loop.cli import main
+from loop.core.facts import CompileFacts
 from loop.core.record import RunRecord
 
 
@@ -28,7 +29,7 @@ FIT = {"hef_bytes": 6_200_000_000, "device_bytes": 8 * 2**30, "resident": "yes"}
 
 
 def test_predict_prices_the_hef_once_at_load(tmp_path: Path) -> None:
-    ledger(tmp_path, [run("w4", 100.0, 150_528, 1_000, info={"weights": WEIGHTS, "hef_residency": FIT})])
+    ledger(tmp_path, [run("w4", 100.0, 150_528, 1_000, compiled=CompileFacts(weights=WEIGHTS, hef_residency=FIT))])
     result = CliRunner().invoke(main, ["link", "predict", "1", "--runs", str(tmp_path), "--link", "300MB/s"])
     assert result.exit_code == 0, result.output
     assert "HEF 6,200,000,000 B against 8,589,934,592 B: resident yes" in result.output

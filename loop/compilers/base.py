@@ -29,7 +29,6 @@ bad variant never ends a sweep.
 
 from __future__ import annotations
 
-import copy
 import time
 import traceback
 from abc import ABC, abstractmethod
@@ -141,6 +140,7 @@ def run_compile(
     cached one), so ``optimize`` is not run; one optimized here comes back in ``result.quantized``."""
     result = CompileResult(ok=False)
     stage: str | None = "optimize"
+    how: dict[str, Any] = {"quantized_from": "optimize"}
     with captured_stderr() as err:
         try:
             if quantized is None:
@@ -148,18 +148,17 @@ def run_compile(
                 quantized = compiler.optimize(model, calibration, options.quantizing())
                 result.stages["optimize_s"] = time.perf_counter() - t0
                 result.quantized = _copy(quantized)
-                result.info["quantized_from"] = "optimize"
             else:  # its optimize's figures are the base's, kept apart: this compile ran none
-                result.info.update(quantized_from="cache", quantized_stages=dict(quantized.stages))
+                how = {"quantized_from": "cache", "quantized_stages": dict(quantized.stages)}
                 quantized = replace(_copy(quantized), stages={})
             result.stages.update(quantized.stages)
-            result.info.update(quantized.info)
+            result.info = replace(quantized.info, **how)
             if options.rescales:
                 stage = "rescale"
                 t0 = time.perf_counter()
                 quantized = compiler.rescale(quantized, options.rescales)
                 result.stages["rescale_s"] = time.perf_counter() - t0
-                result.info.update(quantized.info)
+                result.info = replace(quantized.info, **how)
             stage = "fingerprint"
             t0 = time.perf_counter()
             result.layers = compiler.fingerprint(quantized)
@@ -170,19 +169,19 @@ def run_compile(
             result.stages["compile_s"] = time.perf_counter() - t0
             # a backend that timed its own calls apart from its overhead (hailo) says so in its stages
             result.stages.update(quantized.stages)
-            result.info.update(quantized.info)  # compile may add what it found (where a layout came from)
+            result.info = replace(quantized.info, **how)  # compile may add what it found (where a layout came from)
             result.ok, stage = True, None
         except Exception as exc:
             if stage == "compile":  # what the compile found before it failed (the HEF's size it was refused for)
                 result.stages.update(quantized.stages)  # type: ignore[union-attr]
-                result.info.update(quantized.info)  # type: ignore[union-attr]
+                result.info = replace(quantized.info, **how)  # type: ignore[union-attr]
             result.error = _error_line(exc)
-            result.info["traceback"] = traceback.format_exc(limit=8)
+            result.traceback = traceback.format_exc(limit=8)
     result.stage = stage
     result.stderr_tail = err.getvalue()[-STDERR_TAIL:]
     return result
 
 
 def _copy(quantized: Quantized) -> Quantized:
-    """The quantized model as optimize left it: fingerprint and compile may add to its info."""
-    return replace(quantized, info=copy.deepcopy(quantized.info), stages=dict(quantized.stages))
+    """The quantized model as optimize left it: fingerprint and compile may add to its info and stages."""
+    return replace(quantized, stages=dict(quantized.stages))

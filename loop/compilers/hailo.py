@@ -56,6 +56,7 @@ from loop.compilers.hailo_precision import (
 )
 from loop.compilers.hailo_rescale import rescale_params
 from loop.compilers.hailo_weights import four_bit, hef_residency, hn_model_layers, layer_bits, residency
+from loop.core.facts import CompileFacts
 from loop.core.hashing import bytes_sha
 from loop.core.modelfile import load_model
 from loop.core.registry import importable
@@ -371,27 +372,26 @@ class HailoCompiler(Compiler):
         equalized = moved_kernels(translated, self._native(runner))
         # which layers the DFC holds at 4 bits, whoever chose them (weights: 4, the DFC's ratio, its default)
         at4 = four_bit(layers, layers_from, options.weights_4bit_share, {k: v["name"] for k, v in mapped.items()})
-        info = {
-            "model_script": script,
-            "param_keys": list(params),
-            "param_source": source,
-            "hw_arch": hw_arch,
-            "net_name": net,
-            "workdir": str(folder),
-            "optimization_level": optimization_level(own.optimization_level, log),
-            "activation_bits": {name: a for name, (_, (a, _)) in layers.items() if a != 8},
-            "layer_bits": {name: list(bits) for name, (_, bits) in layers.items()},
-            "weights": residency(layers, layers_from, hw_arch),
-            # what each DFC layer stands for in the ONNX (HN original_names), and which node makes each output
-            "onnx_layers": mapped,
-            "onnx_outputs": made_by,
-            "cut": dict(zip(("start_nodes", "end_nodes"), map(list, cut_of(options)), strict=True)),
-            **equalization(own.equalization, equalized, mapped),
-            **({"weights_4bit": at4} if at4 else {}),
-        }
         said = share_said(at4)
-        if said:
-            info["warnings"] = [said]
+        info = CompileFacts(
+            model_script=script,
+            param_keys=tuple(params),
+            param_source=source,
+            hw_arch=hw_arch,
+            net_name=net,
+            workdir=str(folder),
+            optimization_level=optimization_level(own.optimization_level, log),
+            activation_bits={name: a for name, (_, (a, _)) in layers.items() if a != 8},
+            layer_bits={name: list(bits) for name, (_, bits) in layers.items()},
+            weights=residency(layers, layers_from, hw_arch),
+            # what each DFC layer stands for in the ONNX (HN original_names), and which node makes each output
+            onnx_layers=mapped,
+            onnx_outputs=made_by,
+            cut=dict(zip(("start_nodes", "end_nodes"), map(list, cut_of(options)), strict=True)),
+            **equalization(own.equalization, equalized, mapped),
+            weights_4bit=at4 or None,
+            warnings=(said,) if said else (),
+        )
         return Quantized(self.name, data, info=info, stages=stages)
 
     def _parse(
@@ -457,12 +457,12 @@ class HailoCompiler(Compiler):
         """A runner of its own over the quantized HAR, with the run's model script loaded again."""
         from hailo_sdk_client import ClientRunner
 
-        har = folder / f"{quantized.info.get('net_name', 'loop_net')}.har"
+        har = folder / f"{quantized.info.net_name or 'loop_net'}.har"
         har.write_bytes(quantized.data)
         runner = ClientRunner(har=str(har))
         # hailo_model_zoo loads the script again before it compiles a reopened HAR (main_driver.py
         # compile -> main_utils.py compile_model); that the HAR keeps it is not documented.
-        runner.load_model_script(str(quantized.info.get("model_script") or ""))
+        runner.load_model_script(quantized.info.model_script or "")
         return runner
 
     def rescale(self, quantized: Quantized, edits: Sequence[Rescale]) -> Quantized:
@@ -478,7 +478,7 @@ class HailoCompiler(Compiler):
         _, params = saved_translated_params(runner)
         hn = hn_dict(self._hn(runner))
         names = layer_names_from_hn(hn)
-        net = str(hn.get("name") or quantized.info.get("net_name") or "loop_net")
+        net = str(hn.get("name") or quantized.info.net_name or "loop_net")
         targets = [(edit, f"{net}/{dfc_layer(edit.layer, names)}") for edit in edits]
         edited, done = rescale_params(params, targets, hn)
         with named_errors("rescale"), timed(stages, "load_params_s"):
@@ -487,7 +487,7 @@ class HailoCompiler(Compiler):
         runner.save_har(str(har))  # the HAR travels by value (to the compile child, to the emulator)
         data = har.read_bytes()
         self._runners[bytes_sha(data)] = runner
-        info = {**quantized.info, "workdir": str(folder), "rescaled": {"edits": done, "loaded_by": how}}
+        info = replace(quantized.info, workdir=str(folder), rescaled={"edits": done, "loaded_by": how})
         return replace(quantized, data=data, info=info, stages=stages)
 
     def fingerprint(self, quantized: Quantized) -> list[LayerPrint]:
@@ -497,12 +497,10 @@ class HailoCompiler(Compiler):
         runner = self._runner(quantized)
         _, params = self._params(runner)
         sources: dict[str, str] = {}
-        prints = discover_prints(params, quantized.info.get("activation_bits"), sources)[0]
-        quantized.info["scale_from"] = sources  # per layer:side, so a fallback scale is never taken for read
+        prints = discover_prints(params, quantized.info.activation_bits, sources)[0]
+        quantized.info = replace(quantized.info, scale_from=sources)  # per layer:side: no fallback taken for read
         hn = hn_dict(self._hn(runner))
-        named = named_prints(
-            prints, quantized.info.get("onnx_layers") or {}, hn, quantized.info.get("layer_bits") or {}
-        )
+        named = named_prints(prints, quantized.info.onnx_layers, hn, quantized.info.layer_bits)
         return kernel_grid(params, self._native(runner), named)
 
     @staticmethod
@@ -514,7 +512,7 @@ class HailoCompiler(Compiler):
             return {}
 
     def _output_names(
-        self, hef: Path, outputs: tuple[TensorLayout, ...], runner: Any, info: dict[str, Any]
+        self, hef: Path, outputs: tuple[TensorLayout, ...], runner: Any, info: CompileFacts
     ) -> dict[str, str]:
         """Each compiled output stream's ONNX output: its original names as the HEF lists them
         (``HEF.get_original_names_from_vstream_name``, hailort's pyhailort), else as the HN's layer
@@ -524,7 +522,7 @@ class HailoCompiler(Compiler):
             full.split("/")[-1]: body.get("original_names") or [] for full, body in hn.get("layers", {}).items()
         }
         streams = [t.name for t in outputs]
-        made_by = info.get("onnx_outputs") or {}
+        made_by = info.onnx_outputs
         try:
             from hailo_platform import HEF
 
@@ -540,21 +538,22 @@ class HailoCompiler(Compiler):
             runner = self._runner(quantized)
         with named_errors("compile"), timed(stages, "compile_s"):
             made = runner.compile()
-        hw_arch = str(quantized.info.get("hw_arch") or HailoOptions.of(options).hw_arch or "hailo10h")
+        hw_arch = quantized.info.hw_arch or HailoOptions.of(options).hw_arch or "hailo10h"
         fit = hef_residency(len(made), hw_arch)
-        quantized.info["hef_residency"] = fit
-        if isinstance(quantized.info.get("weights"), dict):  # judged by the HEF, as HailoRT loads it
-            quantized.info["weights"].update(resident=fit["resident"], device_memory_bytes=fit["device_bytes"])
+        weights = quantized.info.weights  # their residency judged by the HEF, as HailoRT loads it
+        weights = weights and {**weights, "resident": fit["resident"], "device_memory_bytes": fit["device_bytes"]}
+        quantized.info = replace(quantized.info, hef_residency=fit, weights=weights)
         if fit["resident"] == "no":  # HailoRT would fail at configure: refused before any device work
             raise HailoCompileError(f"compile: {fit['arithmetic']}")
         hef = bytes(made)
-        folder = Path(quantized.info.get("workdir") or self._dir())
-        hef_path = folder / f"{quantized.info.get('net_name', 'loop_net')}.hef"
+        folder = Path(quantized.info.workdir or self._dir())
+        hef_path = folder / f"{quantized.info.net_name or 'loop_net'}.hef"
         hef_path.write_bytes(hef)
         guess = lambda: io_layouts(hn_dict(self._hn(runner)), self._params(runner)[1])  # noqa: E731
         with timed(stages, "layout_s"):
-            (inputs, outputs), quantized.info["layout_source"] = hef_io(hef_path, guess)
-        quantized.info["output_names"] = self._output_names(hef_path, outputs, runner, quantized.info)
+            (inputs, outputs), source = hef_io(hef_path, guess)
+        names = self._output_names(hef_path, outputs, runner, quantized.info)
+        quantized.info = replace(quantized.info, layout_source=source, output_names=names)
         self._runners.pop(bytes_sha(quantized.data), None)
         if self.workdir is None:  # a scratch folder: the HEF and HAR travel by value from here
             shutil.rmtree(folder, ignore_errors=True)

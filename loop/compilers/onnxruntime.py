@@ -27,6 +27,7 @@ from loop.compilers.base import Compiler, share_said
 from loop.compilers.bias import correction as bias_correction
 from loop.compilers.bias import zeros
 from loop.core.errors import LoopError
+from loop.core.facts import CompileFacts
 from loop.core.leftovers import scratch
 from loop.core.modelfile import as_file, load_model, own_name, self_contained, write_model
 from loop.core.sessions import session
@@ -75,7 +76,7 @@ class OnnxRuntimeCompiler(Compiler):
         return replace(quantized, source=model if isinstance(model, bytes) else str(path))
 
     def _optimize(self, path: Path, calibration: Frames, options: CompileOptions) -> Quantized:
-        info: dict[str, Any] = {}
+        info: dict[str, Any] = {}  # CompileFacts' fields, as found
         # its tensors mapped from their files where it has external data: this process never
         # holds a copy of the float weights (quantize_static reads the file itself)
         float_model = load_model(path, data=False)
@@ -85,7 +86,7 @@ class OnnxRuntimeCompiler(Compiler):
                 # correction reach layers exported without (FPN's, a conv before a BatchNorm).
                 given = zeros.add_zero_biases(float_model)
                 if given:
-                    info["zero_bias_added"] = given
+                    info["zero_bias_added"] = tuple(given)
                     path = _biased(path, Path(tmp))
                     float_model = load_model(path, data=False)
             quantized = self._quantized(path, float_model, calibration, options, info)
@@ -126,14 +127,14 @@ class OnnxRuntimeCompiler(Compiler):
             )
             info["bias_correction"] = correction.to_dict()
         if warnings:
-            info["warnings"] = warnings
-        return Quantized(self.name, quantized.SerializeToString(), info=info)
+            info["warnings"] = tuple(warnings)
+        return Quantized(self.name, quantized.SerializeToString(), info=CompileFacts(**info))
 
     def rescale(self, quantized: Quantized, edits: Sequence[Rescale]) -> Quantized:
         """The QDQ model's scale initializers multiplied (:mod:`loop.compilers.qdq_rescale`)."""
         model = _fresh(quantized)
         done = qdq_rescale.rescale(model, edits)
-        info = {**quantized.info, "rescaled": done}
+        info = replace(quantized.info, rescaled=done)
         # left parsed: the fingerprint and compile that follow read it, and nothing serializes it
         return Quantized(self.name, b"", info, {}, quantized.source, quantized.prints, parsed=model)
 

@@ -14,19 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from loop.core.facts import CompileFacts, Failure, Judgement, Where, integer, num, read, words
 from loop.core.kinds import Flag, Kind, Stage, Status, Verdict
 from loop.core.vocab import LayerPrint
-
-
-def _num(value: Any) -> float | None:
-    """A recorded number; the ledger writes inf and nan, which JSON lacks, as strings."""
-    if value is None:
-        return None
-    return float(value)
-
-
-def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
 
 
 @dataclass(frozen=True)
@@ -44,20 +34,12 @@ class Rate:
     def from_json(cls, data: Mapping[str, Any] | None) -> Rate | None:
         if not data or data.get("median") is None:
             return None
-        ci = data.get("ci95")
-        return cls(
-            float(data["median"]),
-            _num(data.get("min")),
-            _num(data.get("max")),
-            (float(ci[0]), float(ci[1])) if ci else None,
-            _int(data.get("repeats")),
-            data,
-        )
+        return cls(**read(cls, data, by_type=_READ), data=data)
 
     @property
     def frames(self) -> int | None:
         """How many frames were timed (the protocol's; older records lack it)."""
-        return _int(self.data.get("frames"))
+        return integer(self.data.get("frames"))
 
     def to_json(self) -> dict[str, Any]:
         if self.data:
@@ -142,7 +124,7 @@ class Measurement:
     @property
     def others_core_pct(self) -> float | None:
         """The share of a core other processes used while it ran."""
-        return _num(self.host.get("others_core_pct"))
+        return num(self.host.get("others_core_pct"))
 
     @classmethod
     def none(cls) -> Measurement:
@@ -160,9 +142,9 @@ class Measurement:
     def from_dict(cls, data: Mapping[str, Any] | None) -> Measurement:
         data = data or {}
         keys = _keys(data)
-        read = {f: _READ.get(f, _same)(data[k]) for f, k in keys.items() if data.get(k) is not None}
+        found = read(cls, {f: data[k] for f, k in keys.items() if k in data}, by_type=_READ)
         more = {k: v for k, v in data.items() if k not in keys.values()}
-        return cls(**read, more=more, given=tuple(data))
+        return cls(**found, more=more, given=tuple(data))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON, as the protocol wrote it (a read-back record: the keys it held)."""
@@ -184,10 +166,6 @@ def _keys(held: Iterable[str]) -> dict[str, str]:
     return keys
 
 
-def _same(value: Any) -> Any:
-    return value
-
-
 def plain(value: Any) -> Any:
     """``value`` as JSON holds it (lists, not tuples; a kind's word): what a measurement keeps,
     so it equals itself read back."""
@@ -200,43 +178,15 @@ def plain(value: Any) -> Any:
     return {k: plain(v) for k, v in value.items()} if isinstance(value, Mapping) else value
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    """A recorded mapping; another shape makes the row unreadable (the ledger reads it as corrupt)."""
-    if not isinstance(value, Mapping):
-        raise TypeError(f"a mapping was recorded as {type(value).__name__}")
-    return value
-
-
-def _words(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        raise TypeError(f"a list of words was recorded as {value!r:.60}")
-    return tuple(value)
-
-
+# the types of a run's figures, beside those every record reads alike (loop.core.facts.read)
 _READ: dict[str, Any] = {
-    "ttfo_parts": _mapping,
-    "mb_s": _mapping,
-    "latency_ms": _mapping,
-    "health_before": _mapping,
-    "health_after": _mapping,
-    "host": _mapping,
-    "drift": _mapping,
-    "split_ms": _mapping,
-    "vendor_benchmark": _mapping,
-    "ttfo_ms": _num,
-    "first_infer_ms": _num,
-    "rate": Rate.from_json,
-    "spread_pct": _num,
-    "depth": _int,
-    "by_depth": lambda v: tuple(DepthRate.from_json(d) for d in v),
-    "duration_s": _num,
-    "bytes_in": _int,
-    "bytes_out": _int,
-    "hw_latency_ms": _num,
-    "warnings": _words,
-    "flags": lambda v: tuple(Flag(f) for f in _words(v)),
-    "notes": _words,
-    "compute_ms": _num,
+    "float": float,
+    "int": int,
+    "tuple[float, float] | None": lambda ci: (float(ci[0]), float(ci[1])) if ci else None,
+    "tuple[DeviceAgreement, ...]": lambda v: tuple(_agreement(name, d) for name, d in v.items()),
+    "Rate | None": Rate.from_json,
+    "tuple[DepthRate, ...]": lambda v: tuple(DepthRate.from_json(d) for d in v),
+    "tuple[Flag, ...]": lambda v: tuple(Flag(f) for f in words(v)),
 }
 
 
@@ -249,6 +199,10 @@ class DeviceAgreement:
     max_abs_diff: float | None
     values_differ: int
     values_total: int
+
+
+def _agreement(device: str, data: Mapping[str, Any]) -> DeviceAgreement:
+    return DeviceAgreement(**read(DeviceAgreement, {**data, "device": device}, by_type=_READ))
 
 
 @dataclass(frozen=True)
@@ -265,24 +219,7 @@ class Scores:
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Scores:
         data = data or {}
-        devices = tuple(
-            DeviceAgreement(
-                name,
-                _num(d.get("snr_db_vs_first")),
-                _num(d.get("max_abs_diff")),
-                int(d["values_differ"]),
-                int(d["values_total"]),
-            )
-            for name, d in (data.get("devices") or {}).items()
-        )
-        return cls(
-            _num(data.get("output_mean")),
-            _num(data.get("snr_db")),
-            _int(data.get("bytes_differ")),
-            _int(data.get("bytes_total")),
-            devices,
-            data,
-        )
+        return cls(**read(cls, data, by_type=_READ), data=data)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.data)
@@ -292,7 +229,7 @@ class Scores:
         found = self.data.get(f"{key}_ci95")
         if not isinstance(found, (list, tuple)) or len(found) != 2:
             return None
-        low, high = _num(found[0]), _num(found[1])
+        low, high = num(found[0]), num(found[1])
         return None if low is None or high is None else (low, high)
 
 
@@ -379,24 +316,28 @@ class RunRecord:
     compiled_on: str | None = None
     cache_hit: bool = False
     perturb: tuple[Mapping[str, Any], ...] = ()  # the ops as the sweep file gave them
-    # the ledger's alone: what reproduces the run
+    # the ledger's alone: what reproduces the run, and what was found on the way (loop.core.facts)
     calib_sha: str | None = None
+    inputs_sha: str | None = None  # the scoring frames', beside the ONNX and calibration hashes
     options: Mapping[str, Any] = field(default_factory=dict)  # the compile options, as JSON
-    versions: Mapping[str, Any] = field(default_factory=dict)  # the backend's tools
-    host: str | None = None
+    host: str | None = None  # where it was measured
     stderr_tail: str = ""  # a failed compile's last words
     artifact_sha: str | None = None  # the artifact's whole hash (its file is named by a prefix)
-    info: Mapping[str, Any] = field(default_factory=dict)  # what the compile and the run found on the way
+    notes: tuple[str, ...] = ()  # what authoring changed in the model on the way, and why
+    compiled: CompileFacts = field(default_factory=CompileFacts)  # with the backend's tools (``versions``)
+    where: Where = field(default_factory=Where)
+    judged: Judgement = field(default_factory=Judgement)
+    failure: Failure = field(default_factory=Failure)
 
     @property
     def warnings(self) -> tuple[str, ...]:
         """What the compiler warned about, as it said it."""
-        return tuple(self.info.get("warnings", ()))
+        return self.compiled.warnings
 
     @property
     def no_reference(self) -> str | None:
         """Why a ``no-reference`` run had none, where recorded."""
-        return self.info.get("no_reference")
+        return self.judged.no_reference
 
     @property
     def why_apart(self) -> str | None:
@@ -417,7 +358,7 @@ class RunRecord:
         """The device that measured the run, as far as the record says: its name, its host, the
         Dask worker that held it and the device's own id. Rates are compared within one; a
         comparison across two is flagged as such."""
-        runner, ident = self.info.get("runner") or {}, self.info.get("device_identity") or {}
+        runner, ident = self.where.runner, self.where.device_identity
         parts = [self.device or "an unnamed device", f"on {runner.get('host') or self.host or 'an unnamed host'}"]
         if ident.get("device_id"):  # the device's own id: the same stick whichever worker held it
             parts.append(str(ident["device_id"]))
@@ -438,9 +379,7 @@ class RunRecord:
     def weight_bytes(self) -> int | None:
         """What the run's weights weigh at their compiled precision (4-bit ones packed two to a
         byte), as its compile recorded them (``info.weights.bytes``); None where it did not."""
-        weights = self.info.get("weights")
-        found = weights.get("bytes") if isinstance(weights, Mapping) else None
-        return found if isinstance(found, int) and not isinstance(found, bool) else None
+        return (self.compiled.weights or {}).get("bytes")
 
     @property
     def perturbed_layers(self) -> list[str]:

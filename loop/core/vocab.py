@@ -17,6 +17,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from loop.core.facts import CompileFacts
+
 # Controlled frames: one input's as an array (N, *shape[1:]); several inputs', by input name.
 Frames = np.ndarray | dict[str, np.ndarray]
 
@@ -327,7 +329,7 @@ class Quantized:
 
     backend: str
     data: bytes
-    info: dict[str, Any] = field(default_factory=dict)
+    info: CompileFacts = field(default_factory=CompileFacts)
     stages: dict[str, float] = field(default_factory=dict)
     # The float model it was quantized from, as the compiler was given it: its bytes, or its file's
     # path (str) where it came as a file. The fingerprint reads each kernel's float values from it.
@@ -364,10 +366,11 @@ class CompileResult:
     stage: str | None = None
     error: str | None = None
     stderr_tail: str = ""
+    traceback: str | None = None  # where a failure's exception was raised
     stages: dict[str, float] = field(default_factory=dict)
     artifact: Artifact | None = None
     layers: list[LayerPrint] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
+    info: CompileFacts = field(default_factory=CompileFacts)
     compiled_on: str = "local"
     cache_hit: bool = False
     # the quantized model this compile optimized, before any rescale: carried back to the parent

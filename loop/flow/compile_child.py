@@ -13,6 +13,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,7 @@ def compile_with(
 ) -> CompileResult:
     """One compile in this process (from ``quantized`` when given: no optimize); returns a value, never raises."""
     result = run_compile(compiler, model, calibration, options, quantized)
-    result.info["versions"] = compiler.describe()
-    result.info["host"] = socket.gethostname()
+    result.info = replace(result.info, versions=compiler.describe(), host=socket.gethostname())
     return result
 
 
@@ -59,7 +59,7 @@ def run_isolated(
             result = _outcome(Path(tmp), code, child.tail(), options.timeout_s, killed_before)
     except Exception as exc:
         result = CompileResult(ok=False, stage="startup", error=f"{type(exc).__name__}: {exc}")
-    result.info.setdefault("host", socket.gethostname())
+    result.info = replace(result.info, host=result.info.host or socket.gethostname())
     return result
 
 
@@ -185,7 +185,7 @@ def _compile_to(
         for stage in STAGES:  # so a timeout or crash can say where it happened
             setattr(compiler, stage, _marked(getattr(compiler, stage), stage, work / "stage"))
         result = compile_with(compiler, model, calibration, options, quantized)
-        result.info["peak_bytes"] = memory.peak_bytes()  # this compile process's own: the estimate's evidence
+        result.info = replace(result.info, peak_bytes=memory.peak_bytes())  # this process's: the estimate's evidence
     except Exception as exc:
         result = CompileResult(ok=False, stage="startup", error=f"{type(exc).__name__}: {exc}")
     meta, blob = codec.encode(result)

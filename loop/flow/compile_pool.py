@@ -130,7 +130,7 @@ def iter_compiled(
             spool = Spool(runs, cache.root if cache is not None else None, base.carried) if runs and here else None
             for key, result, entry in _compile(ref, phase, jobs, client, base.held, spool):
                 base.keep(key, result)
-                result.info.setdefault("versions", versions)
+                result.info = replace(result.info, versions=result.info.versions or versions)
                 if entry is None and cache is not None and result.ok and result.artifact and result.artifact.data:
                     entry = cache.encoded(key, result)  # now: the sweep may spill the artifact's bytes
                 yield _settle(keys, {key: result})

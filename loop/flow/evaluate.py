@@ -10,7 +10,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from loop.author.cut import cut_model, cut_of
 from loop.author.perturb import weights_footprint
 from loop.author.sweepfile import SweepSpec
 from loop.core.errors import LoopError
+from loop.core.facts import CompileFacts, Failure, Judgement, Where
 from loop.core.hashing import array_sha, bytes_sha
 from loop.core.kinds import Flag, Stage, Status, Verdict
 from loop.core.leftovers import scratch
@@ -52,9 +53,12 @@ class RunOutcome:
     scores: dict[str, Any] = field(default_factory=dict)
     flags: list[Flag] = field(default_factory=list)
     artifact: str | None = None
-    info: dict[str, Any] = field(default_factory=dict)
+    where: Where = field(default_factory=Where)
+    judged: Judgement = field(default_factory=Judgement)
+    failure: Failure = field(default_factory=Failure)
     run_id: int | None = None
     stages: dict[str, float] = field(default_factory=dict)
+    resumed: bool = False  # finished by an earlier run of the sweep, and read back
 
 
 @dataclass(frozen=True)
@@ -66,14 +70,7 @@ class Reference:
     layers: tuple[LayerPrint, ...]
     raw: tuple[tuple[np.ndarray, ...], ...] | None
     snr_db: float | None
-    bias_guard: str | None = None  # what the output guard did with the reference's bias correction
-    wide_grids: Mapping[str, Any] = field(default_factory=dict)  # its grids wider than 8 bits (compile info)
-
-
-def bias_guard_of(info: Mapping[str, Any]) -> str | None:
-    """ "kept" or "dropped" where a compile's bias correction ran under its output guard."""
-    correction = info.get("bias_correction")
-    return correction.get("guard") if isinstance(correction, Mapping) else None
+    compiled: CompileFacts = field(default_factory=CompileFacts)  # its guard's decision, its grids wider than 8
 
 
 @dataclass(frozen=True)
@@ -104,8 +101,8 @@ def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult, ag
     if against.reference is None:
         return audit_mod.Audit(Verdict.NO_REFERENCE)
     grids = audit_mod.grid_changes(
-        against.reference.wide_grids,
-        compiled.info.get("wide_grids") or {},
+        against.reference.compiled.wide_grids,
+        compiled.info.wide_grids,
         [n for lp in (*against.reference.layers, *compiled.layers) for n in lp.answers_to],
     )
     at4 = _shared_layers(compiled.info) if shared else []
@@ -115,15 +112,15 @@ def verdict_for(spec: SweepSpec, authored: Authored, compiled: CompileResult, ag
     )
     asked = [*authored.options.weight_bits, *(WeightPrecision(name, 4, "") for name in at4)]
     found = _unapplied_bits(found, asked, compiled.layers)
-    found = _guard_cause(found, against.reference.bias_guard, bias_guard_of(compiled.info))
-    causes = compiled.info.get("kernel_causes") or {}
+    found = _guard_cause(found, against.reference.compiled.bias_guard, compiled.info.bias_guard)
+    causes = compiled.info.kernel_causes
     moved = _float_moved(against.reference.layers, compiled.layers) if causes else set()
     return _named_causes(found, {k: c for k, c in causes.items() if k in moved})
 
 
-def _shared_layers(info: Mapping[str, Any]) -> list[str]:
+def _shared_layers(info: CompileFacts) -> list[str]:
     """The layers a ``weights_4bit_share`` put at 4 bits, as either backend records them."""
-    found = info.get("weights_4bit_share") or info.get("weights_4bit") or {}
+    found = info.weights_4bit_share or info.weights_4bit or {}
     return [str(name) for name in found.get("layers") or []]
 
 
@@ -216,8 +213,8 @@ def _named_causes(found: audit_mod.Audit, causes: dict[str, str]) -> audit_mod.A
 def _clamps(authored: Authored, compiled: CompileResult) -> dict[str, tuple[float, float]]:
     """The clamps the compiler reports it removed; else those the structure predicts (a
     backend that does not say, a compile cached before it was recorded)."""
-    removed = compiled.info.get("removed_clamps")
-    if not isinstance(removed, dict):
+    removed = compiled.info.removed_clamps
+    if removed is None:
         return authored.structure.bounds
     edge = lambda b, inf: inf if b is None else float(b)  # noqa: E731
     return {t: (edge(lo, -np.inf), edge(hi, np.inf)) for t, (lo, hi) in removed.items()}
@@ -396,7 +393,7 @@ def prepare(
             Status.FAILED,
             stage=stage,
             error=compiled.error or "the compile returned no artifact",
-            info=dict(compiled.info),
+            failure=Failure(compiled.traceback),
             stages=dict(compiled.stages),
         )
     # a stored artifact goes to its device as its file: the device's process reads and checks it
@@ -428,8 +425,8 @@ def evaluate_variant(
     sweep's reference and ran, the Reference it sets for every other variant."""
     name = authored.variant.name
     if not ran.ok:
-        info = {"runner": _where(ran), **({"detail": ran.detail} if ran.detail else {})}
-        return RunOutcome(name, Status.FAILED, ran.stage, ran.error, info=info, stages=dict(ran.stages)), None
+        failed = RunOutcome(name, Status.FAILED, ran.stage, ran.error, where=_where(ran), stages=dict(ran.stages))
+        return replace(failed, failure=Failure(detail=ran.detail or None)), None
     clock = _Clock()
     verdict = verdict_for(spec, authored, compiled, against)
     clock.lap("audit_s")
@@ -441,14 +438,14 @@ def evaluate_variant(
     m, stick = ran.measure or _bytes_only(next(iter(ran.devices.values()))), ran.vendor
     flags += m.flags
     flags += _vendor_flags(stick)
-    info = {"no_reference": against.missing} if verdict.verdict == Verdict.NO_REFERENCE and against.missing else {}
+    found: dict[str, Any] = {"no_reference": against.missing or None} if verdict.verdict == Verdict.NO_REFERENCE else {}
     ruined = ruined_by_quantization(spec, authored, scores)
     if ruined:  # where the signal is lost is analysed for a reference: the others share its layers
         flags.append(Flag.QUANTIZATION_RUINED)
         lost = where_lost(spec, authored, analyse=prepared.task.measure) if authored.reference else {}
-        info["quantization_ruined"] = {**ruined, **lost}
+        found["quantization_ruined"] = {**ruined, **lost}
     if Flag.BELOW_REFERENCE in flags and against.reference is not None:
-        info["below_reference"] = {"snr_db": scores.get("snr_db"), "reference_snr_db": against.reference.snr_db}
+        found["below_reference"] = {"snr_db": scores.get("snr_db"), "reference_snr_db": against.reference.snr_db}
     outcome = RunOutcome(
         name,
         Status.OK,
@@ -459,7 +456,8 @@ def evaluate_variant(
         flags=flags,
         artifact=str(prepared.path),
         stages={**clock.laps, **ran.stages},
-        info={**info, "runner": _where(ran), "device_identity": _identity(ran)},
+        where=_where(ran),
+        judged=Judgement(**found),
     )
     return outcome, made
 
@@ -487,7 +485,7 @@ def scored(
     # uncut, the session reads the authored file itself: no copy of the model's bytes in this process
     load = lambda: cut_model(authored.model_path, cut)  # noqa: E731
     reference = float_outputs(load, inputs, f"{authored.onnx_sha}|{cut}")
-    renamed = compiled.info.get("output_names") or {}  # compiled output -> the model output it carries
+    renamed = dict(compiled.info.output_names)  # compiled output -> the model output it carries
     runs = [outputs_of(r, reference, renamed) for r in ran.devices.values()]
     others = dict(zip(list(ran.devices)[1:], runs[1:], strict=True))
     return _score(authored, runs[0], others, reference, against, scorer), runs[0]
@@ -495,13 +493,7 @@ def scored(
 
 def reference_of(compiled: CompileResult, first: DeviceOutputs, scores: dict[str, Any]) -> Reference:
     """The Reference a compiled and scored reference sets for the variants judged against it."""
-    return Reference(
-        tuple(compiled.layers),
-        _tuples(first.raw),
-        scores.get("snr_db"),
-        bias_guard_of(compiled.info),
-        compiled.info.get("wide_grids") or {},
-    )
+    return Reference(tuple(compiled.layers), _tuples(first.raw), scores.get("snr_db"), compiled.info)
 
 
 TOP1_COLLAPSED = 0.5  # a classifier agreeing with its float model on under half the frames
@@ -575,13 +567,9 @@ def _vendor_flags(stick: dict[str, Any] | None) -> list[Flag]:
     return [Flag(VENDOR_DISAGREES)] if stick.get("comparable") and not stick.get("agree") else []
 
 
-def _where(ran: RunResult) -> dict[str, str | None]:
-    return {"host": ran.host, "worker": ran.worker}
-
-
-def _identity(ran: RunResult) -> dict[str, Any]:
-    health = ran.health or {}
-    return {k: health.get(k) for k in ("device_id", "device_path")}
+def _where(ran: RunResult) -> Where:
+    identity = {k: ran.health.get(k) for k in ("device_id", "device_path")} if ran.health else {}
+    return Where({"host": ran.host, "worker": ran.worker}, identity)
 
 
 def _tuples(raw: Raw) -> tuple[tuple[np.ndarray, ...], ...]:

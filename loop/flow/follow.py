@@ -13,19 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Literal
 
 from loop.author.author import Authored
+from loop.core.facts import CompileFacts
 from loop.core.registry import compiler_class
 
 Decision = Literal["kept", "dropped"]
 
 
-def decision(info: Mapping[str, Any]) -> Decision | None:
+def decision(info: CompileFacts) -> Decision | None:
     """What a compile's guard decided, as a variant follows it: "too few frames" kept the pass
     unguarded, so its variants keep it too; None: no guard ran (off, another backend, failed)."""
-    correction = info.get("bias_correction")
-    guard = correction.get("guard") if isinstance(correction, Mapping) else None
+    guard = info.bias_guard
     if guard in ("kept", "too few frames"):
         return "kept"
     return "dropped" if guard == "dropped" else None

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from loop.author.author import Authored
 from loop.author.sweepfile import SweepSpec
+from loop.core.facts import Failure
 from loop.core.kinds import Flag, Stage, Status
 from loop.core.vocab import CompileResult
 from loop.flow.evaluate import Against, Prepared, Reference, RunOutcome, evaluate_variant, prepare
@@ -189,8 +190,8 @@ def evaluated(
 
 
 def _failed(a: Authored, stage: Stage, exc: Exception) -> RunOutcome:
-    info = {"traceback": traceback.format_exc(limit=8)}
-    return RunOutcome(a.variant.name, Status.FAILED, stage, f"{type(exc).__name__}: {exc}", info=info)
+    failure = Failure(traceback.format_exc(limit=8))
+    return RunOutcome(a.variant.name, Status.FAILED, stage, f"{type(exc).__name__}: {exc}", failure=failure)
 
 
 def _why_failed(outcome: RunOutcome) -> str:

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from loop.core.facts import CompileFacts
 from loop.core.vocab import CompileOptions, CompileResult, Quantized, QuantizedInCache
 from loop.flow import supervise
 from loop.store import codec
@@ -130,9 +131,8 @@ class PatchProcess:
     def _ended(self, stage: str, error: str) -> CompileResult:
         tail = self._child.tail() if self._child is not None else ""
         self.stop()
-        result = CompileResult(ok=False, stage=stage, error=error, stderr_tail=tail)
-        result.info["host"] = socket.gethostname()
-        return result
+        host = CompileFacts(host=socket.gethostname())
+        return CompileResult(ok=False, stage=stage, error=error, stderr_tail=tail, info=host)
 
     def stop(self) -> None:
         supervise.end(self._child, self._conn)

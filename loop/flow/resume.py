@@ -89,8 +89,7 @@ class Content:
 
     @classmethod
     def of(cls, run: RunRecord) -> Content:
-        inputs = run.info.get("inputs_sha")
-        return cls(run.onnx_sha, run.calib_sha, inputs if isinstance(inputs, str) else None)
+        return cls(run.onnx_sha, run.calib_sha, run.inputs_sha)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from loop.core.registry import make_device
 from loop.core.vocab import Artifact, CompileOptions, CompileResult, Frames, Rescale
 from loop.flow.budget import budget
 from loop.flow.compile_pool import Job, check_cluster, compile_hosts, iter_compiled
-from loop.flow.evaluate import Against, Reference, RunOutcome, bias_guard_of
+from loop.flow.evaluate import Against, Reference, RunOutcome
 from loop.flow.follow import Decision, decision, following, leads
 from loop.flow.local_runner import LocalRunner
 from loop.flow.measuring import Compiled, ahead, evaluated
@@ -168,16 +168,8 @@ def _stored(runs: Path, result: CompileResult) -> CompileResult:
     try:
         return spill(runs, result)
     except (OSError, LoopError) as exc:
-        return CompileResult(
-            ok=False,
-            stage="store",
-            error=f"cannot store the artifact: {exc}",
-            stages=result.stages,
-            layers=result.layers,
-            info=result.info,
-            compiled_on=result.compiled_on,
-            cache_hit=result.cache_hit,
-        )
+        error = f"cannot store the artifact: {exc}"
+        return replace(result, ok=False, stage="store", error=error, stderr_tail="", artifact=None, quantized=None)
 
 
 def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions()) -> SweepResult:
@@ -319,7 +311,7 @@ def _run(
 def _decided(refs: dict[str, Authored], finished: dict[str, RunRecord], backend: str) -> dict[str, Decision | None]:
     """The guard decisions of the references an earlier run of this sweep finished."""
     done = {g: finished.get(a.variant.name) for g, a in refs.items() if leads(a, backend)}
-    return {g: decision(run.info) for g, run in done.items() if run is not None and run.status == Status.OK}
+    return {g: decision(run.compiled) for g, run in done.items() if run is not None and run.status == Status.OK}
 
 
 def _progress(items: Iterator[Any], total: int, options: SweepOptions) -> Iterator[Any]:
@@ -452,15 +444,15 @@ def _resumed_reference(
         return Against(None, f"the reference '{ref.variant.name}' has not run")
     if run.status != Status.OK:
         return Against(None, f"the reference '{ref.variant.name}' failed at stage {run.stage}: {run.error}")
-    layers, snr, guard, wide = run.layers, run.scores.snr_db, bias_guard_of(run.info), run.info.get("wide_grids") or {}
+    layers, snr = run.layers, run.scores.snr_db
     name = Path(run.artifact or "").name  # in this runs folder, wherever it was when recorded
     try:
         artifact = load_artifact(runs_artifact(runs, name), recorded_sha(run))
     except LoopError as exc:
         warnings.warn(f"the reference's artifact: {exc}; its outputs are not compared", StoreWarning, stacklevel=2)
-        return Against(Reference(layers, None, snr, guard, wide))
+        return Against(Reference(layers, None, snr, run.compiled))
     raw = outputs_of(artifact, ref.inputs())
-    return Against(Reference(layers, None if raw is None else tuple(tuple(outs) for outs in raw), snr, guard, wide))
+    return Against(Reference(layers, None if raw is None else tuple(tuple(outs) for outs in raw), snr, run.compiled))
 
 
 def _finished_outcome(run: RunRecord) -> RunOutcome:
@@ -471,7 +463,7 @@ def _finished_outcome(run: RunRecord) -> RunOutcome:
         error=run.error,
         verdict=run.verdict,
         run_id=run.id,
-        info={"resumed": True},
+        resumed=True,
     )
 
 
@@ -519,15 +511,14 @@ def _finished_run(run_id: int, spec: SweepSpec, a: Authored, c: CompileResult, o
         cache_hit=c.cache_hit,
         perturb=tuple(op.record() for op in a.variant.ops),
         calib_sha=a.calib_sha,
+        inputs_sha=a.inputs_sha,
         options=recorded_options(a.options),
-        versions=c.info.get("versions", {}),
-        host=(o.info.get("runner") or {}).get("host") or socket.gethostname(),  # where it was measured
+        host=o.where.runner.get("host") or socket.gethostname(),  # where it was measured
         stderr_tail="" if c.ok else c.stderr_tail,
         artifact_sha=c.artifact.sha if c.ok and c.artifact is not None else None,
-        info={
-            **{k: v for k, v in c.info.items() if k != "versions"},
-            **o.info,
-            **({"notes": list(a.notes)} if a.notes else {}),
-            "inputs_sha": a.inputs_sha,  # the scoring frames', beside the row's ONNX and calibration hashes
-        },
+        notes=a.notes,
+        compiled=c.info,
+        where=o.where,
+        judged=o.judged,
+        failure=o.failure,
     )

@@ -27,6 +27,7 @@ from loop.author.perturb import op_from
 from loop.author.sweepfile import SweepSpec, VariantSpec, parse
 from loop.core.kinds import Flag, Verdict
 from loop.core.leftovers import scratch
+from loop.core.record import RunRecord
 from loop.core.vocab import Artifact, CompileResult
 from loop.flow.compile_pool import compile_all
 from loop.flow.evaluate import Against, Prepared, RunOutcome, prepare, reference_of, scored, verdict_for
@@ -152,9 +153,14 @@ def measure_flagged(spec: SweepSpec, outcomes: Iterable[RunOutcome], runs: Path)
 
 
 def _rewrite_flag(runs: Path, run_id: int, update: dict[str, Any]) -> None:
-    """The flag's record in run ``run_id``'s info updated, and nothing else of the row touched."""
+    """The flag's record in run ``run_id``'s judgement updated, and nothing else of the row touched."""
+
+    def amended(run: RunRecord) -> RunRecord:
+        ruined = {**(run.judged.quantization_ruined or {}), **update}
+        return replace(run, judged=replace(run.judged, quantization_ruined=ruined))
+
     with Ledger(runs / "ledger.sqlite") as ledger:
-        ledger.amend_info(run_id, "quantization_ruined", update)
+        ledger.amend(run_id, amended)
 
 
 def _short(tried: _Tried, target: Target) -> bool:
@@ -232,5 +238,4 @@ class _Bench:
 
 def _wide(compiled: CompileResult) -> int:
     """The nodes whose output grid the compile made wider than 8 bits."""
-    grids = compiled.info.get("wide_grids") or {}
-    return len({g.get("node") for g in grids.values() if isinstance(g, dict)})
+    return len({g.get("node") for g in compiled.info.wide_grids.values()})

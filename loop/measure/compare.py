@@ -187,7 +187,7 @@ def score_difference(a: RunRecord, b: RunRecord) -> dict[str, Any] | None:
     inputs), with how many frames would resolve it where it lies inside the noise; None where
     either has no per-frame energies or they were scored on other frames."""
     ea, eb = score.recorded_energy(a.scores.data), score.recorded_energy(b.scores.data)
-    if ea is None or eb is None or a.info.get("inputs_sha") != b.info.get("inputs_sha"):
+    if ea is None or eb is None or a.inputs_sha != b.inputs_sha:
         return None
     found = score.paired_snr(eb, ea)
     if found is None:

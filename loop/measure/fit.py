@@ -102,15 +102,10 @@ def compiled(model: str, hef_bytes: int, refused: str | None, memory: Memory, li
 
 def with_run(report: FitReport, run: RunRecord) -> FitReport:
     """``report`` with ``run``'s recorded mix beside the precisions (none where it recorded none)."""
-    weights = run.info.get("weights")
-    weights = weights if isinstance(weights, dict) else {}
-    nbytes = weights.get("bytes")
-    fit = fit_of(nbytes, report.memory, report.link) if isinstance(nbytes, int) else None
-    by_bits = weights.get("weights_by_bits")
-    hef = run.info.get("hef_residency")
-    hef_bytes = hef.get("hef_bytes") if isinstance(hef, dict) and isinstance(hef.get("hef_bytes"), int) else None
-    mix = {str(k): v for k, v in by_bits.items() if isinstance(v, int)} if isinstance(by_bits, dict) else {}
-    return replace(report, run=RunFit(run.id, fit, mix, hef_bytes))
+    weights, hef = run.compiled.weights or {}, run.compiled.hef_residency or {}
+    fit = None if run.weight_bytes is None else fit_of(run.weight_bytes, report.memory, report.link)
+    mix = {str(k): v for k, v in (weights.get("weights_by_bits") or {}).items()}
+    return replace(report, run=RunFit(run.id, fit, mix, hef.get("hef_bytes")))
 
 
 def describe(report: FitReport) -> list[str]:

@@ -33,16 +33,14 @@ class WeightLoad:
 def weight_load(model: LinkModel, run: RunRecord) -> WeightLoad | None:
     """The run's weights and HEF against its device, and the one crossing of the HEF on
     ``model``; None when the compile recorded no weights (a backend that does not)."""
-    weights = run.info.get("weights")
-    if not isinstance(weights, dict) or not isinstance(weights.get("bytes"), int):
+    weights, fit = run.compiled.weights or {}, run.compiled.hef_residency or {}
+    if run.weight_bytes is None:
         return None
-    fit = run.info.get("hef_residency")
-    fit = fit if isinstance(fit, dict) else {}
-    hef = fit.get("hef_bytes") if isinstance(fit.get("hef_bytes"), int) else None
+    hef = fit.get("hef_bytes")
     resident = str(fit.get("resident") or weights.get("resident") or "unknown")
     device = fit.get("device_bytes", weights.get("device_memory_bytes"))
     load_ms = None if hef is None else model.busy_s(hef) * 1e3
-    return WeightLoad(int(weights["bytes"]), hef, device, resident, load_ms)
+    return WeightLoad(run.weight_bytes, hef, device, resident, load_ms)
 
 
 def describe(load: WeightLoad, link: str) -> str:

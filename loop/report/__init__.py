@@ -185,8 +185,7 @@ NOTED_FLAGS = {Flag.CALIBRATION_WORSE: "scored far below the sweep's own calibra
 def ruined_lines(run: RunRecord) -> list[str]:
     """The base the default quantization ruined: by how much, the layers where its signal is lost
     (:mod:`loop.judge.falls`), and a variant that would try 16 bits there."""
-    found = run.info.get("quantization_ruined")
-    found = found if isinstance(found, dict) else {}
+    found = run.judged.quantization_ruined or {}
     snr, threshold = found.get("snr_db"), found.get("threshold_db")
     why = (
         [f"SNR {_fmt(snr, '.1f')} dB, below {_fmt(threshold, 'g')}"]
@@ -241,8 +240,7 @@ def _measured_lines(widening: dict[str, Any]) -> list[str]:
 
 def below_line(run: RunRecord) -> str:
     """One line per run scored far below its reference: its verdict speaks of its footprint, this of its answer."""
-    found = run.info.get("below_reference")
-    found = found if isinstance(found, dict) else {}
+    found = run.judged.below_reference or {}
     return (
         f"  {for_person(run.variant)}: flagged below-reference: SNR {_fmt(found.get('snr_db'), '.1f')} dB "
         f"against its reference's {_fmt(found.get('reference_snr_db'), '.1f')} dB, beyond its interval "

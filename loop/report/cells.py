@@ -51,7 +51,6 @@ def below(run: RunRecord, words: str = " below its reference") -> str:
     give a wrong answer), with the two SNRs as its tooltip; '' for any other run."""
     if Flag.BELOW_REFERENCE not in run.flags:
         return ""
-    found = run.info.get("below_reference")
-    snr = found if isinstance(found, dict) else {}
+    snr = run.judged.below_reference or {}
     said = f"SNR {num(snr.get('snr_db'), '.1f')} dB, its reference's {num(snr.get('reference_snr_db'), '.1f')} dB"
     return f" <span class='bad' title='far below its reference: {esc(said)}'>&#9660;{words}</span>"

@@ -140,8 +140,7 @@ class Page:
 
         def figures() -> Iterator[Figure]:
             for r in self.runs:
-                found = r.info.get("quantization_ruined")
-                found = found if isinstance(found, dict) else {}
+                found = r.judged.quantization_ruined or {}
                 rows = found.get("series")
                 if isinstance(rows, list) and rows:
                     falls = [str(w.get("layer")) for w in found.get("worst_layers") or [] if isinstance(w, dict)]

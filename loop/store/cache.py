@@ -311,8 +311,8 @@ def _summary(result: CompileResult) -> dict[str, Any]:
         "artifact_sha": artifact.sha,
         "artifact_bytes": len(artifact.data),
         "compiled_on": result.compiled_on,
-        "host": result.info.get("host"),
-        "versions": result.info.get("versions", {}),
+        "host": result.info.host,
+        "versions": result.info.versions,
         "stages": result.stages,
         "stored": time.time(),
     }

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from loop.core.facts import CompileFacts
 from loop.core.vocab import (
     Artifact,
     CompileOptions,
@@ -77,7 +78,7 @@ def _artifact_json(
 
 
 def _quantized_json(q: Quantized) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
-    head: dict[str, Any] = {"backend": q.backend, "info": q.info, "stages": q.stages}
+    head: dict[str, Any] = {"backend": q.backend, "info": q.info.to_json(), "stages": q.stages}
     if q.prints:
         head["prints"] = [lp.to_json() for lp in q.prints]
     if isinstance(q.source, str):  # a file's path: the float model stays where it is
@@ -86,7 +87,7 @@ def _quantized_json(q: Quantized) -> tuple[dict[str, Any], list[tuple[str, bytes
 
 
 def _quantized(head: dict[str, Any], parts: dict[str, bytes]) -> Quantized:
-    info, stages = dict(head["info"]), {str(k): float(v) for k, v in head["stages"].items()}
+    info, stages = CompileFacts.of(head["info"]), {str(k): float(v) for k, v in head["stages"].items()}
     source = str(head["source_path"]) if "source_path" in head else parts["source"]
     prints = tuple(LayerPrint.from_json(lp) for lp in head.get("prints", ()))
     return Quantized(str(head["backend"]), parts["quantized"], info, stages, source, prints)
@@ -134,10 +135,11 @@ def encode(
         "stage": result.stage,
         "error": result.error,
         "stderr_tail": result.stderr_tail,
+        "traceback": result.traceback,
         "stages": result.stages,
         "compiled_on": result.compiled_on,
         "layers": [lp.to_json() for lp in result.layers],
-        "info": result.info,
+        "info": result.info.to_json(),
         "artifact": head,
         "parts": _listed(parts),
         "extra": extra or {},
@@ -223,10 +225,11 @@ def _result(data: dict[str, Any], parts: dict[str, bytes]) -> CompileResult:
         stage=data["stage"],
         error=data["error"],
         stderr_tail=str(data["stderr_tail"]),
+        traceback=data.get("traceback"),
         stages=dict(data["stages"]),
         artifact=artifact,
         layers=[LayerPrint.from_json(lp) for lp in data["layers"]],
-        info=dict(data["info"]),
+        info=CompileFacts.of(data["info"]),
         compiled_on=str(data["compiled_on"]),
         quantized=_quantized(data["quantized"], {k[2:]: v for k, v in parts.items() if k.startswith("q:")})
         if data.get("quantized")

@@ -20,9 +20,9 @@ import socket
 import sqlite3
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,6 +30,7 @@ import numpy as np
 
 from loop.core import jsondepth
 from loop.core.errors import LoopError
+from loop.core.facts import CompileFacts, Facts, Failure, Judgement, Where, read
 from loop.core.kinds import Flag, Kind, Stage, Status, Verdict
 from loop.core.leftovers import process_alive
 from loop.core.record import Change, Measurement, RunRecord, Scores
@@ -340,24 +341,16 @@ class Ledger:
                 [(time.time(), i, Status.RUNNING) for i in run_ids],
             )
 
-    def amend_info(self, run_id: int, key: str, update: Mapping[str, Any]) -> bool:
-        """Merge ``update`` into ``info[key]`` of finished run ``run_id`` in its stored record, touching nothing else
-        of the row (status, error, times); False, and nothing written, where the row is not an
-        ``ok`` run whose record reads as a mapping (a corrupt row is left for ``loop doctor``)."""
+    def amend(self, run_id: int, change: Callable[[RunRecord], RunRecord]) -> bool:
+        """Write finished run ``run_id`` as ``change`` makes it into its stored record, touching nothing
+        else of the row (status, error, times); False, and nothing written, where the row is not an
+        ``ok`` run that reads (a corrupt row is left for ``loop doctor``)."""
         with self.write() as db:
-            found = db.execute("SELECT status, record FROM runs WHERE id=?", (run_id,)).fetchone()
-            if found is None or found[0] != Status.OK:
+            found = db.execute(f"SELECT {self._columns()} FROM runs WHERE id=?", (run_id,)).fetchone()
+            run = None if found is None else from_row(found)
+            if run is None or run.status != Status.OK:
                 return False
-            try:
-                record = json.loads(found[1])
-            except ValueError:
-                return False
-            if not isinstance(record, dict) or not isinstance(record.get("info", {}), dict):
-                return False
-            info = record.get("info", {})
-            before = info.get(key) if isinstance(info.get(key), dict) else {}
-            record["info"] = {**info, key: {**before, **update}}
-            db.execute("UPDATE runs SET record=? WHERE id=?", (json.dumps(record, allow_nan=False), run_id))
+            db.execute("UPDATE runs SET record=? WHERE id=?", (to_row(change(run))["record"], run_id))
             return True
 
     def finish(self, run_id: int, run: RunRecord) -> None:
@@ -435,7 +428,7 @@ def to_row(run: RunRecord) -> dict[str, Any]:
     backend) is the row's from :meth:`Ledger.begin`; :func:`from_row` reads both back."""
     record = {
         "options": run.options,
-        "versions": run.versions,
+        "versions": run.compiled.versions,
         "host": run.host,
         "compiled_on": run.compiled_on,
         "cache_hit": run.cache_hit,
@@ -447,7 +440,7 @@ def to_row(run: RunRecord) -> dict[str, Any]:
         "perturb": list(run.perturb),
         "stderr_tail": run.stderr_tail,
         "artifact_sha": run.artifact_sha,
-        "info": run.info,
+        "info": _info_json(run),
     }
     return {
         "status": run.status,
@@ -577,13 +570,6 @@ def _word(kind: type[K], value: Any) -> K | None:
     return None if value is None else kind(str(value))
 
 
-def _info(record: dict[str, Any]) -> Mapping[str, Any]:
-    info = _part(record, "info", dict, {})
-    if not isinstance(info.get("warnings", []), list):
-        raise TypeError("its info is not a mapping with a list of warnings")
-    return info
-
-
 P = TypeVar("P")
 
 
@@ -632,12 +618,32 @@ def _run(row: sqlite3.Row, record: dict[str, Any], flags: list[str]) -> RunRecor
         perturb=tuple(_maps(record, "perturb")),
         calib_sha=row["calib_sha"],
         options=_part(record, "options", dict, {}),
-        versions=_part(record, "versions", dict, {}),
         host=_part(record, "host", str, None),
         stderr_tail=_part(record, "stderr_tail", str, ""),
         artifact_sha=_part(record, "artifact_sha", str, None),
-        info=_info(record),
+        **_facts(_part(record, "info", dict, {}), _part(record, "versions", dict, {})),
     )
+
+
+# A run's facts lie side by side in its ``info``, each under its own key (loop.core.facts), with the
+# scoring frames' hash and authoring's notes; the compile's tools are the record's own ``versions``.
+_BESIDE = ("inputs_sha", "notes")
+_GROUPS: dict[str, type[Facts]] = {"where": Where, "judged": Judgement, "failure": Failure}
+
+
+def _info_json(run: RunRecord) -> dict[str, Any]:
+    parts = (run.compiled, *(getattr(run, name) for name in _GROUPS))
+    found = {k: v for part in parts for k, v in part.to_json().items() if k != "versions"}
+    return {**{k: getattr(run, k) for k in _BESIDE if getattr(run, k)}, **found}
+
+
+def _facts(info: Mapping[str, Any], versions: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's facts as :func:`_info_json` wrote them; a key no group holds is kept with the
+    compile's, as read (one an older or newer loop wrote), and written back."""
+    theirs = {*_BESIDE, *(f.name for group in _GROUPS.values() for f in fields(group))}
+    compiled = CompileFacts.of({**{k: v for k, v in info.items() if k not in theirs}, "versions": versions})
+    groups = {name: group.of(info) for name, group in _GROUPS.items()}
+    return {**groups, **read(RunRecord, info, _BESIDE), "compiled": compiled}
 
 
 @dataclass(frozen=True)

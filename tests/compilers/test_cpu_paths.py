@@ -69,7 +69,7 @@ def decisions() -> dict[str, dict]:
     out = {}
     for name, model, frames in cases():
         q = OnnxRuntimeCompiler().optimize(model.SerializeToString(), frames, CompileOptions(bias_correction=True))
-        found = q.info["bias_correction"]
+        found = q.info.bias_correction
         out[name] = {"guard": found["guard"], "folds": found["guard_folds"], "corrected": found["corrected"]}
     return out
 

@@ -228,8 +228,8 @@ def test_driver_call_order_layout_and_files(fake_hailo_sdk_client: Any, tmp_path
     assert calls["optimize"].shape == (5, 4, 4, 3) and calls["optimize"].dtype == np.float32
     assert np.array_equal(calls["optimize"], calibration.transpose(0, 2, 3, 1))
     assert calls["load_model_script"].startswith("quantization_param(conv1, force_range_out=[0.0, 8.0])\n")
-    assert result.info["model_script"] == calls["load_model_script"]
-    assert "loop_net/conv1/kernel:0" in result.info["param_keys"]
+    assert result.info.model_script == calls["load_model_script"]
+    assert "loop_net/conv1/kernel:0" in result.info.param_keys
     assert "parse_s" in result.stages and "compile_s" in result.stages
     artifact = result.artifact
     assert artifact is not None and artifact.data == FAKE_HEF and artifact.suffix == ".hef"
@@ -241,11 +241,11 @@ def test_driver_call_order_layout_and_files(fake_hailo_sdk_client: Any, tmp_path
     # named as HailoRT names an output vstream (the layer feeding the output layer), on that layer's
     # forced grid [0, 8]
     assert (out.name, out.shape, out.scale, out.zero_point) == ("loop_net/conv1", (1, 4, 4, 2), 8 / 255, 0)
-    assert result.info["layout_source"].startswith("hn (guessed, the HEF could not be read: hailo_platform: ")
+    assert result.info.layout_source.startswith("hn (guessed, the HEF could not be read: hailo_platform: ")
     assert [(p.name, p.compiled_name, p.onnx_names) for p in result.layers] == [
         ("Conv_0", "loop_net/conv1", ("Conv_0",))
     ]
-    assert result.info["output_names"] == {"loop_net/conv1": "y"}
+    assert result.info.output_names == {"loop_net/conv1": "y"}
 
 
 def test_mapping_failed_becomes_a_failed_run(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:
@@ -314,8 +314,8 @@ def test_translated_parameters_come_from_save_params(fake_hailo_sdk_client: Any,
         HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32), CompileOptions()
     )
     assert result.ok, result.error
-    assert result.info["param_source"] == "save_params(TRANSLATED)"
-    assert "loop_net/conv1/kernel:0" in result.info["param_keys"]
+    assert result.info.param_source == "save_params(TRANSLATED)"
+    assert "loop_net/conv1/kernel:0" in result.info.param_keys
     (conv1,) = result.layers
     assert conv1.weight_scale == (pytest.approx(0.1 / 127),)  # one scale per layer, from the kernel's range
 
@@ -363,7 +363,7 @@ def test_lowered_optimization_level_is_recorded(fake_hailo_sdk_client: Any, tmp_
         np.zeros((4, 3, 4, 4), np.float32),
         CompileOptions(backend_options=(("optimization_level", 2),)),
     )
-    level = result.info["optimization_level"]
+    level = result.info.optimization_level
     assert (level["requested"], level["effective"], level["effective_from"]) == (2, 0, "the DFC's log")
     assert "reducing optimization level to 0" in level["evidence"][0]
     quiet = optimization_level(1, ["Starting Model Optimization"])
@@ -426,7 +426,7 @@ def test_layouts_are_read_from_the_hef(
         HailoCompiler(workdir=tmp_path), tiny_conv_onnx(), np.zeros((2, 3, 4, 4), np.float32), CompileOptions()
     )
     assert result.ok and result.artifact is not None, result.error
-    assert result.info["layout_source"] == "hailo_platform"
+    assert result.info.layout_source == "hailo_platform"
     (inp,), (wide, multi) = result.artifact.inputs, result.artifact.outputs
     assert (inp.dtype, inp.scale, inp.zero_point) == ("uint8", 1 / 128, 128)
     assert (wide.name, wide.dtype, wide.frame_bytes, wide.zero_point) == ("loop_net/conv2", "uint16", 64, 7)
@@ -531,8 +531,8 @@ def test_fingerprint_reads_the_dfcs_scale_and_records_where(fake_hailo_sdk_clien
     result = _compile(fake_hailo_sdk_client, tmp_path, CompileOptions())
     assert result.ok, result.error
     assert result.layers[0].out_scale == pytest.approx(8.0 / 65535)
-    assert result.info["scale_from"] == {"conv1:out": "qp_out"}
-    assert result.info["activation_bits"] == {"conv1": 16}
+    assert result.info.scale_from == {"conv1:out": "qp_out"}
+    assert result.info.activation_bits == {"conv1": 16}
 
 
 def test_stage_times_hold_their_own_call_only(
@@ -569,11 +569,11 @@ def test_weights_are_counted_and_residency_is_the_hefs(fake_hailo_sdk_client: An
     HailoRT on Hailo-10H loads the HEF whole, so the HEF's size decides, here 14 bytes against 8 GiB."""
     fake_hailo_sdk_client.hn_layers = [("input_layer1", 0, "a8_w8"), ("conv1", 12_022_500_000, mode)]
     result = _compile(fake_hailo_sdk_client, tmp_path, CompileOptions())
-    weights = result.info["weights"]
+    weights = result.info.weights
     bits = int(mode.split("_w")[1])
     assert weights["bytes"] == 12_022_500_000 * bits // 8 and weights["from"] == "runner.get_hn_model()"
     assert (weights["device_memory_bytes"], weights["resident"]) == (8 * 2**30, "yes")
-    fit = result.info["hef_residency"]
+    fit = result.info.hef_residency
     assert (fit["hef_bytes"], fit["device_bytes"], fit["resident"]) == (len(b"FAKE-HEF-BYTES"), 8 * 2**30, "yes")
     assert weights["weights_by_bits"] == {str(bits): 12_022_500_000}  # layers without weights are left out
 
@@ -587,7 +587,7 @@ def test_a_reopened_har_is_compiled_with_its_model_script(fake_hailo_sdk_client:
     quantized = HailoCompiler(workdir=tmp_path / "optimize").optimize(tiny_conv_onnx(), calibration, opts)
     HailoCompiler(workdir=tmp_path / "compile").compile(quantized, opts)  # a fresh compiler: the HAR reopened
     compiled_with = [detail for name, detail in fake_hailo_sdk_client.calls if name == "compile"]
-    assert compiled_with == [quantized.info["model_script"]]
+    assert compiled_with == [quantized.info.model_script]
     assert "performance_param(compiler_optimization_level=max)" in compiled_with[0]
 
 
@@ -614,9 +614,9 @@ def test_equalization_is_written_and_recorded(fake_hailo_sdk_client: Any, tmp_pa
     for policy in ("enabled", "disabled"):
         result = _compile(fake_hailo_sdk_client, tmp_path / policy, options(equalization=policy))
         assert result.ok, result.error
-        assert f"pre_quantization_optimization(equalization, policy={policy})" in result.info["model_script"]
-        assert result.info["equalization"] == {"policy": policy, "layers": []}
-        assert "kernel_causes" not in result.info
+        assert f"pre_quantization_optimization(equalization, policy={policy})" in result.info.model_script
+        assert result.info.equalization == {"policy": policy, "layers": []}
+        assert result.info.kernel_causes == {}
 
 
 # -- issue 44: weight precision on the hailo backend ----------------------------------------------
@@ -657,14 +657,14 @@ def test_weights_4_quantizes_the_named_layer_at_4_bits_and_the_run_records_them(
     params hold its kernel in [-8, 7], the print and ``info.weights`` count it at 4 bits, two per byte."""
     result = _weights_compile(tmp_path, CompileOptions(weight_bits=(WeightPrecision("Conv_1", 4, "w1"),)))
     assert result.ok, result.error
-    assert "quantization_param(conv2, precision_mode=a8_w4)\n" in result.info["model_script"]
+    assert "quantization_param(conv2, precision_mode=a8_w4)\n" in result.info.model_script
     assert {p.name: p.weight_bits for p in result.layers} == {"Conv_0": 8, "Conv_1": 4, "Conv_2": 8}
     params = _fakes().double.read_har(result.artifact.extras["har"])[1]  # the HAR's translated params
     kernel = params["loop_net/conv2"]["kernel:0"]
     assert kernel.min() >= -8 and kernel.max() <= 7 and np.abs(kernel).max() == 7
-    weights = result.info["weights"]
+    weights = result.info.weights
     assert weights["weights_by_bits"] == {"4": 288, "8": 32} and weights["bytes"] == (288 * 4 + 32 * 8) // 8
-    assert result.info["weights_4bit"] == {
+    assert result.info.weights_4bit == {
         "asked": None,
         "layers": ["Conv_1"],
         "dfc_layers": ["conv2"],
@@ -685,13 +685,13 @@ def test_the_4bit_share_is_asked_of_the_dfc_and_its_choice_is_read_back(
         monkeypatch.delattr(fake_hailo_sdk_client.ClientRunner, "get_hn_model")
     result = _weights_compile(tmp_path, CompileOptions(weights_4bit_share=0.5))
     assert result.ok, result.error
-    assert "model_optimization_config(compression_params, auto_4bit_weights_ratio=0.5)" in result.info["model_script"]
-    assert "precision_mode" not in result.info["model_script"]  # the DFC chose, not loop
-    record = result.info["weights_4bit"]
+    assert "model_optimization_config(compression_params, auto_4bit_weights_ratio=0.5)" in result.info.model_script
+    assert "precision_mode" not in result.info.model_script  # the DFC chose, not loop
+    record = result.info.weights_4bit
     assert (record["asked"], record["layers"], record["share"]) == (0.5, ["Conv_1"], 0.9)
-    assert record["from"] == ("runner.get_hn_model()" if hn_model else result.info["weights"]["from"])
+    assert record["from"] == ("runner.get_hn_model()" if hn_model else result.info.weights["from"])
     assert {p.name: p.weight_bits for p in result.layers} == {"Conv_0": 8, "Conv_1": 4, "Conv_2": 8}
-    assert result.info["weights"]["bytes"] == (288 * 4 + 32 * 8) // 8
+    assert result.info.weights["bytes"] == (288 * 4 + 32 * 8) // 8
 
 
 def test_a_16_bit_output_with_4_bit_weights_fails_before_any_dfc_call(

@@ -171,8 +171,8 @@ def test_compiled_outputs_take_the_hefs_original_names(
     module.HEF = HEF  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "hailo_platform", module)
     result = _compile(tmp_path)
-    assert result.info["layout_source"] == "hailo_platform"
-    assert result.info["output_names"] == {"loop_net/conv2": "y"}
+    assert result.info.layout_source == "hailo_platform"
+    assert result.info.output_names == {"loop_net/conv2": "y"}
 
 
 def test_a_range_past_a_fused_relu_changes_the_function(fake_hailo_sdk_client: Any, tmp_path: Path) -> None:

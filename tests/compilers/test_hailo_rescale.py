@@ -62,8 +62,8 @@ def test_weights_by_1_1_reach_the_hef_when_the_double_honours_loaded_params(fake
     assert np.array_equal(mine["kernel:0"], base["kernel:0"]) and np.array_equal(mine["bias:0"], base["bias:0"])
     assert hefs["variant"]["loop_net/conv2"]["kernel_scale:0"] == hefs["base"]["loop_net/conv2"]["kernel_scale:0"]
     variant, before = got["variant"], got["base"]
-    assert "optimize_s" not in variant.stages and variant.info["quantized_from"] == "cache"
-    assert variant.info["rescaled"]["edits"][0]["keys"] == [
+    assert "optimize_s" not in variant.stages and variant.info.quantized_from == "cache"
+    assert variant.info.rescaled["edits"][0]["keys"] == [
         "loop_net/conv1/kernel_scale:0",
         "loop_net/conv1/bias_scale:0",
     ]

@@ -75,7 +75,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict], di
     with Ledger(folder / "runs" / "ledger.sqlite") as ledger:
         prints = {name: list(ledger.record(r["id"]).layers) for name, r in runs.items()}
         for r in runs.values():  # what the compile recorded beside the pinned keys
-            r["info"] = ledger.record(r["id"]).info
+            r["info"] = ledger.record(r["id"]).compiled
     return runs, prints
 
 
@@ -117,10 +117,10 @@ def test_a_share_at_4_bits_stays_within_it_and_records_the_layers(swept):
     assert runs["half"]["verdict"] == runs["all4"]["verdict"] == "clean", runs["half"]["changes"]
     assert {c["layer"] for c in runs["half"]["changes"] if c["what"] == "kernel-bits"} == {"conv1", "conv3"}
     info = runs["half"]["info"]
-    share_info = info["weights_4bit_share"]
+    share_info = info.weights_4bit_share
     assert share_info["asked"] == 0.5 and share_info["share"] == pytest.approx(4672 / 13888)
     assert share_info["passed_over"] == {"layer": "conv2", "weights": 9216, "share": pytest.approx(9216 / 13888)}
-    said = [w for w in info["warnings"] if w.startswith("weights_4bit_share")]
+    said = [w for w in info.warnings if w.startswith("weights_4bit_share")]
     assert said == [
         "weights_4bit_share: asked 0.5, given 0.336 (2 layers at 4 bits); "
         "conv2 (66% of the weights) would pass the share, so it stays at 8 bits"

@@ -93,13 +93,13 @@ def test_hailo_sweep_through_fake_compiler_and_loopback(tmp_path, monkeypatch, l
         ("Conv_0", "kernel"),
         ("Conv_0", "bias"),
     }
-    info = ledger.record(scale["id"]).info
-    script = info["model_script"]
+    info = ledger.record(scale["id"]).compiled
+    script = info.model_script
     assert "force_range_out=[0.0, 4.0]" in script and "performance_param(compiler_optimization_level=max)" in script
     hef = Path(base["artifact"])
     assert hef.suffix == ".hef" and len(list(hef.parent.glob(f"{hef.stem}.*.har"))) == 2  # one HEF, two HARs
     assert Path(base["artifact"]).read_text() == LOOPBACK_HEF
-    assert info["layout_source"] == "shim"  # the loopback read its "HEF" (loop_hrt_hef_layout)
+    assert info.layout_source == "shim"  # the loopback read its "HEF" (loop_hrt_hef_layout)
 
 
 def test_hailo_sweep_on_a_multi_input_model_opens_without_latency(tmp_path, monkeypatch, shim_over_fake_hailort):
@@ -135,7 +135,7 @@ def test_hailo_sweep_on_a_multi_input_model_opens_without_latency(tmp_path, monk
     assert base["measure"]["hw_latency_ms"] is None and asked["measure"]["hw_latency_ms"] is None
     assert any("off unless measure.hw_latency is true" in n for n in base["measure"]["notes"])
     assert any("2 physical inputs" in n for n in asked["measure"]["notes"])
-    assert ledger.record(base["id"]).info["layout_source"] == "shim"  # read from the HEF, not guessed from the HN
+    assert ledger.record(base["id"]).compiled.layout_source == "shim"  # read from the HEF, not guessed from the HN
 
 
 def stand_in_hailortcli(folder: Path, events: Path, monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> None:
@@ -310,7 +310,8 @@ def runs_of(sweep: Path, tmp_path: Path) -> dict[str, dict]:
     result = run_sweep(parse(sweep), tmp_path / "runs", SweepOptions(jobs=1, progress=False))
     ledger = Ledger(tmp_path / "runs" / "ledger.sqlite")
     return {
-        o.variant: {**ledger.record(o.run_id).to_json(), "info": ledger.record(o.run_id).info} for o in result.outcomes
+        o.variant: {**ledger.record(o.run_id).to_json(), "info": ledger.record(o.run_id).compiled.to_json()}
+        for o in result.outcomes
     }
 
 

@@ -67,7 +67,7 @@ def test_in_order_once_per_key_and_rerun_compiles_nothing(tmp_path: Path, misbeh
     expected = [compile_job("onnxruntime", m, c, o) for m, c, o in items]
     assert [fp.kernel_sha(r.layers) for r in first] == [fp.kernel_sha(e.layers) for e in expected]
     assert len({fp.kernel_sha(r.layers) for r in first}) == 3
-    assert all(r.compiled_on == "local" and r.info["versions"]["compiler"] == "misbehaving" for r in first)
+    assert all(r.compiled_on == "local" and r.info.versions["compiler"] == "misbehaving" for r in first)
 
     again = compile_all(misbehaving, items, jobs=2, cache=cache)
     assert all(r.cache_hit for r in again) and len(log.read_text().split()) == 3
@@ -268,7 +268,7 @@ def test_a_scale_grid_base_stays_in_the_cache_and_its_patches_read_it_there(
     batches = iter_compiled("onnxruntime", items, jobs=1, cache=cache, runs=runs)
     base, patched = (r for batch in batches for _, r in batch)
     assert base.ok and patched.ok, (base.error, patched.error)
-    assert sent == [] and patched.info["quantized_from"] == "cache"
+    assert sent == [] and patched.info.quantized_from == "cache"
     [stashed] = [e.key for e in cache.entries() if e.info.get("kind") == "quantized"]
     assert cache.lookup_quantized(stashed).prints == tuple(base.layers)  # its patches start from them
     moved = [np.array(b.weight_scale) * (1.05 if b.name == "conv1" else 1) for b in base.layers]
@@ -279,7 +279,7 @@ def test_a_scale_grid_base_stays_in_the_cache_and_its_patches_read_it_there(
     again = grid.model_copy(update={"rescales": (Rescale("conv1", "weights", (1.07,)),)})
     batches = iter_compiled("onnxruntime", [(model, _calibration(), again)], jobs=1, cache=cache, runs=runs)
     [(_, later)] = [pair for batch in batches for pair in batch]
-    assert later.ok and later.info["quantized_from"] == "cache" and read == [] and sent == []
+    assert later.ok and later.info.quantized_from == "cache" and read == [] and sent == []
     other = [(_model(tmp_path, 2), _calibration(), o) for o in (_options(), grid)]
     alone = compile_all("onnxruntime", other, jobs=1, cache=None)  # no cache: carried, and sent
     assert alone[1].ok and sent

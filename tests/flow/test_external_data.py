@@ -86,7 +86,7 @@ def test_an_external_data_base_sweeps_as_the_same_model_self_contained(both) -> 
     assert {v: r["verdict"] for v, r in external.items()} == {v: r["verdict"] for v, r in plain.items()}
     assert external["grid"]["verdict"] == external["four"]["verdict"] == "clean"
     runs = both[0] / "external" / "runs"
-    corrected = _record(runs, external["base"]["id"]).info["bias_correction"]
+    corrected = _record(runs, external["base"]["id"]).compiled.bias_correction
     assert corrected["guard"] in ("kept", "dropped") and corrected["guard_gain"] is not None  # the float ran
     assert all(
         lp.float_sha for run in external.values() for lp in _record(runs, run["id"]).layers
@@ -150,7 +150,7 @@ def test_the_cache_and_doctor_cover_an_external_data_model(both) -> None:
     again = _sweep_runs(sweep, runs)
     assert again["base"]["cache_hit"] and not again["grid"]["cache_hit"]
     grid = _record(runs, again["grid"]["id"])
-    assert grid.status == "ok" and grid.info["quantized_from"] == "cache"
+    assert grid.status == "ok" and grid.compiled.quantized_from == "cache"
     first = _record(runs, external["grid"]["id"])
     assert [lp.kernel_int_sha for lp in grid.layers] == [lp.kernel_int_sha for lp in first.layers]
     assert grid.layers[3].weight_scale != first.layers[3].weight_scale  # 1.07, not 1.05

@@ -10,6 +10,7 @@ import pytest
 
 from loop.author.author import author
 from loop.author.sweepfile import parse
+from loop.core.facts import CompileFacts
 from loop.core.kinds import Status
 from loop.core.record import RunRecord
 from loop.flow.follow import decision
@@ -43,7 +44,7 @@ def _records(path, runs, **options) -> dict[str, RunRecord]:
 
 
 def _correction(run: RunRecord) -> dict:
-    return run.info["bias_correction"]
+    return run.compiled.bias_correction
 
 
 def test_every_variant_follows_its_references_guard(write_sweep, tmp_path):
@@ -56,7 +57,7 @@ def test_every_variant_follows_its_references_guard(write_sweep, tmp_path):
         assert runs[name].options["bias_guard_given"] == base["guard"]
         assert mine["guard_folds"] == []  # followed, not estimated again
     # a variant that sets bias_correction itself is judged in a group of its own, against its own base
-    assert "bias_correction" not in runs["bc-off"].info and runs["bc-off"].options["bias_guard_given"] is None
+    assert runs["bc-off"].compiled.bias_correction is None and runs["bc-off"].options["bias_guard_given"] is None
     assert runs["weights"].verdict == "clean" and runs["bc-off"].verdict == "clean"
 
 
@@ -80,8 +81,8 @@ def test_a_resumed_sweep_follows_the_decision_its_reference_recorded(write_sweep
 
 
 def _record(guard: str | None, status: Status = Status.OK) -> RunRecord:
-    info = {} if guard is None else {"bias_correction": {"guard": guard}}
-    return RunRecord(1, "s", "base", status, info=info)
+    facts = CompileFacts() if guard is None else CompileFacts(bias_correction={"guard": guard})
+    return RunRecord(1, "s", "base", status, compiled=facts)
 
 
 @pytest.mark.parametrize(
@@ -89,7 +90,7 @@ def _record(guard: str | None, status: Status = Status.OK) -> RunRecord:
     [("kept", "kept"), ("dropped", "dropped"), ("too few frames", "kept"), ("off", None), (None, None)],
 )
 def test_what_a_variant_follows(guard, followed):
-    assert decision(_record(guard).info) == followed
+    assert decision(_record(guard).compiled) == followed
 
 
 def test_a_failed_reference_gives_nothing_to_follow(write_sweep, tmp_path):

@@ -54,7 +54,7 @@ def test_a_patch_is_what_a_compile_here_makes_and_its_entry_is_what_it_was_read_
     assert result.ok and here.ok
     assert result.artifact is not None and here.artifact is not None and result.artifact.sha == here.artifact.sha
     assert result.layers == here.layers
-    assert result.info["quantized_from"] == "cache" and "rescale_s" in result.stages
+    assert result.info.quantized_from == "cache" and "rescale_s" in result.stages
     assert entry is not None
     stored, extra = decode(*entry)
     assert stored.layers == result.layers and extra["key"] == "entry-key"

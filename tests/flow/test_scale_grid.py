@@ -105,14 +105,14 @@ def test_the_quantized_model_is_cached_and_hit_by_a_later_batch(swept, tmp_path)
     first = [
         r for batch in iter_compiled("onnxruntime", [(model, calibration, edit)], jobs=1, cache=cache) for _, r in batch
     ]
-    assert first[0].ok and first[0].info["quantized_from"] == "optimize"  # its own leader: optimized once
+    assert first[0].ok and first[0].info.quantized_from == "optimize"  # its own leader: optimized once
     other = edit.model_copy(update={"rescales": (Rescale("conv1", "weights", (0.8,)),)})
     again = [
         r
         for batch in iter_compiled("onnxruntime", [(model, calibration, other)], jobs=1, cache=cache)
         for _, r in batch
     ]
-    assert again[0].ok and again[0].info["quantized_from"] == "cache" and "optimize_s" not in again[0].stages
+    assert again[0].ok and again[0].info.quantized_from == "cache" and "optimize_s" not in again[0].stages
     assert spec.compile.bias_correction
 
 

@@ -364,8 +364,8 @@ def test_no_reference_says_why(write_sweep, tmp_path):
     runs_dir = tmp_path / "runs"
     runs = _sweep_runs(write_sweep(failing), runs_dir)
     with Ledger(runs_dir / "ledger.sqlite") as ledger:
-        info = ledger.record(runs["weights"]["id"]).info
-    assert info["no_reference"].startswith("the reference 'base' failed at stage") and "timeout" in info["no_reference"]
+        why = ledger.record(runs["weights"]["id"]).judged.no_reference
+    assert why.startswith("the reference 'base' failed at stage") and "timeout" in why
     with Ledger(runs_dir / "ledger.sqlite") as ledger:
         weights = next(r for r in ledger.records() if r.variant == "weights")
-    assert weights.why_apart == info["no_reference"]  # what `loop runs` and the report say
+    assert weights.why_apart == why  # what `loop runs` and the report say

@@ -126,8 +126,8 @@ def test_old_style_export_sweeps_and_says_what_was_changed(tmp_path):
     from loop.store.ledger import Ledger
 
     with Ledger(tmp_path / "runs" / "ledger.sqlite") as ledger:
-        info = ledger.record(runs["base"]["id"]).info
-    assert "1 Constant nodes made initializers" in info["notes"]
+        notes = ledger.record(runs["base"]["id"]).notes
+    assert "1 Constant nodes made initializers" in notes
 
 
 def test_a_range_the_quantizer_widened_is_a_warning(write_sweep, tmp_path):
@@ -305,10 +305,8 @@ def test_a_base_below_the_ruined_threshold_is_flagged_and_said_so(tmp_path):
     with Ledger(tmp_path / "runsTrue" / "ledger.sqlite") as book:
         base = next(r for r in book.records() if r.variant == "base")
         w = next(r for r in book.records() if r.variant == "w")
-    assert (
-        w.info["quantization_ruined"]["threshold_db"] == 200.0 and "worst_layers" not in w.info["quantization_ruined"]
-    )
-    found = base.info["quantization_ruined"]
+    assert w.judged.quantization_ruined["threshold_db"] == 200.0 and "worst_layers" not in w.judged.quantization_ruined
+    found = base.judged.quantization_ruined
     assert found["threshold_db"] == 200.0 and found["snr_db"] < 200.0
     assert ruined_lines(base)[0].startswith("  base: flagged quantization-ruined: SNR ")
 
@@ -340,7 +338,7 @@ def test_a_ruined_base_is_analysed_once_and_never_by_a_score_only_run(tmp_path, 
     from loop.store.ledger import Ledger
 
     with Ledger(tmp_path / "runs" / "ledger.sqlite") as book:
-        found = {r.sweep: r.info["quantization_ruined"] for r in book.records()}
+        found = {r.sweep: r.judged.quantization_ruined for r in book.records()}
     assert calls == ["base"]  # the first measured sweep made it; the second read it back
     assert "worst_layers" not in found["quick"] and found["quick"]["measure_with"].startswith("loop noise ")
     assert found["first"]["worst_layers"] == found["second"]["worst_layers"] and found["second"]["worst_layers"]
@@ -368,5 +366,5 @@ def test_a_clean_variant_far_below_its_reference_is_marked(tmp_path):
     with Ledger(tmp_path / "runs" / "ledger.sqlite") as book:
         records = book.records()
     eight = next(r for r in records if r.variant == "eight")
-    assert eight.info["below_reference"]["snr_db"] < eight.info["below_reference"]["reference_snr_db"] - 6
+    assert eight.judged.below_reference["snr_db"] < eight.judged.below_reference["reference_snr_db"] - 6
     assert "  eight: flagged below-reference: SNR " in sweep_summary(records)

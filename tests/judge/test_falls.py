@@ -65,7 +65,7 @@ def test_the_fall_is_named_and_its_region_brings_the_base_back(tmp_path: Path) -
     base = runs["base"]
     assert "quantization-ruined" in base["flags"], base["scores"]
     assert base["scores"]["snr_db"] < 10
-    found = base_record(tmp_path).info["quantization_ruined"]
+    found = base_record(tmp_path).judged.quantization_ruined
     lost = [w["layer"] for w in found["worst_layers"]]
     assert lost[0] == "ln/var", lost  # where E[x^2] - E[x]^2 cancels
     assert all(w["before_db"] - w["after_db"] >= 6 for w in found["worst_layers"])
@@ -96,7 +96,7 @@ def test_loop_sweep_measures_the_variant_a_ruined_base_prints(tmp_path: Path) ->
     path = sweep(tmp_path, [{"name": "base"}])
     ran = CliRunner().invoke(main, ["sweep", str(path), "--runs", str(tmp_path / "runs"), "--quiet"])
     assert ran.exit_code == 0, ran.output
-    found = base_record(tmp_path).info["quantization_ruined"]
+    found = base_record(tmp_path).judged.quantization_ruined
     widening = found["widening"]
     assert found["try_measured"] is True and widening["met"] == widening["chosen"] is not None
     chosen = widening["steps"][widening["chosen"]]

@@ -69,4 +69,4 @@ def test_the_compile_reports_which_clamps_it_removed(tmp_path: Path) -> None:
     compiler = OnnxRuntimeCompiler()
     model = clamp_chain_model("hardsigmoid").SerializeToString()
     quantized = compiler.optimize(model, seeded((1, 3, 8, 8), 4, 0), CompileOptions(bias_correction=False))
-    assert quantized.info["removed_clamps"] == {"act": [0.0, 1.0]}
+    assert quantized.info.removed_clamps == {"act": [0.0, 1.0]}

@@ -5,6 +5,7 @@ import pytest
 from fake_timing import VirtualDevice, virtual
 
 from loop.author.sweepfile import MeasureSpec
+from loop.core.facts import Where
 from loop.core.record import Measurement, RunRecord
 from loop.measure.compare import (
     FASTER,
@@ -122,12 +123,12 @@ def test_every_side_is_timed_alike():
 
 
 def test_runs_measured_by_two_devices_are_compared_only_flagged_as_such():
-    here = {"runner": {"host": "lab-1", "worker": "0"}, "device_identity": {"device_id": "0000:01:00.0"}}
-    there = {"runner": {"host": "lab-2", "worker": "1"}, "device_identity": {"device_id": "0000:01:00.0"}}
-    a = replace(BASELINE, device="hailort", info=here)
-    same = compare(a, replace(run(2, list(SEED_RATES)), device="hailort", info=here))
+    here = Where({"host": "lab-1", "worker": "0"}, {"device_id": "0000:01:00.0"})
+    there = Where({"host": "lab-2", "worker": "1"}, {"device_id": "0000:01:00.0"})
+    a = replace(BASELINE, device="hailort", where=here)
+    same = compare(a, replace(run(2, list(SEED_RATES)), device="hailort", where=here))
     assert "across_devices" not in same and "across devices" not in describe(same)
-    out = compare(a, replace(run(3, list(SEED_RATES)), device="hailort", info=there))
+    out = compare(a, replace(run(3, list(SEED_RATES)), device="hailort", where=there))
     assert out["across_devices"] == (
         "run 1 measured by hailort on lab-1 0000:01:00.0; run 3 by hailort on lab-2 0000:01:00.0"
     )
@@ -182,7 +183,7 @@ def _scored(i: int, noise: list[float], inputs: str = "frames-1") -> RunRecord:
     signal = [10.0] * len(noise)
     snr = float(10 * np.log10(sum(signal) / sum(noise)))
     scores = Scores.from_json({"snr_db": snr, "frame_energy": {"signal": signal, "noise": noise}})
-    return RunRecord(id=i, sweep="s", variant=f"v{i}", status="ok", scores=scores, info={"inputs_sha": inputs})
+    return RunRecord(id=i, sweep="s", variant=f"v{i}", status="ok", scores=scores, inputs_sha=inputs)
 
 
 def test_scores_on_the_same_frames_are_compared_paired() -> None:

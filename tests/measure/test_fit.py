@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from loop.core.facts import CompileFacts
 from loop.core.links import LinkModel
 from loop.core.record import RunRecord
 from loop.judge.weights import Weights
@@ -50,11 +51,11 @@ def test_a_hef_is_weighed_as_compiled() -> None:
 
 
 def test_a_runs_own_mix_stands_beside_the_precisions() -> None:
-    info = {
-        "weights": {"bytes": 6_500_000_000, "weights_by_bits": {"4": 11_000_000_000, "8": 1_022_500_000}},
-        "hef_residency": {"hef_bytes": 6_700_000_000},
-    }
-    report = with_run(weighed("m.onnx", PIXAL3D, GiB8, LINK_300), RunRecord(3, "s", "v", "ok", info=info))
+    facts = CompileFacts(
+        weights={"bytes": 6_500_000_000, "weights_by_bits": {"4": 11_000_000_000, "8": 1_022_500_000}},
+        hef_residency={"hef_bytes": 6_700_000_000},
+    )
+    report = with_run(weighed("m.onnx", PIXAL3D, GiB8, LINK_300), RunRecord(3, "s", "v", "ok", compiled=facts))
     run = report.to_json()["run"]
     assert (run["id"], run["bytes"], run["fits"], run["hef_bytes"]) == (3, 6_500_000_000, True, 6_700_000_000)
     assert run["weights_by_bits"] == {"4": 11_000_000_000, "8": 1_022_500_000}

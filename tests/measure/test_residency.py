@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from loop.core.facts import CompileFacts
 from loop.core.links import LinkModel
 from loop.core.record import RunRecord
 from loop.measure.residency import describe, weight_load
@@ -16,10 +17,8 @@ GiB8 = 8 * 2**30
 
 
 def run_with(weights: Any, hef: Any = None) -> RunRecord:
-    info = {"weights": weights} if weights else {}
-    if hef is not None:
-        info["hef_residency"] = hef
-    return RunRecord(id=1, sweep="s", variant="v", status="ok", info=info)
+    facts = CompileFacts(weights=weights or None, hef_residency=hef)
+    return RunRecord(id=1, sweep="s", variant="v", status="ok", compiled=facts)
 
 
 def test_the_hef_crosses_the_link_once_at_load() -> None:
@@ -43,4 +42,6 @@ def test_a_run_compiled_before_the_hef_size_was_recorded_says_so() -> None:
 
 def test_a_run_without_a_weights_record_says_nothing() -> None:
     assert weight_load(LINK_300, run_with(None)) is None
-    assert weight_load(LINK_300, run_with({"bytes": "many"})) is None
+    assert weight_load(LINK_300, run_with({"weights_by_bits": {}})) is None
+    with pytest.raises(TypeError, match="a count of bytes"):  # refused where it is read: the ledger's row is corrupt
+        CompileFacts.of({"weights": {"bytes": "many"}})

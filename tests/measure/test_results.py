@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from report_records import raced
 
+from loop.core.facts import CompileFacts
 from loop.core.record import Scores
 from loop.measure.results import Result, pareto
 
@@ -57,6 +58,6 @@ def test_fewer_weight_bytes_are_better_on_the_front() -> None:
     made = []
     for i, (snr, size) in enumerate(((30.0, 1000), (30.0, 600), (20.0, 500), (10.0, 500))):
         r = raced(i, snr, (1.0, 1.0, 1.0))
-        made.append(replace(r, run=replace(r.run, info={"weights": {"bytes": size}})))
+        made.append(replace(r, run=replace(r.run, compiled=CompileFacts(weights={"bytes": size}))))
     assert [r.index for r in pareto(made, ("snr_db", "weight_bytes"))] == [1, 2]
     assert made[1].better("weight_bytes") == -600 and made[1].value("weight_bytes") == 600

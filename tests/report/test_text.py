@@ -2,6 +2,7 @@
 
 from dataclasses import replace
 
+from loop.core.facts import CompileFacts, Judgement
 from loop.core.record import Change, Measurement, RunRecord, Scores
 from loop.core.text import CUT
 from loop.core.vocab import LayerPrint
@@ -107,7 +108,7 @@ def test_sweep_summary_warns_once_per_flagged_run():
     busy = replace(
         SCALE, flags=("host-busy", "calibration-worse"), measure=figures(1.0, host={"others_core_pct": 48.0})
     )
-    noted = replace(BASE, info={"warnings": ["USB power limit reached"]})
+    noted = replace(BASE, compiled=CompileFacts(warnings=("USB power limit reached",)))
     text = sweep_summary([noted, busy])
     warned = text.split("\n\nWarnings:\n")[1].splitlines()
     assert warned[0] == "  base: USB power limit reached"
@@ -141,10 +142,10 @@ def test_runs_table_one_row_a_run():
 def test_runs_table_says_why_a_run_has_no_reference_and_clips_to_a_line(monkeypatch):
     monkeypatch.setenv("COLUMNS", "120")
     why = "the reference 'base' failed at stage compile: " + "timed out " * 20
-    lone = RunRecord(id=5, sweep="s", variant="w", status="ok", verdict="no-reference", info={"no_reference": why})
+    lone = RunRecord(id=5, sweep="s", variant="w", status="ok", verdict="no-reference", judged=Judgement(why))
     row = runs_table([lone]).splitlines()[2]
     assert "the reference 'base' failed at stage" in row and row.endswith(CUT) and len(row) <= 120
-    assert runs_table([replace(lone, info={})]).endswith("the base it is audited against did not finish")
+    assert runs_table([replace(lone, judged=Judgement())]).endswith("the base it is audited against did not finish")
 
 
 def test_audit_table_marks_changes_outside_the_footprint():
@@ -205,7 +206,7 @@ def test_every_table_shows_hostile_names_and_stored_strings_escaped(monkeypatch)
     changes = (Change(HOSTILE, "bias", HOSTILE, allowed=False), Change(HOSTILE, "out_scale", HOSTILE))
     bad = replace(CONFOUNDED, sweep=HOSTILE, variant=HOSTILE, layers=layers, perturb=perturb, changes=changes)
     depths = [{"depth": d, "rate_fps": {"median": 10.0 * d}, "spread_pct": 1.0} for d in (1, 2)]
-    noted = replace(bad, verdict="clean", info={"warnings": [HOSTILE]}, flags=("host-busy",))
+    noted = replace(bad, verdict="clean", compiled=CompileFacts(warnings=(HOSTILE,)), flags=("host-busy",))
     deep = replace(bad, id=5, verdict="clean", measure=figures(20.0, by_depth=depths))
     failed = replace(FAILED, variant=HOSTILE, error=HOSTILE)
     sizes = ((1_048_576, 207), (3_686_400, 63), (8_294_400, 29))  # a ladder that plateaus, named from its first
@@ -224,7 +225,7 @@ def test_every_table_shows_hostile_names_and_stored_strings_escaped(monkeypatch)
 
 def test_a_multi_line_error_or_warning_is_one_line_of_the_summary():
     failed = replace(FAILED, error="onnxruntime refused the model:\n  Node (conv1)\tbad input")
-    noted = replace(BASE, info={"warnings": ["first\nsecond"]})
+    noted = replace(BASE, compiled=CompileFacts(warnings=("first\nsecond",)))
     lines = sweep_summary([noted, failed]).splitlines()
     assert "  slow: failed at compile: onnxruntime refused the model: Node (conv1) bad input" in lines
     assert "  base: first second" in lines

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from loop.core.facts import CompileFacts
 from loop.core.vocab import Artifact, CompileOptions, CompileResult, LayerPrint, RangeOverride, TensorLayout
 from loop.store.codec import Damaged, decode, encode, options_from_json, options_to_json
 
@@ -34,7 +35,7 @@ def _result() -> CompileResult:
         stages={"optimize_s": 0.5},
         artifact=artifact,
         layers=[LAYER],
-        info={"versions": {"compiler": "x"}, "peak": np.float32(2.5), "ids": np.arange(3)},
+        info=CompileFacts(versions={"compiler": "x"}, peak_bytes=np.int64(5), more={"ids": np.arange(3)}),
         compiled_on="tcp://10.0.0.2:4000",
         stderr_tail="note\n",
     )
@@ -45,7 +46,7 @@ def test_round_trip_keeps_every_field() -> None:
     meta, blob = encode(result, {"key": "abc"})
     back, extra = decode(meta, blob)
     assert extra == {"key": "abc"} and back.artifact == result.artifact and back.layers == result.layers
-    assert back.info == {"versions": {"compiler": "x"}, "peak": 2.5, "ids": [0, 1, 2]}
+    assert back.info == CompileFacts(versions={"compiler": "x"}, peak_bytes=5, more={"ids": [0, 1, 2]})
     assert (back.ok, back.stages, back.compiled_on, back.stderr_tail) == (
         True,
         {"optimize_s": 0.5},

@@ -1,10 +1,12 @@
 import json
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from loop.core.errors import LoopError
+from loop.core.facts import CompileFacts, Failure, Judgement, Where
 from loop.core.kinds import Flag, Stage, Status, Verdict
 from loop.core.record import Change, RunRecord, Scores
 from loop.core.vocab import LayerPrint
@@ -71,12 +73,16 @@ def test_a_run_comes_back_as_it_went_in(tmp_path: Path):
         cache_hit=True,
         perturb=({"op": "scale_weights", "layer": "conv1", "factor": 1.05},),
         calib_sha="c",
+        inputs_sha="i",
         options={"io": "uint8"},
-        versions={"onnxruntime": "1"},
         host="here",
         stderr_tail="",
         artifact_sha="abc123",
-        info={"warnings": ["w"], "no_reference": None},
+        notes=("1 Constant nodes made initializers",),
+        compiled=CompileFacts(versions={"onnxruntime": "1"}, warnings=("w",), removed_clamps={}, more={"new": 1}),
+        where=Where({"host": "here", "worker": None}, {"device_id": "d0"}),
+        judged=Judgement("the reference 'base' failed"),
+        failure=Failure("Traceback (most recent call last): ...", "the device process died"),
     )
     with Ledger(tmp_path / "l.sqlite") as ledger:
         run_id = ledger.begin("s", "key", "v", "spec", "onnxruntime")
@@ -85,6 +91,141 @@ def test_a_run_comes_back_as_it_went_in(tmp_path: Path):
     assert back == sent and back.warnings == ("w",) and back.layers[0].bias == (1.0, 2.0)
     assert isinstance(back.status, Status) and isinstance(back.stage, Stage) and back.flags[1] == "a-backend-own"
     assert not set(to_row(sent)) & {"id", "sweep", "variant", "generation", "backend"}  # begin's, not rewritten
+
+
+# A run's record as loop wrote it before its facts were typed (issue 51): ``info`` a free dict of
+# every key the compile, the run and the sweep put there, side by side. Authored here, not made by
+# today's writer, so a reader that moved a key would fail this test rather than agree with itself.
+INFO_BEFORE = {
+    "quantized_from": "cache",
+    "quantized_stages": {"optimize_s": 1.5},
+    "host": "compiler-host",
+    "peak_bytes": 123_456_789,
+    "warnings": ["force_range_out(conv1): asked [0, 6], used [0, 6.02]"],
+    "weights": {"weights": 100, "weights_by_bits": {"4": 60, "8": 40}, "bytes": 70, "resident": "yes"},
+    "rescaled": [{"layer": "conv1", "factors": [1.05]}],
+    "zero_bias_added": ["after_resize"],
+    "weights_4bit_share": {"asked": 0.5, "share": 0.6, "layers": ["conv2"]},
+    "overrides": {"r0": {"layer": "conv1", "side": "out", "asked": [0, 6], "used": [0, 6.02]}},
+    "removed_clamps": {"relu_out": [0.0, None]},
+    "wide_grids": {"y": {"node": "conv2", "bits": 16}},
+    "bias_correction": {"guard": "kept", "corrected": ["conv1"], "skipped": {}},
+    "model_script": "normalization1 = normalization([0], [1])\n",
+    "param_keys": ["loop_net/conv1/kernel:0"],
+    "param_source": "save_params(TRANSLATED)",
+    "hw_arch": "hailo10h",
+    "net_name": "loop_net",
+    "workdir": "/tmp/loop-hailo-x",
+    "optimization_level": {"requested": 2, "effective": 1},
+    "activation_bits": {"conv1": 16},
+    "layer_bits": {"conv1": [16, 8]},
+    "onnx_layers": {"conv1": {"name": "Conv_0"}},
+    "onnx_outputs": {"y": "Conv_1"},
+    "cut": {"start_nodes": [], "end_nodes": ["Conv_1"]},
+    "equalization": {"policy": "enabled", "layers": ["Conv_0"]},
+    "kernel_causes": {"Conv_0": "equalization rescaled this kernel"},
+    "weights_4bit": {"asked": 0.5, "layers": ["Conv_0"], "share": 0.6},
+    "scale_from": {"conv1:out": "qp_out"},
+    "hef_residency": {"hef_bytes": 2_000, "device_bytes": 4_000, "resident": "yes", "arithmetic": "fits"},
+    "layout_source": "hailo_platform",
+    "output_names": {"loop_net/conv2": "y"},
+    "runner": {"host": "device-host", "worker": "tcp://10.0.0.2:4000"},
+    "device_identity": {"device_id": "0001:01:00.0", "device_path": "/dev/hailo0"},
+    "no_reference": "the reference 'base' failed at stage compile: timeout",
+    "below_reference": {"snr_db": 3.0, "reference_snr_db": 30.0},
+    "quantization_ruined": {"snr_db": 3.0, "threshold_db": 10.0, "try": ["precision: {layer: conv1, bits: 16}"]},
+    "traceback": "Traceback (most recent call last): ...",
+    "detail": "the device process died",
+    "notes": ["1 Constant nodes made initializers"],
+    "inputs_sha": "f" * 64,
+    "a_newer_loops_key": {"kept": True},
+}
+RECORD_BEFORE = {
+    "options": {"io": "uint8"},
+    "versions": {"onnxruntime": "1.20", "loop_compile": "7"},
+    "host": "device-host",
+    "compiled_on": "local",
+    "cache_hit": False,
+    "stages": {"optimize_s": 0.0, "compile_s": 0.5},
+    "layers": [],
+    "measure": {},
+    "scores": {"snr_db": 3.0},
+    "changes": [],
+    "perturb": [],
+    "stderr_tail": "",
+    "artifact_sha": "abc",
+    "info": INFO_BEFORE,
+}
+
+
+def test_a_row_written_before_the_facts_were_typed_reads_into_them(tmp_path: Path):
+    """Every key of an old row's ``info`` lands in its typed place, an unknown one is kept with the
+    compile's, and writing the run back gives the same ``info`` and ``versions``."""
+    with Ledger(tmp_path / "l.sqlite") as ledger:
+        run_id = ledger.begin("s", "key", "v", "spec", "onnxruntime")
+    db = sqlite3.connect(tmp_path / "l.sqlite")
+    db.execute("UPDATE runs SET status='ok', record=? WHERE id=?", (json.dumps(RECORD_BEFORE), run_id))
+    db.commit()
+    db.close()
+    with Ledger(tmp_path / "l.sqlite") as ledger:
+        run = ledger.record(run_id)
+    assert run.status == Status.OK, run.error
+    old, c = INFO_BEFORE, run.compiled
+    assert c.versions == RECORD_BEFORE["versions"] and (c.host, c.peak_bytes) == ("compiler-host", 123_456_789)
+    assert (c.quantized_from, c.quantized_stages, c.warnings) == ("cache", {"optimize_s": 1.5}, tuple(old["warnings"]))
+    assert (c.weights, c.rescaled, c.zero_bias_added) == (old["weights"], old["rescaled"], ("after_resize",))
+    assert (c.weights_4bit_share, c.overrides, c.removed_clamps) == (
+        old["weights_4bit_share"],
+        old["overrides"],
+        old["removed_clamps"],
+    )
+    assert (c.wide_grids, c.bias_correction, c.bias_guard) == (old["wide_grids"], old["bias_correction"], "kept")
+    assert (c.model_script, c.param_keys, c.param_source) == (
+        old["model_script"],
+        tuple(old["param_keys"]),
+        old["param_source"],
+    )
+    assert (c.hw_arch, c.net_name, c.workdir, c.layout_source) == (
+        "hailo10h",
+        "loop_net",
+        "/tmp/loop-hailo-x",
+        "hailo_platform",
+    )
+    for key in ("optimization_level", "activation_bits", "layer_bits", "onnx_layers", "onnx_outputs", "cut"):
+        assert getattr(c, key) == old[key], key
+    for key in ("equalization", "kernel_causes", "weights_4bit", "scale_from", "hef_residency", "output_names"):
+        assert getattr(c, key) == old[key], key
+    assert c.more == {"a_newer_loops_key": {"kept": True}}  # a key this loop does not know: kept, not lost
+    assert run.where == Where(old["runner"], old["device_identity"])
+    assert run.judged == Judgement(old["no_reference"], old["below_reference"], old["quantization_ruined"])
+    assert run.failure == Failure(old["traceback"], old["detail"])
+    assert (run.notes, run.inputs_sha) == (tuple(old["notes"]), "f" * 64)
+    assert (run.warnings, run.no_reference, run.weight_bytes) == (tuple(old["warnings"]), old["no_reference"], 70)
+    assert run.measured_on == "an unnamed device on device-host 0001:01:00.0"  # the runner and the device id
+    with Ledger(tmp_path / "l.sqlite") as ledger:  # written back by today's writer: the same facts, where they were
+        again = ledger.begin("s", "key", "v", "spec", "onnxruntime")
+        ledger.finish(again, replace(run, id=again))
+        (text,) = ledger.query("SELECT record FROM runs WHERE id=?", (again,))[0]
+        assert ledger.record(again) == replace(run, id=again)
+    written = json.loads(text)
+    assert written["info"] == INFO_BEFORE and written["versions"] == RECORD_BEFORE["versions"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("warnings", "one line"), ("weights", {"bytes": "70"}), ("hef_residency", {"hef_bytes": 1.5}), ("runner", [1])],
+)
+def test_an_old_row_of_another_shape_is_corrupt_naming_it(tmp_path: Path, key: str, value: object):
+    with Ledger(tmp_path / "l.sqlite") as ledger:
+        run_id = ledger.begin("s", "key", "v", "spec", "onnxruntime")
+    record = {**RECORD_BEFORE, "info": {**INFO_BEFORE, key: value}}
+    db = sqlite3.connect(tmp_path / "l.sqlite")
+    db.execute("UPDATE runs SET status='ok', record=? WHERE id=?", (json.dumps(record), run_id))
+    db.commit()
+    db.close()
+    with Ledger(tmp_path / "l.sqlite") as ledger:
+        run = ledger.record(run_id)
+    assert run.status == Status.CORRUPT and "its record has an unexpected shape (TypeError" in (run.error or "")
 
 
 def test_newer_schema_is_refused(tmp_path: Path):
@@ -166,7 +307,12 @@ def ledger_with_runs(path: Path, count: int = 3) -> list[int]:
         ids = [ledger.begin("s", "k", f"v{i}", "spec", "onnxruntime") for i in range(count)]
         for i in ids:
             scores = Scores.from_json({"snr_db": 30.0})
-            ledger.finish(i, RunRecord(i, "s", f"v{i}", Status.OK, scores=scores, info={"marker": f"MARK{i:04d}"}))
+            ledger.finish(
+                i,
+                RunRecord(
+                    i, "s", f"v{i}", Status.OK, scores=scores, compiled=CompileFacts(more={"marker": f"MARK{i:04d}"})
+                ),
+            )
     return ids
 
 
@@ -275,15 +421,19 @@ def test_a_huge_error_is_read_back_cut_by_sqlite_and_a_short_one_whole(tmp_path:
     ledger.close()
 
 
-def test_amend_info_merges_into_an_ok_run_and_touches_nothing_else(tmp_path: Path):
+def test_amend_changes_an_ok_runs_record_and_touches_nothing_else(tmp_path: Path):
     with Ledger(tmp_path / "ledger.sqlite") as ledger:
         ok = ledger.begin("s", "key", "ok", "spec", "onnxruntime")
-        ledger.finish(ok, RunRecord(ok, "s", "ok", Status.OK, info={"flag": {"snr_db": 3.0, "try": ["a"]}}))
+        ruined = Judgement(quantization_ruined={"snr_db": 3.0, "try": ["a"]})
+        ledger.finish(ok, RunRecord(ok, "s", "ok", Status.OK, judged=ruined))
         failed = ledger.begin("s", "key", "failed", "spec", "onnxruntime")
         ledger.finish(failed, RunRecord(failed, "s", "failed", Status.FAILED, "boom", "optimize"))
         (finished,) = ledger.query("SELECT finished FROM runs WHERE id=?", (ok,))[0]
-        assert ledger.amend_info(ok, "flag", {"try": ["b"], "try_measured": True})
-        assert not ledger.amend_info(failed, "flag", {"try": ["b"]})  # only an ok run's advice is amended
-        assert ledger.record(ok).info["flag"] == {"snr_db": 3.0, "try": ["b"], "try_measured": True}
+        more = {"try": ["b"], "try_measured": True}
+        assert ledger.amend(
+            ok, lambda run: replace(run, judged=Judgement(None, None, {**ruined.quantization_ruined, **more}))
+        )
+        assert not ledger.amend(failed, lambda run: replace(run, notes=("never",)))  # only an ok run is amended
+        assert ledger.record(ok).judged.quantization_ruined == {"snr_db": 3.0, "try": ["b"], "try_measured": True}
         assert ledger.query("SELECT finished FROM runs WHERE id=?", (ok,))[0][0] == finished
-        assert "flag" not in ledger.record(failed).info and ledger.record(failed).error == "boom"
+        assert ledger.record(failed).judged == Judgement() and ledger.record(failed).error == "boom"

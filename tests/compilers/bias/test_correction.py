@@ -75,9 +75,9 @@ def test_a_conv_without_bias_gets_one_and_is_corrected():
     del conv.input[2]
     data, frames = model.SerializeToString(), _frames(8, 1)
     q = OnnxRuntimeCompiler().optimize(data, frames, CompileOptions(bias_correction=True))
-    assert q.info["zero_bias_added"] == ["after_resize"]
-    assert "after_resize" not in q.info["bias_correction"]["skipped"]
-    assert len(q.info["bias_correction"]["corrected"]) == 8
+    assert q.info.zero_bias_added == ("after_resize",)
+    assert "after_resize" not in q.info.bias_correction["skipped"]
+    assert len(q.info.bias_correction["corrected"]) == 8
     off = OnnxRuntimeCompiler().optimize(data, frames, CompileOptions(bias_correction=False))
     held_out = _frames(8, 2)
     assert _snr(data, q.data, held_out) > _snr(data, off.data, held_out) - 0.5
@@ -89,9 +89,9 @@ def test_a_range_that_excludes_zero_is_recorded_as_used():
     model = patterns_model()
     options = CompileOptions(bias_correction=False, overrides=(RangeOverride("first", "out", "r0", 1.0, 4.0),))
     q = OnnxRuntimeCompiler().optimize(model.SerializeToString(), _frames(4, 0), options)
-    used = q.info["overrides"]["r0"]
+    used = q.info.overrides["r0"]
     assert used["asked"] == [1.0, 4.0] and used["used"][0] == 0.0 and abs(used["used"][1] - 4.0) < 0.02
-    assert any("asked [1, 4]" in w and "used [0, 4" in w for w in q.info["warnings"])
+    assert any("asked [1, 4]" in w and "used [0, 4" in w for w in q.info.warnings)
 
 
 def test_entropy_and_percentile_differ_from_minmax():
@@ -132,8 +132,7 @@ def test_a_linear_layer_written_as_matmul_and_add_is_corrected():
     plain = compiler.optimize(model.SerializeToString(), calib, CompileOptions(bias_correction=False))
     fixed = compiler.optimize(model.SerializeToString(), calib, CompileOptions(bias_correction=True))
     assert (
-        fixed.info["bias_correction"]["corrected"] == ["fc1", "fc2"]
-        and "fc1" not in fixed.info["bias_correction"]["skipped"]
+        fixed.info.bias_correction["corrected"] == ["fc1", "fc2"] and "fc1" not in fixed.info.bias_correction["skipped"]
     )
     prints = {lp.name: lp for lp in compiler.fingerprint(fixed)}
     before = {lp.name: lp for lp in compiler.fingerprint(plain)}
@@ -164,11 +163,11 @@ def test_a_correction_that_is_noise_is_weighed_on_held_out_frames_and_dropped():
     compiler, data = OnnxRuntimeCompiler(), model.SerializeToString()
     on = compiler.optimize(data, calib, CompileOptions(bias_correction=True))
     off = compiler.optimize(data, calib, CompileOptions(bias_correction=False))
-    assert list(on.info["bias_correction"]["skipped"]) == ["fc"]
-    assert "did not lower" in on.info["bias_correction"]["skipped"]["fc"]  # on that layer, or at the outputs
+    assert list(on.info.bias_correction["skipped"]) == ["fc"]
+    assert "did not lower" in on.info.bias_correction["skipped"]["fc"]  # on that layer, or at the outputs
     alone = bc.correct(model, onnx.load_from_string(off.data), [{"x": f[None]} for f in calib], 1, guard=False)
     assert alone.skipped == {"fc": "did not lower the held-out error"}
-    assert on.info["bias_correction"]["corrected"] == []
+    assert on.info.bias_correction["corrected"] == []
     forced = onnx.load_from_string(off.data)
     bc.correct(model, forced, [{"x": f[None]} for f in calib], 1, rule="always", guard=False)
     mse = {k: float(np.mean(_output_error(model, q, held_out) ** 2)) for k, q in (("on", on.data), ("off", off.data))}
@@ -179,8 +178,8 @@ def test_a_correction_that_is_noise_is_weighed_on_held_out_frames_and_dropped():
     assert mse["on"] <= mse["off"]
     # without the guard (compile.bias_correction_guard: false) only the layer's own rule decides
     unguarded = compiler.optimize(data, calib, CompileOptions(bias_correction=True, bias_correction_guard=False))
-    assert unguarded.info["bias_correction"]["guard"] == "off"
-    assert unguarded.info["bias_correction"]["skipped"] == {"fc": "did not lower the held-out error"}
+    assert unguarded.info.bias_correction["guard"] == "off"
+    assert unguarded.info.bias_correction["skipped"] == {"fc": "did not lower the held-out error"}
 
 
 def test_a_matmul_add_correction_beyond_the_constants_grid_widens_the_grid():
@@ -196,7 +195,7 @@ def test_a_matmul_add_correction_beyond_the_constants_grid_widens_the_grid():
     rng = np.random.default_rng(0)
     calib, held_out = rng.random((16, k), dtype=np.float32), rng.random((64, k), dtype=np.float32)
     q = OnnxRuntimeCompiler().optimize(model.SerializeToString(), calib, CompileOptions(bias_correction=True))
-    record = q.info["bias_correction"]
+    record = q.info.bias_correction
     assert record["corrected"] == ["fc"] and record["clipped"] == {} and "fc" in record["regridded"]
     error = _output_error(model, q.data, held_out).mean(axis=0)
     off = OnnxRuntimeCompiler().optimize(model.SerializeToString(), calib, CompileOptions(bias_correction=False))
@@ -225,7 +224,7 @@ def test_every_layer_has_a_record():
     """Each quantized layer is corrected, clipped or skipped with a reason: no layer is left out."""
     model, frames = patterns_model(), _frames(8, 4)
     q = OnnxRuntimeCompiler().optimize(model.SerializeToString(), frames, CompileOptions(bias_correction=True))
-    record = q.info["bias_correction"]
+    record = q.info.bias_correction
     named = record["corrected"] + list(record["clipped"]) + list(record["skipped"])
     layers = [lp.name for lp in OnnxRuntimeCompiler().fingerprint(q)]
     assert sorted(named) == sorted(layers) and len(named) == len(set(named))

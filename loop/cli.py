@@ -581,8 +581,8 @@ def link_fit(runs: Path, sweep: str, name: str, as_json: bool) -> None:
 def link_predict(run_id: int, runs: Path, link_name: str, depth: int | None, as_json: bool) -> None:
     """A run's pipelined rate and time to first output had its bytes crossed LINK, and which
     of link or compute bounds it."""
+    from loop.measure.fit import describe_load, weight_load
     from loop.measure.link import load, predict
-    from loop.measure.residency import describe, weight_load
     from loop.store.ledger import Ledger
 
     with Ledger.open_existing(runs / "ledger.sqlite") as book:
@@ -598,7 +598,7 @@ def link_predict(run_id: int, runs: Path, link_name: str, depth: int | None, as_
         f"{p.bytes:,} B, compute {p.compute_ms:.3f} ms; first output {p.first_output_ms:.3f} ms"
     )
     if weights is not None:
-        click.echo(describe(weights, p.link))
+        click.echo(describe_load(weights, p.link))
 
 
 @main.command("inspect")

@@ -9,13 +9,9 @@ parse its graph; a HEF by its size (:func:`loop.hailort.hef.inspect_hef`). What 
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
-import onnx
-
-from loop.core.errors import LoopError
+from loop.core.modelfile import read_graph
 from loop.core.record import RunRecord
 from loop.hailort.hef import device_memory, inspect_hef
 from loop.judge.weights import Weights, weigh
@@ -48,24 +44,7 @@ def weigh_file(path: Path) -> Weights:
         from loop.author.graphs import load_base
 
         return weigh(load_base(path))
-    return weigh(_graph_only(path))
-
-
-def _graph_only(path: Path) -> onnx.ModelProto:
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a device would hang the read
-            raise LoopError(f"unreadable ONNX model {path}: not a regular file")
-        model = onnx.load(str(path), load_external_data=False)
-    except LoopError:
-        raise
-    except OSError as exc:
-        raise LoopError(f"unreadable ONNX model {path}: {exc.strerror or exc}") from None
-    except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise LoopError(f"unreadable ONNX model {path}: {first}") from None
-    if not model.ir_version or not model.HasField("graph"):  # an empty file parses as an empty model
-        raise LoopError(f"unreadable ONNX model {path}: no graph in it (not an ONNX model)")
-    return model
+    return weigh(read_graph(path))
 
 
 def _record(runs: Path, run: int) -> RunRecord:

@@ -4,8 +4,8 @@ link: the seed's first number ("8 GB is the number that decides everything else"
 
 On Hailo-10H HailoRT sends the whole HEF when the model is created and the device holds it in one
 buffer: a HEF that fits stays resident, one that does not fails then, and nothing streams
-(docs/hailo.md, "Residency"; :mod:`loop.measure.residency` prices a compiled run's HEF the same
-way). A HEF holds at least its weights at their compiled precision, so weights that do not fit rule
+(docs/hailo.md, "Residency"; a compiled run's HEF is priced the same way, :func:`weight_load`). A
+HEF holds at least its weights at their compiled precision, so weights that do not fit rule
 that precision out, and their one crossing of the link is a lower bound on the load. A HEF itself is
 weighed as compiled: its size is what crosses and what the device holds.
 """
@@ -106,6 +106,44 @@ def with_run(report: FitReport, run: RunRecord) -> FitReport:
     fit = None if run.weight_bytes is None else fit_of(run.weight_bytes, report.memory, report.link)
     mix = {str(k): v for k, v in (weights.get("weights_by_bits") or {}).items()}
     return replace(report, run=RunFit(run.id, fit, mix, hef.get("hef_bytes")))
+
+
+@dataclass(frozen=True)
+class WeightLoad:
+    weight_bytes: int  # at the compiled precision
+    hef_bytes: int | None  # what crosses the link: the whole file (None: not recorded)
+    device_bytes: int | None  # what the device can allocate for it (None: no figure for the chip)
+    resident: str  # yes, no (refused at compile), unknown (no figure)
+    load_ms: float | None  # the one crossing, when the model is created: a cold start, not per inference
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def weight_load(model: LinkModel, run: RunRecord) -> WeightLoad | None:
+    """The run's weights and HEF against its device, and the one crossing of the HEF on
+    ``model``; None when the compile recorded no weights (a backend that does not)."""
+    weights, fit = run.compiled.weights or {}, run.compiled.hef_residency or {}
+    if run.weight_bytes is None:
+        return None
+    hef = fit.get("hef_bytes")
+    resident = str(fit.get("resident") or weights.get("resident") or "unknown")
+    device = fit.get("device_bytes", weights.get("device_memory_bytes"))
+    load_ms = None if hef is None else model.busy_s(hef) * 1e3
+    return WeightLoad(run.weight_bytes, hef, device, resident, load_ms)
+
+
+def describe_load(load: WeightLoad, link: str) -> str:
+    """``loop link predict``'s line on a run's weights."""
+    head = f"weights {load.weight_bytes / 1e9:.3f} GB at the compiled precision"
+    if load.hef_bytes is None:
+        return f"{head}; no HEF size recorded: resident {load.resident}"
+    memory = "an unknown allocation" if load.device_bytes is None else f"{load.device_bytes:,} B"
+    head = f"{head}, HEF {load.hef_bytes:,} B against {memory}: resident {load.resident}"
+    if load.load_ms is None:
+        return head
+    once = f"{load.load_ms:,.1f} ms when the model is created (not per inference)"
+    return f"{head}; loading it crosses {link} once, {once}"
 
 
 def describe(report: FitReport) -> list[str]:

@@ -16,50 +16,22 @@ from loop.flow.device_child import DeviceJob
 from loop.flow.runner import Runner, RunResult, RunTask, StageTimeouts
 from loop.measure import hostlock
 
-POLL_S = 0.2
-EXIT_GRACE_S = 5.0  # how long a child whose socket closed gets to exit with its own code
 
-
-class DeviceProcess:
+class DeviceProcess(supervise.Connected):
     """One device's child process: started on first use, replaced after it dies or hangs."""
 
     def __init__(self, module: str = "loop.flow.device_child") -> None:
-        self._module = module  # what the child runs (a test runs a misbehaving one)
-        self._child: supervise.Child | None = None
-        self._conn: supervise.Connection | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self._child.pid if self._child is not None and self._child.poll() is None else None
-
-    def start(self) -> None:
-        self._child, self._conn = supervise.connected(self._module)
+        super().__init__(module)  # what the child runs (a test runs a misbehaving one)
 
     def call(self, job: DeviceJob, timeouts: StageTimeouts) -> RunResult:
         """The job's result, or a failure naming the stage where the child died or hung."""
-        if self.pid is None:
-            self.stop()
-            self.start()
-        assert self._conn is not None and self._child is not None
-        self._child.clear()  # a failure's tail is this job's, not an earlier variant's
-        self._conn.send(job)
+        self.ensure().send(job)
         stage, started, kept = "open", time.monotonic(), None
         while True:
             limit = timeouts.of(stage, job.protocol, job.race)
-            if time.monotonic() - started > limit:
-                return self._ended(stage, f"device process timed out after {limit:g} s in stage {stage}", kept)
-            try:
-                ready = self._conn.poll(POLL_S)
-                message = self._conn.recv() if ready else None
-            except (EOFError, OSError):
-                message = None
-            if message is None:
-                if self._child.poll() is not None or ready:
-                    # its socket closes before it has exited: its own exit code, not our kill's
-                    self._child.wait(EXIT_GRACE_S)
-                    died = supervise.how_it_died(self._child.kill())
-                    return self._ended(stage, f"device process died ({died}) in stage {stage}", kept)
-                continue
+            if (message := self.receive(started + limit, supervise.Connection.recv)) is None:
+                why = f"died ({self.died})" if self.died else f"timed out after {limit:g} s"
+                return self._ended(stage, f"device process {why} in stage {stage}", kept)
             kind, value = message
             if kind == "done":
                 return value
@@ -71,18 +43,12 @@ class DeviceProcess:
     def _ended(self, stage: str, error: str, kept: RunResult | None) -> RunResult:
         """A child that died or hung: a failure of its stage, except in the vendor's benchmark
         after the run was measured, where the run stands and the check is recorded failed."""
-        tail = self._child.tail() if self._child is not None else ""
-        self.stop()
+        tail = self.ended()
         if kept is None or stage != "vendor-benchmark":
             return RunResult.failed(Stage(stage), error, host=socket.gethostname(), detail=tail)
         kept.detail = tail
         kept.vendor = {"error": error, "agree": None, "comparable": False}
         return kept
-
-    def stop(self) -> None:
-        """Kill the child, its group and its keeper; a no-op when there is none."""
-        supervise.end(self._child, self._conn)
-        self._child = self._conn = None
 
 
 class LocalRunner(Runner):
@@ -133,10 +99,7 @@ class LocalRunner(Runner):
         """Start the devices' children now, so their imports overlap whatever comes first
         (the compiles); the first task then finds them ready."""
         for name in devices:
-            child = self._children.setdefault(name, DeviceProcess())
-            if child.pid is None:
-                child.stop()
-                child.start()
+            self._children.setdefault(name, DeviceProcess()).ensure()
 
     def pids(self) -> list[int]:
         return [p for c in self._children.values() if (p := c.pid) is not None]

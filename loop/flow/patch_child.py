@@ -32,15 +32,13 @@ from loop.store.cache import Cache, entry_bytes
 
 HELD = 2  # quantized bases a child keeps: a study's, and another group's
 KEPT: tuple[bytes, bytes] = (b"", b"")  # the entry of a patch whose child stored it itself
-EXIT_GRACE_S = 5.0
 
 
-class PatchProcess:
+class PatchProcess(supervise.Connected):
     """One patch child, started on first use and replaced after it dies or hangs."""
 
     def __init__(self) -> None:
-        self._child: supervise.Child | None = None
-        self._conn: supervise.Connection | None = None
+        super().__init__("loop.flow.patch_child")
         self._sent: OrderedDict[str, None] = OrderedDict()  # the bases the child holds
 
     def call(
@@ -59,24 +57,23 @@ class PatchProcess:
         its cache entry itself (:func:`loop.store.artifacts.keep_here`); the entry is then
         :data:`KEPT` and the result names its artifact's file, so the bytes never cross the pipe."""
         try:
-            self._ensure()
-            assert self._conn is not None
+            conn = self.ensure()
             if key not in self._sent:
                 if isinstance(quantized, QuantizedInCache):  # read there by the child
                     parts: tuple[bytes, ...] = (b"cached", key.encode(), quantized.folder.encode())
                 else:
                     parts = (b"base", key.encode(), *codec.encode_quantized(quantized))
                 for part in parts:
-                    self._conn.send_bytes(part)
+                    conn.send_bytes(part)
                 self._sent[key] = None
                 while len(self._sent) > HELD:
                     self._sent.popitem(last=False)
             self._sent.move_to_end(key)
             runs, cache = (str(keep[0]), str(keep[1] or "")) if keep is not None else ("", "")
             for part in (b"patch", ref.encode(), key.encode(), entry.encode(), runs.encode(), cache.encode()):
-                self._conn.send_bytes(part)
-            self._conn.send_bytes(codec.options_to_json(options).encode())
-            return self._answer(options.timeout_s)
+                conn.send_bytes(part)
+            conn.send_bytes(codec.options_to_json(options).encode())
+            return self._answer(conn, options.timeout_s)
         except (OSError, EOFError) as exc:
             return self._ended("startup", f"patch process unreachable: {exc}"), None
 
@@ -84,41 +81,27 @@ class PatchProcess:
         """Start the child now and have it import ``ref``'s compiler, so that overlaps whatever
         comes before the first patch (the base's compile, or reading it from the cache)."""
         try:
-            self._ensure()
-            assert self._conn is not None
-            self._conn.send_bytes(b"warm")
-            self._conn.send_bytes(ref.encode())
+            conn = self.ensure()
+            conn.send_bytes(b"warm")
+            conn.send_bytes(ref.encode())
         except OSError:
             self.stop()  # the first call starts another
 
-    def _ensure(self) -> None:
-        if self._child is None or self._child.poll() is not None:
-            self.stop()
-            self._child, self._conn = _STARTER.submit(supervise.connected, "loop.flow.patch_child").result()
+    def start(self) -> tuple[supervise.Child, supervise.Connection]:
+        return _STARTER.submit(supervise.connected, self._module).result()
 
-    def _answer(self, timeout_s: float | None) -> tuple[CompileResult, tuple[bytes, bytes] | None]:
-        assert self._conn is not None and self._child is not None
+    def _answer(
+        self, conn: supervise.Connection, timeout_s: float | None
+    ) -> tuple[CompileResult, tuple[bytes, bytes] | None]:
         stage, deadline = "startup", time.monotonic() + (timeout_s or float("inf"))
-        self._child.clear()
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return self._ended(stage, f"timeout after {timeout_s:g} s"), None
-            try:
-                ready = self._conn.poll(min(left, 1.0))
-                kind = self._conn.recv_bytes() if ready else None
-            except (EOFError, OSError):
-                kind, ready = None, True
-            if kind is None:
-                if ready or self._child.poll() is not None:
-                    self._child.wait(EXIT_GRACE_S)
-                    died = supervise.how_it_died(self._child.kill())
-                    return self._ended(stage, f"compile process died ({died})"), None
-                continue
+            if (kind := self.receive(deadline, supervise.Connection.recv_bytes)) is None:
+                why = f"compile process died ({self.died})" if self.died else f"timeout after {timeout_s:g} s"
+                return self._ended(stage, why), None
             if kind == b"stage":
-                stage = self._conn.recv_bytes().decode()
+                stage = conn.recv_bytes().decode()
                 continue
-            meta, blob, kept = self._conn.recv_bytes(), self._conn.recv_bytes(), self._conn.recv_bytes()
+            meta, blob, kept = conn.recv_bytes(), conn.recv_bytes(), conn.recv_bytes()
             try:
                 result = codec.decode(meta, blob)[0]
             except codec.Damaged as exc:
@@ -129,14 +112,11 @@ class PatchProcess:
             return result, ((meta, blob) if holds else None)
 
     def _ended(self, stage: str, error: str) -> CompileResult:
-        tail = self._child.tail() if self._child is not None else ""
-        self.stop()
-        host = CompileFacts(host=socket.gethostname())
+        tail, host = self.ended(), CompileFacts(host=socket.gethostname())
         return CompileResult(ok=False, stage=stage, error=error, stderr_tail=tail, info=host)
 
     def stop(self) -> None:
-        supervise.end(self._child, self._conn)
-        self._child = self._conn = None
+        super().stop()
         self._sent.clear()
 
 

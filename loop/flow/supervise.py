@@ -31,11 +31,13 @@ from contextlib import AbstractContextManager
 from multiprocessing.connection import Connection
 from pathlib import Path
 from subprocess import Popen
-from typing import IO, Any, NoReturn
+from typing import IO, Any, NoReturn, TypeVar
 
 from loop.core.capture import STDERR_TAIL
 from loop.flow import keeper
 
+EXIT_GRACE_S = 5.0  # how long a child whose socket closed gets to exit with its own code
+POLL_S = 0.2  # how often a parent waiting on a connected child's socket asks whether it still runs
 DUMP_GRACE_S = 1.0  # time a hung child gets to print its stacks before its group is killed
 LOG = "stderr.txt"  # a child's log, in its folder
 WATCHDOG = "loop-watchdog"  # the thread that watches for a parent to go; it holds no lock
@@ -200,13 +202,67 @@ def connected(module: str) -> tuple[Child, Connection]:
     return child, Connection(mine.detach())
 
 
-def end(child: Child | None, conn: Connection | None) -> None:
-    """End a child :func:`connected` started: its socket, then it, its group and its keeper;
-    either may be None (never started, or ended already)."""
-    if conn is not None:
-        conn.close()
-    if child is not None:
-        child.close()
+M = TypeVar("M")
+
+
+class Connected:
+    """A child :func:`connected` runs (``module``), started on first use and replaced after it dies
+    or hangs; its own protocol is the subclass's."""
+
+    def __init__(self, module: str) -> None:
+        self._module = module
+        self._child: Child | None = None
+        self._conn: Connection | None = None
+        self.died = ""  # how the child died, when :meth:`receive` found it gone
+
+    @property
+    def pid(self) -> int | None:
+        return self._child.pid if self._child is not None and self._child.poll() is None else None
+
+    def start(self) -> tuple[Child, Connection]:
+        return connected(self._module)
+
+    def ensure(self) -> Connection:
+        """The socket to a running child (started now if there is none), its log emptied so a
+        failure's tail is the task at hand's."""
+        if self.pid is None:
+            self.stop()
+            self._child, self._conn = self.start()
+        assert self._child is not None and self._conn is not None
+        self._child.clear()
+        return self._conn
+
+    def receive(self, deadline: float, read: Callable[[Connection], M]) -> M | None:
+        """The next message, ``read`` from the socket; None once ``deadline`` (monotonic) passes or
+        the child has died (:attr:`died` then says how)."""
+        assert self._child is not None and self._conn is not None
+        self.died = ""
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                if self._conn.poll(min(left, POLL_S)):
+                    return read(self._conn)
+                if self._child.poll() is None:
+                    continue
+            except (EOFError, OSError):
+                pass
+            self._child.wait(EXIT_GRACE_S)  # its socket closes before it exits: its own code, not our kill's
+            self.died = how_it_died(self._child.kill())
+            break
+        return None
+
+    def ended(self) -> str:
+        """End a child that died or hung; its log's tail (a hung child's stacks included)."""
+        tail = self._child.tail() if self._child is not None else ""
+        self.stop()
+        return tail
+
+    def stop(self) -> None:
+        """Close the socket, then kill the child, its group and its keeper; a no-op when there is none."""
+        if self._conn is not None:
+            self._conn.close()
+        if self._child is not None:
+            self._child.close()
+        self._child = self._conn = None
 
 
 def _log(folder: Path | None) -> IO[bytes]:

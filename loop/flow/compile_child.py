@@ -163,12 +163,17 @@ def _stage(work: Path) -> str:
         return "startup"
 
 
-def _marked(method: Callable[..., Any], stage: str, path: Path) -> Callable[..., Any]:
-    def call(*args: Any, **kwargs: Any) -> Any:
-        path.write_text(stage)
-        return method(*args, **kwargs)
+def told(compiler: Compiler, tell: Callable[[str], object]) -> Compiler:
+    """``compiler`` with each of its :data:`STAGES` told as it starts, so a timeout or a crash names it."""
+    for stage in STAGES:
+        method = getattr(compiler, stage)
 
-    return call
+        def call(*args: Any, _m: Any = method, _s: str = stage, **kwargs: Any) -> Any:
+            tell(_s)
+            return _m(*args, **kwargs)
+
+        setattr(compiler, stage, call)
+    return compiler
 
 
 def _compile_to(
@@ -181,9 +186,7 @@ def _compile_to(
 ) -> None:
     """Compile, and leave the result in ``work`` as data (the supervisor checks its hashes)."""
     try:
-        compiler = resolve(ref)()
-        for stage in STAGES:  # so a timeout or crash can say where it happened
-            setattr(compiler, stage, _marked(getattr(compiler, stage), stage, work / "stage"))
+        compiler = told(resolve(ref)(), (work / "stage").write_text)
         result = compile_with(compiler, model, calibration, options, quantized)
         result.info = replace(result.info, peak_bytes=memory.peak_bytes())  # this process's: the estimate's evidence
     except Exception as exc:

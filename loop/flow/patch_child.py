@@ -161,7 +161,7 @@ def _stop_all() -> None:
 
 
 def _serve(conn: Any) -> None:
-    from loop.flow.compile_child import STAGES, compile_with, resolve
+    from loop.flow.compile_child import compile_with, resolve, told
 
     bases: OrderedDict[str, Quantized | None] = OrderedDict()
     compilers: dict[str, Any] = {}
@@ -178,7 +178,9 @@ def _serve(conn: Any) -> None:
             continue
         ref = conn.recv_bytes().decode()
         if ref not in compilers:
-            compilers[ref] = _told(resolve(ref)(), STAGES, conn)
+            compilers[ref] = told(
+                resolve(ref)(), lambda stage: [conn.send_bytes(p) for p in (b"stage", stage.encode())]
+            )
         if kind == b"warm":
             continue
         key, entry, runs, cache, options = (conn.recv_bytes().decode() for _ in range(5))
@@ -198,20 +200,6 @@ def _serve(conn: Any) -> None:
         encoded = codec.encode(result) if spilled or not ok else entry_bytes(entry, result)
         for part in (b"done", *encoded, b"kept" if kept else b""):
             conn.send_bytes(part)
-
-
-def _told(compiler: Any, stages: tuple[str, ...], conn: Any) -> Any:
-    """``compiler`` with each stage told to the parent as it starts, so a timeout names it."""
-    for stage in stages:
-        method = getattr(compiler, stage)
-
-        def call(*args: Any, _m: Any = method, _s: str = stage, **kwargs: Any) -> Any:
-            conn.send_bytes(b"stage")
-            conn.send_bytes(_s.encode())
-            return _m(*args, **kwargs)
-
-        setattr(compiler, stage, call)
-    return compiler
 
 
 def main(fd: int, parent: int) -> None:

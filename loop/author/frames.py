@@ -52,6 +52,22 @@ def feed(frames: Frames, index: int, names: Sequence[str]) -> dict[str, np.ndarr
     return {name: frames[name][index][None] for name in names}
 
 
+def save(frames: Frames, folder: Path, name: str) -> None:
+    """``frames`` in a child's folder: ``NAME.npz`` keyed by input name, else ``NAME.npy``; never pickles."""
+    if isinstance(frames, dict):
+        np.savez(folder / f"{name}.npz", **frames)  # type: ignore[arg-type]  # names, not flags
+    else:
+        np.save(folder / f"{name}.npy", frames, allow_pickle=False)
+
+
+def saved(folder: Path, name: str) -> Frames:
+    """The frames :func:`save` left in ``folder``."""
+    if (folder / f"{name}.npz").exists():
+        with np.load(folder / f"{name}.npz", allow_pickle=False) as stored:
+            return {n: stored[n] for n in stored.files}
+    return np.load(folder / f"{name}.npy", allow_pickle=False)
+
+
 def select(frames: Frames, order: np.ndarray) -> Frames:
     if isinstance(frames, np.ndarray):
         return frames[order]

@@ -17,8 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from loop.author import frames
 from loop.compilers.base import Compiler, run_compile
 from loop.core import memory
 from loop.core.leftovers import scratch
@@ -91,10 +90,7 @@ def _write_inputs(
         (work / "model.path").write_text(str(model.resolve()))
     else:
         (work / "model.onnx").write_bytes(model)
-    if isinstance(calibration, dict):
-        np.savez(work / "calibration.npz", **calibration)  # type: ignore[arg-type]  # names, not flags
-    else:
-        np.save(work / "calibration.npy", calibration, allow_pickle=False)
+    frames.save(calibration, work, "calibration")
 
 
 def _read_inputs(work: Path) -> tuple[str, bytes | Path, Frames, CompileOptions, Quantized | None]:
@@ -106,7 +102,7 @@ def _read_inputs(work: Path) -> tuple[str, bytes | Path, Frames, CompileOptions,
     return (
         (work / "ref.txt").read_text(),
         _read_model(work),
-        _read_frames(work),
+        frames.saved(work, "calibration"),
         codec.options_from_json((work / "options.json").read_text()),
         quantized,
     )
@@ -116,13 +112,6 @@ def _read_model(work: Path) -> bytes | Path:
     if (work / "model.path").exists():
         return Path((work / "model.path").read_text())
     return (work / "model.onnx").read_bytes()
-
-
-def _read_frames(work: Path) -> Frames:
-    if (work / "calibration.npz").exists():
-        with np.load(work / "calibration.npz", allow_pickle=False) as stored:
-            return {name: stored[name] for name in stored.files}
-    return np.load(work / "calibration.npy", allow_pickle=False)
 
 
 def _outcome(

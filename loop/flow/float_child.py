@@ -24,10 +24,7 @@ NAMES, OUTPUTS = "names.json", "outputs.npz"
 
 def write_inputs(folder: Path, model: Path, inputs: frames_mod.Frames) -> None:
     (folder / "model.path").write_text(str(model.resolve()))
-    if isinstance(inputs, dict):
-        np.savez(folder / "inputs.npz", **inputs)  # type: ignore[arg-type]  # names, not flags
-    else:
-        np.save(folder / "inputs.npy", inputs, allow_pickle=False)
+    frames_mod.save(inputs, folder, "inputs")
 
 
 def read_outputs(folder: Path) -> tuple[tuple[str, ...], list[list[np.ndarray]]]:
@@ -43,11 +40,7 @@ def main(folder: str, parent: int) -> None:
 
     supervise.as_child(parent)
     work = Path(folder)
-    if (work / "inputs.npz").exists():
-        with np.load(work / "inputs.npz", allow_pickle=False) as stored:
-            inputs: frames_mod.Frames = {name: stored[name] for name in stored.files}
-    else:
-        inputs = np.load(work / "inputs.npy", allow_pickle=False)
+    inputs = frames_mod.saved(work, "inputs")
     run = session(Path((work / "model.path").read_text()), optimize="all")
     feeds = [i.name for i in run.get_inputs()]
     count = frames_mod.count(inputs)

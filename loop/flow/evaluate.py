@@ -29,10 +29,10 @@ from loop.core.leftovers import scratch
 from loop.core.modelfile import model_files
 from loop.core.record import Change, Measurement
 from loop.core.registry import compiler_class
-from loop.core.sessions import session as onnx_session
 from loop.core.text import for_person
 from loop.core.vocab import CompileResult, LayerPrint, TensorLayout, WeightPrecision
 from loop.devices.base import VENDOR_CHECK_FAILED, VENDOR_DISAGREES
+from loop.flow import float_child, supervise
 from loop.flow.runner import DeviceRun, RunResult, RunTask, StageTimeouts, device_refs
 from loop.judge import audit as audit_mod
 from loop.judge import score as score_mod
@@ -258,23 +258,18 @@ APART_FROM = 256 << 20  # a model's files past this run their float reference in
 
 
 def _float_outputs(model: bytes | Path, inputs: frames_mod.Frames) -> FloatOutputs:
-    if isinstance(model, Path) and sum(f.stat().st_size for f in model_files(model)) > APART_FROM:
-        return _float_apart(model, inputs)
-    session = onnx_session(model, optimize="all")
-    names = [i.name for i in session.get_inputs()]
-    raw = [session.run(None, frames_mod.feed(inputs, j, names)) for j in range(frames_mod.count(inputs))]
+    apart = isinstance(model, Path) and sum(f.stat().st_size for f in model_files(model)) > APART_FROM
+    names, raw = _float_apart(model, inputs) if apart else float_child.outputs(model, inputs)  # type: ignore[arg-type]
     for outs in raw:
         for o in outs:
             if isinstance(o, np.ndarray):
                 o.flags.writeable = False
-    return FloatOutputs(tuple(o.name for o in session.get_outputs()), raw)
+    return FloatOutputs(names, raw)
 
 
-def _float_apart(model: Path, inputs: frames_mod.Frames) -> FloatOutputs:
-    """:func:`_float_outputs` in a child process (:mod:`loop.flow.float_child`): this process never
-    holds the float weights; a failure there is this one's, with the child's log."""
-    from loop.flow import float_child, supervise
-
+def _float_apart(model: Path, inputs: frames_mod.Frames) -> tuple[tuple[str, ...], list[list[np.ndarray]]]:
+    """:func:`loop.flow.float_child.outputs` in a child process: this process never holds the
+    float weights; a failure there is this one's, with the child's log."""
     with scratch("float") as tmp:
         folder = Path(tmp)
         float_child.write_inputs(folder, model, inputs)
@@ -283,11 +278,7 @@ def _float_apart(model: Path, inputs: frames_mod.Frames) -> FloatOutputs:
             if code != 0:
                 how = supervise.how_it_died(code) if code is not None else "no end"
                 raise RuntimeError(f"the float reference failed ({how}): {child.tail()[-400:]}")
-        names, raw = float_child.read_outputs(folder)
-    for outs in raw:
-        for o in outs:
-            o.flags.writeable = False
-    return FloatOutputs(names, raw)
+        return float_child.read_outputs(folder)
 
 
 def _frames_sha(inputs: frames_mod.Frames) -> str:

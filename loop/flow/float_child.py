@@ -35,22 +35,22 @@ def read_outputs(folder: Path) -> tuple[tuple[str, ...], list[list[np.ndarray]]]
     return tuple(names), raw
 
 
-def main(folder: str, parent: int) -> None:
+def outputs(model: bytes | Path, inputs: frames_mod.Frames) -> tuple[tuple[str, ...], list[list[np.ndarray]]]:
+    """The float model's output names and each frame's outputs, run here."""
     from loop.core.sessions import session
 
+    run = session(model, optimize="all")
+    feeds = [i.name for i in run.get_inputs()]
+    raw = [run.run(None, frames_mod.feed(inputs, j, feeds)) for j in range(frames_mod.count(inputs))]
+    return tuple(o.name for o in run.get_outputs()), raw
+
+
+def main(folder: str, parent: int) -> None:
     supervise.as_child(parent)
     work = Path(folder)
-    inputs = frames_mod.saved(work, "inputs")
-    run = session(Path((work / "model.path").read_text()), optimize="all")
-    feeds = [i.name for i in run.get_inputs()]
-    count = frames_mod.count(inputs)
-    outs = {
-        f"{j}.{k}": np.asarray(o)
-        for j in range(count)
-        for k, o in enumerate(run.run(None, frames_mod.feed(inputs, j, feeds)))
-    }
-    np.savez(work / OUTPUTS, **outs)  # type: ignore[arg-type]
-    (work / NAMES).write_text(json.dumps([[o.name for o in run.get_outputs()], count]))
+    names, raw = outputs(Path((work / "model.path").read_text()), frames_mod.saved(work, "inputs"))
+    np.savez(work / OUTPUTS, **{f"{j}.{k}": np.asarray(o) for j, outs in enumerate(raw) for k, o in enumerate(outs)})  # type: ignore[arg-type]
+    (work / NAMES).write_text(json.dumps([names, len(raw)]))
 
 
 if __name__ == "__main__":

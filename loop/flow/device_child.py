@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import socket
 import sys
-import time
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -35,7 +34,7 @@ from loop.core.record import Measurement
 from loop.core.vocab import Artifact, Frames, TensorLayout
 from loop.devices.base import Device, RuntimeOptions
 from loop.flow import supervise
-from loop.flow.runner import DeviceRun, RaceSpec, RunResult, with_bytes
+from loop.flow.runner import DeviceRun, RaceSpec, RunResult, Stages, with_bytes
 from loop.measure.protocol import measure, measuring_stick
 from loop.measure.rounds import race
 
@@ -108,24 +107,6 @@ def _artifact_file(artifact: Artifact, folder: Path) -> Path:
     return path
 
 
-class _Stages:
-    """The stage now running, told to the supervisor as it starts, and each one's seconds."""
-
-    def __init__(self, tell: Callable[[str], None]) -> None:
-        self.now, self.seconds, self._tell, self._t = "open", dict[str, float](), tell, time.perf_counter()
-
-    def __call__(self, stage: str) -> None:
-        self.finish()
-        self.now = stage
-        self._tell(stage)
-
-    def finish(self) -> None:
-        t = time.perf_counter()
-        key = f"{self.now.replace('-', '_')}_s"
-        self.seconds[key] = self.seconds.get(key, 0.0) + t - self._t
-        self._t = t
-
-
 def vendor_check(device: Device, job: DeviceJob, measured: Measurement, folder: Path) -> dict[str, Any] | None:
     """The vendor's benchmark beside a run already measured: whatever goes wrong in it is recorded
     with the run (``error``, flagged ``vendor-check-failed``), never a failure of the run."""
@@ -145,7 +126,7 @@ def execute(
     """One device's stages in this process; every failure is a value naming its stage. ``keep``
     gets the run as measured before the vendor's benchmark, which a supervisor keeps should
     that tool hang: a vendor check never fails a measured run."""
-    stages = _Stages(tell)
+    stages = Stages(tell)
     result = RunResult(True, host=socket.gethostname())
     try:
         job = with_bytes(job, folder)  # here, in the device's process: the sweep's never holds them

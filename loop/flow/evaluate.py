@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shlex
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -33,7 +32,7 @@ from loop.core.text import for_person
 from loop.core.vocab import CompileResult, LayerPrint, TensorLayout, WeightPrecision
 from loop.devices.base import VENDOR_CHECK_FAILED, VENDOR_DISAGREES
 from loop.flow import float_child, supervise
-from loop.flow.runner import DeviceRun, RunResult, RunTask, StageTimeouts, device_refs
+from loop.flow.runner import DeviceRun, RunResult, RunTask, Stages, StageTimeouts, device_refs
 from loop.judge import audit as audit_mod
 from loop.judge import score as score_mod
 from loop.store.shared import store_artifact
@@ -418,14 +417,14 @@ def evaluate_variant(
     if not ran.ok:
         failed = RunOutcome(name, Status.FAILED, ran.stage, ran.error, where=_where(ran), stages=dict(ran.stages))
         return replace(failed, failure=Failure(detail=ran.detail or None)), None
-    clock = _Clock()
+    clock = Stages(first="audit")
     verdict = verdict_for(spec, authored, compiled, against)
-    clock.lap("audit_s")
+    clock("score")
     scores, first = scored(authored, compiled, ran, prepared.task.inputs, against.reference, scorer)  # made once
     verdict = _unapplied(spec.backend, authored, first, against.reference, verdict)
     made = reference_of(compiled, first, scores) if authored.reference else None
     flags = _score_flags(spec, authored, scores, against.reference)
-    clock.lap("score_s")
+    clock.finish()
     m, stick = ran.measure or _bytes_only(next(iter(ran.devices.values()))), ran.vendor
     flags += m.flags
     flags += _vendor_flags(stick)
@@ -446,7 +445,7 @@ def evaluate_variant(
         scores=scores,
         flags=flags,
         artifact=str(prepared.path),
-        stages={**clock.laps, **ran.stages},
+        stages={**clock.seconds, **ran.stages},
         where=_where(ran),
         judged=Judgement(**found),
     )
@@ -569,19 +568,6 @@ def _tuples(raw: Raw) -> tuple[tuple[np.ndarray, ...], ...]:
 
 def _lists(raw: tuple[tuple[np.ndarray, ...], ...]) -> Raw:
     return [list(outs) for outs in raw]
-
-
-class _Clock:
-    """Wall time of consecutive stages, by name."""
-
-    def __init__(self) -> None:
-        self.laps: dict[str, float] = {}
-        self._t = time.perf_counter()
-
-    def lap(self, name: str) -> None:
-        now = time.perf_counter()
-        self.laps[name] = now - self._t
-        self._t = now
 
 
 CALIBRATION_WORSE_DB = 3.0  # below the reference's SNR by more than this: the method hurt

@@ -13,7 +13,9 @@ own) and :class:`loop.flow.remote.DaskRunner` (the same on Dask workers holding 
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,6 +30,24 @@ from loop.core.registry import DEVICES, split_device
 from loop.core.vocab import Artifact, Frames, TensorLayout
 
 STAGES = ("open", "inputs", "measure", "vendor-benchmark", "health")
+
+
+class Stages:
+    """The stage now running, told (``tell``) as it starts, and each one's seconds, by ``NAME_s``."""
+
+    def __init__(self, tell: Callable[[str], object] = lambda _: None, first: str = "open") -> None:
+        self.now, self.seconds, self._tell, self._t = first, dict[str, float](), tell, time.perf_counter()
+
+    def __call__(self, stage: str) -> None:
+        self.finish()
+        self.now = stage
+        self._tell(stage)
+
+    def finish(self) -> None:
+        t = time.perf_counter()
+        key = f"{self.now.replace('-', '_')}_s"
+        self.seconds[key] = self.seconds.get(key, 0.0) + t - self._t
+        self._t = t
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ bad variant never ends a sweep.
 
 from __future__ import annotations
 
+import socket
 import time
 import traceback
 from abc import ABC, abstractmethod
@@ -137,7 +138,8 @@ def run_compile(
 ) -> CompileResult:
     """Optimize, rescale (``options.rescales``), fingerprint and compile, timing each stage;
     failures become values. ``quantized``: the model already optimized with these options (a
-    cached one), so ``optimize`` is not run; one optimized here comes back in ``result.quantized``."""
+    cached one), so ``optimize`` is not run; one optimized here comes back in ``result.quantized``.
+    Its facts say the compiler's versions and this host."""
     result = CompileResult(ok=False)
     stage: str | None = "optimize"
     how: dict[str, Any] = {"quantized_from": "optimize"}
@@ -179,6 +181,7 @@ def run_compile(
             result.traceback = traceback.format_exc(limit=8)
     result.stage = stage
     result.stderr_tail = err.getvalue()[-STDERR_TAIL:]
+    result.info = replace(result.info, versions=compiler.describe(), host=socket.gethostname())
     return result
 
 

@@ -34,19 +34,6 @@ def resolve(ref: str) -> type[Compiler]:
     return found
 
 
-def compile_with(
-    compiler: Compiler,
-    model: bytes | Path,
-    calibration: Frames,
-    options: CompileOptions,
-    quantized: Quantized | None = None,
-) -> CompileResult:
-    """One compile in this process (from ``quantized`` when given: no optimize); returns a value, never raises."""
-    result = run_compile(compiler, model, calibration, options, quantized)
-    result.info = replace(result.info, versions=compiler.describe(), host=socket.gethostname())
-    return result
-
-
 def run_isolated(
     ref: str, model: bytes | Path, calibration: Frames, options: CompileOptions, quantized: Quantized | None = None
 ) -> CompileResult:
@@ -176,7 +163,7 @@ def _compile_to(
     """Compile, and leave the result in ``work`` as data (the supervisor checks its hashes)."""
     try:
         compiler = told(resolve(ref)(), (work / "stage").write_text)
-        result = compile_with(compiler, model, calibration, options, quantized)
+        result = run_compile(compiler, model, calibration, options, quantized)
         result.info = replace(result.info, peak_bytes=memory.peak_bytes())  # this process's: the estimate's evidence
     except Exception as exc:
         result = CompileResult(ok=False, stage="startup", error=f"{type(exc).__name__}: {exc}")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from loop.author.frames import frames_sha
+from loop.compilers.base import run_compile
 from loop.core import memory
 from loop.core.errors import LoopError
 from loop.core.hashing import bytes_sha
@@ -33,7 +34,7 @@ from loop.core.modelfile import model_key, portable
 from loop.core.registry import COMPILERS, compiler_class
 from loop.core.vocab import CompileOptions, CompileResult, Frames, Quantized, QuantizedInCache
 from loop.flow import patch_child, supervise
-from loop.flow.compile_child import OUT_OF_MEMORY, compile_with, out_of_memory, resolve, run_isolated
+from loop.flow.compile_child import OUT_OF_MEMORY, out_of_memory, resolve, run_isolated
 from loop.flow.follow import decision
 from loop.store.artifacts import keep_here
 from loop.store.cache import Cache, key_of, quantized_key
@@ -72,7 +73,7 @@ def as_job(item: Item | Job) -> Job:
 
 def compile_job(backend: str, model: bytes | Path, calibration: Frames, options: CompileOptions) -> CompileResult:
     """One compile in this very process (no isolation, no cache); returns a value, never raises."""
-    return compile_with(compiler_class(backend)(), model, calibration, options)
+    return run_compile(compiler_class(backend)(), model, calibration, options)
 
 
 def compile_all(

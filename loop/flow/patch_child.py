@@ -161,7 +161,8 @@ def _stop_all() -> None:
 
 
 def _serve(conn: Any) -> None:
-    from loop.flow.compile_child import compile_with, resolve, told
+    from loop.compilers.base import run_compile
+    from loop.flow.compile_child import resolve, told
 
     bases: OrderedDict[str, Quantized | None] = OrderedDict()
     compilers: dict[str, Any] = {}
@@ -191,7 +192,7 @@ def _serve(conn: Any) -> None:
             for part in (b"done", *codec.encode(gone), b""):
                 conn.send_bytes(part)
             continue
-        result = compile_with(compilers[ref], b"", {}, codec.options_from_json(options), base)
+        result = run_compile(compilers[ref], b"", {}, codec.options_from_json(options), base)
         ok = result.ok and result.artifact is not None
         kept = ok and bool(runs) and keep_here(Path(runs), Path(cache) if cache else None, entry, result)
         spilled = ok and not result.artifact.data  # type: ignore[union-attr]

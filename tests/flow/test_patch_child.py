@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from loop.author.graphs import build_recipe
+from loop.compilers.base import run_compile
 from loop.compilers.onnxruntime import OnnxRuntimeCompiler
 from loop.core.vocab import CompileOptions, Quantized, Rescale
-from loop.flow.compile_child import compile_with
 from loop.flow.patch_child import PatchProcess
 from loop.store.codec import decode
 
@@ -50,7 +50,7 @@ def process():
 def test_a_patch_is_what_a_compile_here_makes_and_its_entry_is_what_it_was_read_from(base: Quantized, process):
     options = _edit(1.1)
     result, entry = process.call(REAL, "base", base, options, "entry-key")
-    here = compile_with(OnnxRuntimeCompiler(), b"", {}, options, base)
+    here = run_compile(OnnxRuntimeCompiler(), b"", {}, options, base)
     assert result.ok and here.ok
     assert result.artifact is not None and here.artifact is not None and result.artifact.sha == here.artifact.sha
     assert result.layers == here.layers

@@ -223,7 +223,7 @@ class Study:
     def _store(self, readonly: bool = False) -> Iterator[StudyStore]:
         if not readonly:
             self.runs.mkdir(parents=True, exist_ok=True)
-        with Ledger(self.runs / "ledger.sqlite", readonly=readonly) as ledger:
+        with Ledger.of_runs(self.runs, readonly=readonly) as ledger:
             yield StudyStore(ledger, self.name)
 
     def _key_of(

@@ -41,7 +41,7 @@ def run_generation(spec: SweepSpec, runs: Path, options: SweepOptions) -> Genera
     """Run ``spec`` (its reference is the variant named ``base``) as the module says."""
     with open_runner(spec, options) as runner:
         swept = run_sweep(spec, runs, replace(options, runner=runner, measure=False))
-        with Ledger(runs / "ledger.sqlite", readonly=True) as ledger:
+        with Ledger.of_runs(runs, readonly=True) as ledger:
             found = {r.variant: r for r in ledger.records(spec.name)}  # id order: the latest attempt wins
             # a reference an earlier generation's run stands for (SweepOptions.references)
             found.update(

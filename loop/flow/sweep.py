@@ -190,7 +190,7 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
     remove_stale_scratch()  # what killed sweeps left, now that this one is going ahead
     remove_stale_temps(runs)
     _keep_arrays(runs, authored)
-    ledger = Ledger(runs / "ledger.sqlite")
+    ledger = Ledger.of_runs(runs)
     try:
         return _run(spec, runs, options, jobs, authored, ledger)
     finally:

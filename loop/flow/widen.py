@@ -159,7 +159,7 @@ def _rewrite_flag(runs: Path, run_id: int, update: dict[str, Any]) -> None:
         ruined = {**(run.judged.quantization_ruined or {}), **update}
         return replace(run, judged=replace(run.judged, quantization_ruined=ruined))
 
-    with Ledger(runs / "ledger.sqlite") as ledger:
+    with Ledger.of_runs(runs) as ledger:
         ledger.amend(run_id, amended)
 
 

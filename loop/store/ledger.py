@@ -37,6 +37,7 @@ from loop.core.record import Change, Measurement, RunRecord, Scores
 from loop.core.vocab import LayerPrint
 from loop.store.files import NETWORK_FILESYSTEMS, StoreFault, filesystem_type, nearly_full
 
+LEDGER_FILE = "ledger.sqlite"  # in a runs folder
 SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 60_000
 SQLITE_FULL = getattr(sqlite3, "SQLITE_FULL", 13)
@@ -248,8 +249,10 @@ class Ledger:
                 delay = min(delay * 2, 0.5)
 
     @classmethod
-    def open_existing(cls, path: Path, readonly: bool = True) -> Ledger:
-        if not Path(path).exists():
+    def of_runs(cls, runs: Path, readonly: bool = False, existing: bool = False) -> Ledger:
+        """The ledger of runs folder ``runs``; ``existing``: one line, and no new file, where there is none."""
+        path = Path(runs) / LEDGER_FILE
+        if existing and not path.exists():
             raise LoopError(f"no ledger at {path} (run 'loop sweep' first, or pass --runs)")
         return cls(path, readonly=readonly)
 
@@ -420,6 +423,12 @@ class Ledger:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def record_in(runs: Path, run_id: int) -> RunRecord:
+    """Run ``run_id`` of the ledger in ``runs``, which must exist."""
+    with Ledger.of_runs(runs, readonly=True, existing=True) as book:
+        return book.record(run_id)
 
 
 def to_row(run: RunRecord) -> dict[str, Any]:

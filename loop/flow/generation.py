@@ -42,7 +42,7 @@ def run_generation(spec: SweepSpec, runs: Path, options: SweepOptions) -> Genera
     with open_runner(spec, options) as runner:
         swept = run_sweep(spec, runs, replace(options, runner=runner, measure=False))
         with Ledger.of_runs(runs, readonly=True) as ledger:
-            found = {r.variant: r for r in ledger.records(spec.name)}  # id order: the latest attempt wins
+            found = ledger.latest(spec.name)
             # a reference an earlier generation's run stands for (SweepOptions.references)
             found.update(
                 (o.variant, ledger.record(o.run_id)) for o in swept.outcomes if o.variant not in found and o.run_id

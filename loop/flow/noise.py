@@ -12,7 +12,6 @@ from loop.author.frames import count
 from loop.author.sweepfile import SweepSpec, VariantSpec
 from loop.core.capture import captured_stderr
 from loop.core.errors import LoopError
-from loop.core.record import RunRecord
 from loop.core.registry import compiler_class
 from loop.core.vocab import LayerPrint, Quantized
 from loop.judge import fingerprint as fp
@@ -71,10 +70,9 @@ def _run_note(runs: Path, spec: SweepSpec, variant: str, layers: list[LayerPrint
     if not (Path(runs) / LEDGER_FILE).exists():
         return []
     with Ledger.of_runs(runs, readonly=True) as book:
-        done = [r for r in book.records(spec.name) if r.variant == variant and r.kernel_sha is not None]
-    if not done:
+        run = book.latest(spec.name, lambda r: r.kernel_sha is not None).get(variant)
+    if run is None:
         return []
-    run: RunRecord = done[-1]
     pairs = (("kernel", fp.kernel_sha(layers), run.kernel_sha), ("bias", fp.bias_sha(layers), run.bias_sha))
     moved = [f"{what}_sha {str(theirs)[:12]} there, {mine[:12]} here" for what, mine, theirs in pairs if mine != theirs]
     if not moved:

@@ -407,6 +407,10 @@ class Ledger:
         """Every run (of ``sweep``), in id order."""
         return [from_row(r) for r in (self._rows("sweep=?", (sweep,)) if sweep else self._rows())]
 
+    def latest(self, sweep: str, keep: Callable[[RunRecord], bool] = lambda run: True) -> dict[str, RunRecord]:
+        """The latest run (of those ``keep`` takes) of each variant of ``sweep``, by variant."""
+        return {run.variant: run for run in self.records(sweep) if keep(run)}  # id order: the last one wins
+
     def running(self, sweep_like: str = "%") -> list[LedgerEntry]:
         """Every run still ``running`` whose sweep name is LIKE ``sweep_like`` (``\\`` escapes), with whose it is."""
         return [_entry(r) for r in self._rows("status=? AND sweep LIKE ? ESCAPE '\\'", (Status.RUNNING, sweep_like))]

@@ -202,12 +202,7 @@ class Ledger:
     def _check_schema(self) -> None:
         """A reader takes the schema as it finds it: a newer one is refused, an older one read
         as it is (a sweep upgrades it), and a file without runs is not a ledger."""
-        version = self._version()
-        if version > SCHEMA_VERSION:
-            raise LoopError(
-                f"ledger {self.path} has schema version {version}, newer than this loop "
-                f"knows ({SCHEMA_VERSION}); upgrade loop to read it"
-            )
+        version = self._known(self._version())
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "runs" not in tables:
             raise LoopError(f"{self.path} is not a loop ledger (it has no runs table)")
@@ -218,6 +213,15 @@ class Ledger:
                 LedgerWarning,
                 stacklevel=3,
             )
+
+    def _known(self, version: int) -> int:
+        """``version``, a schema this code knows: a newer one is refused."""
+        if version > SCHEMA_VERSION:
+            raise LoopError(
+                f"ledger {self.path} has schema version {version}, newer than this loop "
+                f"knows ({SCHEMA_VERSION}); upgrade loop to read it"
+            )
+        return version
 
     @contextmanager
     def _faults(self) -> Iterator[None]:
@@ -302,12 +306,7 @@ class Ledger:
         if self._version() == SCHEMA_VERSION:  # nothing to write (so a full disk still opens)
             return
         with self.write() as db:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise LoopError(
-                    f"ledger {self.path} has schema version {version}, newer than this loop "
-                    f"knows ({SCHEMA_VERSION}); upgrade loop to read it"
-                )
+            version = self._known(db.execute("PRAGMA user_version").fetchone()[0])
             steps = [SCHEMA] if version == 0 else [MIGRATIONS[v] for v in range(version, SCHEMA_VERSION)]
             for statement in (s for step in steps for s in step):
                 db.execute(statement)

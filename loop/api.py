@@ -81,11 +81,8 @@ def evaluate(
 
 
 def _results(runs: Path, outcomes: Sequence[Any], count: int) -> list[Result]:
-    ledger = Ledger(runs / "ledger.sqlite", readonly=True)
-    try:
+    with Ledger.of_runs(runs, readonly=True) as ledger:
         by_name = {o.variant: ledger.record(o.run_id) for o in outcomes if o.run_id is not None}
-    finally:
-        ledger.close()
     return [result_of(i, by_name[f"c{i}"], by_name.get("base")) for i in range(count)]
 
 

@@ -181,7 +181,7 @@ def sweep(
     parsed = spec.parse(sweep_file, check_backends=True, cluster=cluster is not None)
     result = run_sweep(parsed, runs, options)
     measure_flagged(parsed, result.outcomes, runs)  # a ruined base's printed variant, measured first
-    with ledger.Ledger(runs / "ledger.sqlite", readonly=True) as book:
+    with ledger.Ledger.of_runs(runs, readonly=True) as book:
         records = [book.record(o.run_id) for o in result.outcomes if o.run_id is not None]
     click.echo(report.sweep_summary(records))
     extra = report.ladders(records)
@@ -226,7 +226,7 @@ def _study_sweep(path: Path, name: str, runs: Path, options: SweepOptions) -> in
 def _records(runs: Path, sweep: str | None) -> list[RunRecord]:
     from loop.store.ledger import Ledger
 
-    with Ledger.open_existing(runs / "ledger.sqlite") as book:
+    with Ledger.of_runs(runs, readonly=True, existing=True) as book:
         found = [r for r in book.records() if sweep is None or r.in_sweep(sweep)]
         if sweep is not None and not found:
             names = sorted({r.sweep for r in book.records()})
@@ -302,13 +302,12 @@ def study_cmd(
 def _known_study(runs: Path, name: str) -> None:
     """A study asked for by name alone must exist: else one line naming those that do, and how
     to start one."""
-    from loop.store.ledger import Ledger
+    from loop.store.ledger import LEDGER_FILE, Ledger
     from loop.store.studies import study_names
 
-    path = runs / "ledger.sqlite"
     names = []
-    if path.is_file():
-        with Ledger(path, readonly=True) as ledger:
+    if (runs / LEDGER_FILE).is_file():
+        with Ledger.of_runs(runs, readonly=True) as ledger:
             names = study_names(ledger)
     if name not in names:
         raise LoopError(
@@ -421,13 +420,11 @@ def compare_cmd(
     """Whether run B's rate differs from run A's beyond noise: re-measured interleaved with an
     A/A control (default), or from the ledger's figures (--from-ledger)."""
     from loop.measure import compare as cmp
-    from loop.store.ledger import Ledger
+    from loop.store.ledger import record_in
 
     if (run_b is None) != a_a:
         raise LoopError("give two runs, or one run with --a-a")
-    with Ledger.open_existing(runs / "ledger.sqlite") as book:
-        a = book.record(run_a)
-        b = None if run_b is None else book.record(run_b)
+    a, b = record_in(runs, run_a), None if run_b is None else record_in(runs, run_b)
     spec = cmp.COMPARE_SPEC.model_copy(update={"min_duration_s": round_s})
     if b is None:
         result = cmp.a_a(a, pairs, spec, rounds, progress=not quiet)
@@ -583,10 +580,9 @@ def link_predict(run_id: int, runs: Path, link_name: str, depth: int | None, as_
     of link or compute bounds it."""
     from loop.measure.fit import describe_load, weight_load
     from loop.measure.link import load, predict
-    from loop.store.ledger import Ledger
+    from loop.store.ledger import record_in
 
-    with Ledger.open_existing(runs / "ledger.sqlite") as book:
-        run = book.record(run_id)
+    run = record_in(runs, run_id)
     model = load(runs, link_name)
     p, weights = predict(model, run, depth), weight_load(model, run)
     if as_json:

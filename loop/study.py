@@ -223,7 +223,7 @@ class Study:
     def _store(self, readonly: bool = False) -> Iterator[StudyStore]:
         if not readonly:
             self.runs.mkdir(parents=True, exist_ok=True)
-        with Ledger(self.runs / "ledger.sqlite", readonly=readonly) as ledger:
+        with Ledger.of_runs(self.runs, readonly=readonly) as ledger:
             yield StudyStore(ledger, self.name)
 
     def _key_of(
@@ -280,7 +280,7 @@ class Study:
             warm_patches(self.backend, self.jobs or (os.cpu_count() or 1))  # their imports overlap what follows
         groups = self._groups(todo, named)
         if not groups and self._replays(generation, keys):
-            return self._answered(keys, done)
+            return self._results([(done[k].run, done[k].ref, True) for k in keys])  # all answered earlier
         checked = self._check(groups)  # bad input: one line, and nothing claimed
         with self._store() as store:
             number, _ = store.claim(
@@ -299,8 +299,7 @@ class Study:
             ]
             store.answer(number, rows)
             store.finish(number)
-            raced = ratios(store.ledger, [a.run.id or 0 for a in answers])
-        return [with_race(result_of(a.index, a.run, a.ref, reused=a.reused_from is not None), raced) for a in answers]
+        return self._results([(a.run, a.ref, a.reused_from is not None) for a in answers])  # a.index is its place
 
     def _replays(self, generation: int | None, keys: Sequence[str]) -> bool:
         """Whether candidates all evaluated already need no number: asked without one, or asked
@@ -311,11 +310,11 @@ class Study:
             answered = [a.key for a in store.answered() if a.generation == generation]
         return answered == list(keys)
 
-    def _answered(self, keys: Sequence[str], done: Mapping[str, Evaluated]) -> list[Result]:
-        """Each candidate's result from the run that answered it earlier, ``reused``."""
+    def _results(self, found: Sequence[tuple[RunRecord, RunRecord | None, bool]]) -> list[Result]:
+        """Candidate i's result from the ith (run, its reference, reused), with its ratio where it was raced."""
         with self._store() as store:
-            raced = ratios(store.ledger, [done[k].run.id or 0 for k in keys])
-        return [with_race(result_of(i, done[k].run, done[k].ref, reused=True), raced) for i, k in enumerate(keys)]
+            raced = ratios(store.ledger, [run.id or 0 for run, _, _ in found])
+        return [with_race(result_of(i, run, ref, reused=reused), raced) for i, (run, ref, reused) in enumerate(found)]
 
     def _groups(
         self, todo: Mapping[str, tuple[list[dict[str, Any]], dict[str, Any]]], named: Mapping[str, str]
@@ -441,9 +440,8 @@ class Study:
     def results(self) -> list[Result]:
         """Every candidate this study has evaluated, once each (its latest run), from the ledger."""
         with self._store() as store:
-            latest = {e.key: (e.run, e.ref) for e in self._evaluated(store)}
-            raced = ratios(store.ledger, [run.id or 0 for run, _ in latest.values()])
-        return [with_race(result_of(i, run, ref), raced) for i, (run, ref) in enumerate(latest.values())]
+            latest = {e.key: (e.run, e.ref, False) for e in self._evaluated(store)}
+        return self._results(list(latest.values()))
 
     def best(
         self, key: str = "snr_db", usable_only: bool = True, within: Mapping[str, float] | None = None

@@ -376,7 +376,7 @@ def test_compare_json_carries_basis_and_interval(swept: Path):
 def test_compare_refuses_a_swapped_artifact_in_one_line(swept: Path):
     from loop.store.ledger import Ledger
 
-    with Ledger.open_existing(swept / "ledger.sqlite") as book:
+    with Ledger.of_runs(swept, readonly=True, existing=True) as book:
         mine, other = Path(book.record(1).artifact or ""), Path(book.record(2).artifact or "")
     mine.write_bytes(other.read_bytes())  # another variant's artifact under run 1's name
     result = invoke("compare", "1", "1", "--rounds", "2", "--round-s", "0.05", "--runs", str(swept))

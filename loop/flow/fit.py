@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from loop.core.modelfile import read_graph
-from loop.core.record import RunRecord
 from loop.hailort.hef import device_memory, inspect_hef
 from loop.judge.weights import Weights, weigh
 from loop.measure.fit import FitReport, Memory, compiled, weighed, with_run
 from loop.measure.link import load
+from loop.store.ledger import record_in
 
 HEF_SUFFIX = ".hef"
 
@@ -33,7 +33,7 @@ def fit(model: Path, device: str, link: str, runs: Path, run: int | None = None)
         report = compiled(str(model), info.size, refused, memory, chosen)
     else:
         report = weighed(str(model), weigh_file(model), memory, chosen)
-    return report if run is None else with_run(report, _record(runs, run))
+    return report if run is None else with_run(report, record_in(runs, run))
 
 
 def weigh_file(path: Path) -> Weights:
@@ -45,10 +45,3 @@ def weigh_file(path: Path) -> Weights:
 
         return weigh(load_base(path))
     return weigh(read_graph(path))
-
-
-def _record(runs: Path, run: int) -> RunRecord:
-    from loop.store.ledger import Ledger
-
-    with Ledger.open_existing(runs / "ledger.sqlite") as book:
-        return book.record(run)

@@ -18,7 +18,7 @@ from loop.author.sweepfile import SweepSpec
 from loop.core.errors import LoopError
 from loop.core.kinds import Status
 from loop.core.record import RunRecord
-from loop.flow.runner import RaceSpec, Runner, RunTask, device_refs
+from loop.flow.runner import RaceSpec, Runner
 from loop.flow.sweep import SweepOptions, SweepResult, open_runner, run_sweep
 from loop.measure.stats import median_ci95
 from loop.store.artifacts import recorded_sha, stored_artifact
@@ -41,8 +41,8 @@ def run_generation(spec: SweepSpec, runs: Path, options: SweepOptions) -> Genera
     """Run ``spec`` (its reference is the variant named ``base``) as the module says."""
     with open_runner(spec, options) as runner:
         swept = run_sweep(spec, runs, replace(options, runner=runner, measure=False))
-        with Ledger(runs / "ledger.sqlite", readonly=True) as ledger:
-            found = {r.variant: r for r in ledger.records(spec.name)}  # id order: the latest attempt wins
+        with Ledger.of_runs(runs, readonly=True) as ledger:
+            found = ledger.latest(spec.name)
             # a reference an earlier generation's run stands for (SweepOptions.references)
             found.update(
                 (o.variant, ledger.record(o.run_id)) for o in swept.outcomes if o.variant not in found and o.run_id
@@ -70,13 +70,10 @@ def race(
     load = lambda r: stored_artifact(runs_artifact(runs, Path(r.artifact or "").name), recorded_sha(r))  # noqa: E731
     unique = list({recorded_sha(r): r for r in ok}.values())  # one side per artifact
     target, budget = spec.measure.target_ratio_pct, spec.measure.budget_s
-    device = spec.devices[:1]
     spec_race = RaceSpec(tuple(map(load, unique)), target, budget)
-    task = RunTask(load(ref), {}, spec.measure, device, device_refs(device), measure=False, race=spec_race)
-    ran = runner.run(task)
-    if not ran.ok or ran.race is None:
-        raise LoopError(f"measuring the generation together failed at {ran.stage}: {ran.error}")
-    m = ran.race
+    m = runner.race_against(load(ref), spec_race, spec.measure, spec.devices[:1])
+    if isinstance(m, str):
+        raise LoopError(f"measuring the generation together failed at {m}")
     side = {recorded_sha(r): i + 1 for i, r in enumerate(unique)}  # side 0: the reference
     rows = []
     for r in ok:

@@ -12,13 +12,12 @@ from loop.author.frames import count
 from loop.author.sweepfile import SweepSpec, VariantSpec
 from loop.core.capture import captured_stderr
 from loop.core.errors import LoopError
-from loop.core.record import RunRecord
 from loop.core.registry import compiler_class
 from loop.core.vocab import LayerPrint, Quantized
 from loop.judge import fingerprint as fp
 from loop.judge.falls import falls, float_inputs, with_falls
 from loop.judge.noise import NoiseReport, worst_first
-from loop.store.ledger import Ledger
+from loop.store.ledger import LEDGER_FILE, Ledger
 
 
 def of_variant(spec: SweepSpec, chosen: VariantSpec, runs: Path | None = None) -> NoiseReport:
@@ -68,14 +67,12 @@ def variant_named(spec: SweepSpec, name: str) -> VariantSpec:
 def _run_note(runs: Path, spec: SweepSpec, variant: str, layers: list[LayerPrint]) -> list[str]:
     """One line when the latest finished run of ``variant`` in ``runs`` holds other kernels or biases
     than the quantization analysed here (nothing when there is no such run)."""
-    ledger_path = Path(runs) / "ledger.sqlite"
-    if not ledger_path.exists():
+    if not (Path(runs) / LEDGER_FILE).exists():
         return []
-    with Ledger(ledger_path, readonly=True) as book:
-        done = [r for r in book.records(spec.name) if r.variant == variant and r.kernel_sha is not None]
-    if not done:
+    with Ledger.of_runs(runs, readonly=True) as book:
+        run = book.latest(spec.name, lambda r: r.kernel_sha is not None).get(variant)
+    if run is None:
         return []
-    run: RunRecord = done[-1]
     pairs = (("kernel", fp.kernel_sha(layers), run.kernel_sha), ("bias", fp.bias_sha(layers), run.bias_sha))
     moved = [f"{what}_sha {str(theirs)[:12]} there, {mine[:12]} here" for what, mine, theirs in pairs if mine != theirs]
     if not moved:

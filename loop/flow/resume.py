@@ -127,10 +127,7 @@ def _short(sha: str | None) -> str:
 def moved_since(ledger: Ledger, sweep: str, now: Mapping[str, Content], names: Mapping[str, Named]) -> list[str]:
     """For a sweep about to start afresh: what changed in each reference (``now``, by variant)
     since the latest finished run of that variant under the same sweep name."""
-    latest: dict[str, RunRecord] = {}
-    for run in ledger.records(sweep):
-        if run.variant in now and run.status == Status.OK:
-            latest[run.variant] = run  # id order: the last one wins
+    latest = ledger.latest(sweep, lambda run: run.variant in now and run.status == Status.OK)
     found = (moved(Content.of(run), now[v], names[v], f"run {run.id}") for v, run in latest.items())
     return [line for line in found if line]
 

@@ -198,6 +198,13 @@ class Runner(ABC):
             self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="loop-runner")
         return self._pool.submit(self.run, task)
 
+    def race_against(
+        self, base: Artifact, race: RaceSpec, spec: MeasureSpec, on: tuple[str, ...]
+    ) -> dict[str, Any] | str:
+        """``base`` raced with ``race.others`` on ``on``: the rounds' figures (side 0 the base), or why not."""
+        ran = self.run(RunTask(base, {}, spec, on, device_refs(on), measure=False, race=race))
+        return ran.race if ran.ok and ran.race is not None else f"{ran.stage}: {ran.error}"
+
     def warm(self, devices: tuple[str, ...]) -> None:
         """Get ``devices`` ready ahead of the first task, where that saves time; else nothing."""
         return None

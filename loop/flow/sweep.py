@@ -18,7 +18,7 @@ import socket
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -182,15 +182,15 @@ def run_sweep(spec: SweepSpec, runs: Path, options: SweepOptions = SweepOptions(
     check_runs(runs)
     if options.cluster:
         check_cluster(options.cluster)
-    if options.device_cluster:
-        with _runner(spec, options, warm=False):  # reachable, and a worker holds the device: before anything is written
+    if options.device_cluster:  # reachable, and a worker holds the device: before anything is written
+        with open_runner(spec, options, warm=False):
             pass
     # user errors surface here, before anything is written under runs/
     authored = [author(spec, v, any(v is r for r in refs), threads) for v in variants]
     remove_stale_scratch()  # what killed sweeps left, now that this one is going ahead
     remove_stale_temps(runs)
     _keep_arrays(runs, authored)
-    ledger = Ledger(runs / "ledger.sqlite")
+    ledger = Ledger.of_runs(runs)
     try:
         return _run(spec, runs, options, jobs, authored, ledger)
     finally:
@@ -285,7 +285,7 @@ def _run(
     for name in spec.devices:
         make_device(name)  # a device that cannot be made is the user's error, before anything runs
     refs = {a.group: a for a in authored if a.reference}
-    with _runner(spec, options) as runner, Heartbeat(str(ledger.path), list(ids.values())):
+    with open_runner(spec, options) as runner, Heartbeat(str(ledger.path), list(ids.values())):
         outputs_of = _inputs_of(spec, runner, options)
         against = {g: _resumed_reference(runs, a, state.finished, outputs_of) for g, a in refs.items()}
         if "" not in refs:
@@ -367,14 +367,10 @@ def _as_compiled(stream: Iterator[tuple[Authored, CompileResult, bool]], here: b
         yield from ((a, compiled, False) for a, compiled, _ in stream)
 
 
-def open_runner(spec: SweepSpec, options: SweepOptions) -> AbstractContextManager[Runner]:
-    """The runner a sweep of ``spec`` runs on, for a flow that runs more on it after the sweep."""
-    return _runner(spec, options)
-
-
 @contextmanager
-def _runner(spec: SweepSpec, options: SweepOptions, warm: bool = True) -> Iterator[Runner]:
-    """Devices here, each in a child process, or on the workers of ``options.device_cluster``."""
+def open_runner(spec: SweepSpec, options: SweepOptions, warm: bool = True) -> Iterator[Runner]:
+    """The runner a sweep of ``spec`` runs on (also for a flow that runs more on it after the sweep):
+    devices here, each in a child process, or on the workers of ``options.device_cluster``."""
     runner: Runner
     if options.runner is not None:
         if warm:

@@ -33,7 +33,7 @@ from loop.flow.compile_pool import compile_all
 from loop.flow.evaluate import Against, Prepared, RunOutcome, prepare, reference_of, scored, verdict_for
 from loop.flow.follow import Decision, decision, following
 from loop.flow.noise import of_authored, of_variant, variant_named
-from loop.flow.runner import RaceSpec, Runner, RunTask, StageTimeouts, device_refs
+from loop.flow.runner import RaceSpec, Runner, StageTimeouts
 from loop.flow.sweep import SweepOptions, job_of, open_runner
 from loop.judge.falls import RUNGS, first_guess, float_inputs, widened
 from loop.judge.noise import NoiseReport
@@ -159,7 +159,7 @@ def _rewrite_flag(runs: Path, run_id: int, update: dict[str, Any]) -> None:
         ruined = {**(run.judged.quantization_ruined or {}), **update}
         return replace(run, judged=replace(run.judged, quantization_ruined=ruined))
 
-    with Ledger(runs / "ledger.sqlite") as ledger:
+    with Ledger.of_runs(runs) as ledger:
         ledger.amend(run_id, amended)
 
 
@@ -217,11 +217,10 @@ class _Bench:
         if base is None or not others:
             return [t.step for t in tried], "" if base is not None else "rates not measured: the base failed"
         race = RaceSpec(tuple(others), RATE_TARGET_PCT, RATE_BUDGET_S)
-        task = RunTask(base, {}, self.spec.measure, self.device, device_refs(self.device), measure=False, race=race)
-        ran = self.runner.run(task)
-        if not ran.ok or ran.race is None:
-            return [t.step for t in tried], f"rates not measured: {ran.stage}: {ran.error}"
-        found, side = ran.race, {a.sha: i + 1 for i, a in enumerate(others)}  # side 0: the base
+        found = self.runner.race_against(base, race, self.spec.measure, self.device)
+        if isinstance(found, str):
+            return [t.step for t in tried], f"rates not measured: {found}"
+        side = {a.sha: i + 1 for i, a in enumerate(others)}  # side 0: the base
         flags = tuple(found.get("flags") or ())
 
         def cost(t: _Tried) -> RateCost | None:

@@ -204,7 +204,7 @@ def fit_runs(runs: Path, sweep: str, name: str) -> LinkModel:
     """Fit the ladder recorded as ``sweep`` in ``runs``'s ledger, and save it as ``name``."""
     from loop.store.ledger import Ledger
 
-    with Ledger.open_existing(runs / "ledger.sqlite") as book:
+    with Ledger.of_runs(runs, readonly=True, existing=True) as book:
         records = book.records(sweep)
     if not records:
         raise LoopError(f"no runs of sweep '{sweep}' in {runs}")

@@ -383,7 +383,7 @@ def write_report(
 
     target = output_path(out, runs_dir)
     load(runs_dir, link)  # an unknown link is refused before the page is begun, not halfway through it
-    with Ledger.open_existing(runs_dir / "ledger.sqlite") as book:
+    with Ledger.of_runs(runs_dir, readonly=True, existing=True) as book:
         dead = {e.run.id for e in book.running() if not is_live(e)}
         runs = [_trimmed(_ended(r, dead)) for r in book.records() if sweep is None or r.in_sweep(sweep)]
     if not runs:

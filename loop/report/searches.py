@@ -49,13 +49,12 @@ def raced(runs_dir: Path, sweep: str, run_ids: Sequence[int]) -> dict[int, Ratio
     """Each raced run's ratio to its reference, by run id: from the ledger's ratios
     (:mod:`loop.store.studies`), or for a study of the old layout never opened since, from
     ``studies/SWEEP.race.json`` (:func:`loop.store.races.read_race`); {} where there is neither."""
-    from loop.store.ledger import Ledger
+    from loop.store.ledger import LEDGER_FILE, Ledger
     from loop.store.races import as_rows, read_race
     from loop.store.studies import ratios
 
-    path = runs_dir / "ledger.sqlite"
-    if path.exists():
-        with Ledger(path, readonly=True) as ledger:
+    if (runs_dir / LEDGER_FILE).exists():
+        with Ledger.of_runs(runs_dir, readonly=True) as ledger:
             found = ratios(ledger, run_ids)
         if found:
             return found
@@ -111,15 +110,14 @@ class StudyView:
 def studies_of(runs: Sequence[RunRecord], runs_dir: Path) -> list[StudyView]:
     """The studies ``runs`` hold generations of, read from the ledger (read-only); a study of the
     old file layout, never opened since, is not in it and shows as its runs."""
-    from loop.store.ledger import Ledger
+    from loop.store.ledger import LEDGER_FILE, Ledger
     from loop.store.studies import study_names
 
     wanted = {study_of(r.sweep) for r in runs if r.generation is not None}
-    path = runs_dir / "ledger.sqlite"
-    if not wanted or not path.exists():
+    if not wanted or not (runs_dir / LEDGER_FILE).exists():
         return []
     known = {r.id: r for r in runs if r.id is not None}
-    with Ledger(path, readonly=True) as ledger:
+    with Ledger.of_runs(runs_dir, readonly=True) as ledger:
         return [_view(ledger, name, known) for name in study_names(ledger) if name in wanted]
 
 

@@ -25,10 +25,8 @@ from loop.core.kinds import Stage, Status, Verdict
 from loop.store.cache import BLOB, LEGACY, META, Cache, is_quantized, verified, verified_quantized
 from loop.store.codec import Damaged, body
 from loop.store.files import RUNS_FOLDERS, atomic_write, read_regular, stale_temps
-from loop.store.ledger import COLUMNS, SQL_TYPES, Garbled, Ledger, LedgerEntry, is_live
+from loop.store.ledger import COLUMNS, LEDGER_FILE, SQL_TYPES, Garbled, Ledger, LedgerEntry, is_live
 from loop.store.shared import FOLDER, TensorStore, read_whole, tensors_read
-
-LEDGER = "ledger.sqlite"
 
 
 @dataclass
@@ -100,23 +98,21 @@ def _remover(path: Path) -> Callable[[], None]:
 
 def _ledger(runs: Path, exam: Examination) -> list[LedgerEntry] | None:
     """The ledger's runs, or None when they cannot be read; its problems into ``exam``."""
-    path = runs / LEDGER
+    path = runs / LEDGER_FILE
     if not path.exists():  # then no file can be called an orphan: nothing says what runs there were
         if any((runs / "artifacts").glob("*")):
-            exam.problems.append(Problem(LEDGER, "missing, so artifacts are not checked against runs"))
+            exam.problems.append(Problem(LEDGER_FILE, "missing, so artifacts are not checked against runs"))
         return None
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         try:
             ledger = Ledger(path, readonly=True)
         except LoopError as exc:
-            damaged = "newer" not in str(exc)
-            exam.problems.append(
-                Problem(LEDGER, _short(exc), _SALVAGE if damaged else "", (lambda: _salvage(path)) if damaged else None)
-            )
+            salvage = ("", None) if "newer" in str(exc) else (_SALVAGE, lambda: _salvage(path))
+            exam.problems.append(Problem(LEDGER_FILE, _short(exc), *salvage))
             return None
     exam.problems += [
-        Problem(LEDGER, str(w.message), "upgrade it, as a sweep would", lambda: Ledger(path).close())
+        Problem(LEDGER_FILE, str(w.message), "upgrade it, as a sweep would", lambda: Ledger(path).close())
         for w in said
         if "older" in str(w.message)
     ]
@@ -128,7 +124,7 @@ def _ledger(runs: Path, exam: Examination) -> list[LedgerEntry] | None:
             if check != ["ok"]
             else f"its runs cannot be read: {rows}"
         )
-        exam.problems.append(Problem(LEDGER, what, _SALVAGE, lambda: _salvage(path)))
+        exam.problems.append(Problem(LEDGER_FILE, what, _SALVAGE, lambda: _salvage(path)))
     if isinstance(rows, str):
         return None
     for row in rows:
@@ -138,7 +134,7 @@ def _ledger(runs: Path, exam: Examination) -> list[LedgerEntry] | None:
 
 def _short(exc: Exception) -> str:
     """The error without the path and the hint, which a doctor line already gives."""
-    return str(exc).split(": 'loop doctor")[0].split(f"{LEDGER}: ", 1)[-1]
+    return str(exc).split(": 'loop doctor")[0].split(f"{LEDGER_FILE}: ", 1)[-1]
 
 
 def _integrity(ledger: Ledger) -> list[str]:
@@ -181,7 +177,7 @@ def _row(runs: Path, row: LedgerEntry, exam: Examination) -> None:
 
 
 def _mark(runs: Path, run_id: int, status: Status, stage: Stage | None, error: str | None) -> None:
-    with Ledger(runs / LEDGER) as ledger, ledger.write() as db:
+    with Ledger.of_runs(runs) as ledger, ledger.write() as db:
         db.execute(
             "UPDATE runs SET status=?, stage=?, error=?, finished=? WHERE id=?",
             (status, stage, error, time.time(), run_id),
@@ -190,7 +186,7 @@ def _mark(runs: Path, run_id: int, status: Status, stage: Stage | None, error: s
 
 def _quarantine_row(runs: Path, run_id: int) -> None:
     """Keep the row's text, then make the row a plain failure its variant is redone after."""
-    with Ledger(runs / LEDGER) as ledger, ledger.write() as db:
+    with Ledger.of_runs(runs) as ledger, ledger.write() as db:
         raw = db.execute("SELECT CAST(record AS BLOB), CAST(flags AS BLOB) FROM runs WHERE id=?", (run_id,)).fetchone()
         atomic_write(runs / "quarantine" / f"run-{run_id}.txt", b"record: " + raw[0] + b"\nflags: " + raw[1] + b"\n")
         db.execute(

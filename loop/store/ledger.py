@@ -37,6 +37,7 @@ from loop.core.record import Change, Measurement, RunRecord, Scores
 from loop.core.vocab import LayerPrint
 from loop.store.files import NETWORK_FILESYSTEMS, StoreFault, filesystem_type, nearly_full
 
+LEDGER_FILE = "ledger.sqlite"  # in a runs folder
 SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 60_000
 SQLITE_FULL = getattr(sqlite3, "SQLITE_FULL", 13)
@@ -201,12 +202,7 @@ class Ledger:
     def _check_schema(self) -> None:
         """A reader takes the schema as it finds it: a newer one is refused, an older one read
         as it is (a sweep upgrades it), and a file without runs is not a ledger."""
-        version = self._version()
-        if version > SCHEMA_VERSION:
-            raise LoopError(
-                f"ledger {self.path} has schema version {version}, newer than this loop "
-                f"knows ({SCHEMA_VERSION}); upgrade loop to read it"
-            )
+        version = self._known(self._version())
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "runs" not in tables:
             raise LoopError(f"{self.path} is not a loop ledger (it has no runs table)")
@@ -217,6 +213,15 @@ class Ledger:
                 LedgerWarning,
                 stacklevel=3,
             )
+
+    def _known(self, version: int) -> int:
+        """``version``, a schema this code knows: a newer one is refused."""
+        if version > SCHEMA_VERSION:
+            raise LoopError(
+                f"ledger {self.path} has schema version {version}, newer than this loop "
+                f"knows ({SCHEMA_VERSION}); upgrade loop to read it"
+            )
+        return version
 
     @contextmanager
     def _faults(self) -> Iterator[None]:
@@ -248,8 +253,10 @@ class Ledger:
                 delay = min(delay * 2, 0.5)
 
     @classmethod
-    def open_existing(cls, path: Path, readonly: bool = True) -> Ledger:
-        if not Path(path).exists():
+    def of_runs(cls, runs: Path, readonly: bool = False, existing: bool = False) -> Ledger:
+        """The ledger of runs folder ``runs``; ``existing``: one line, and no new file, where there is none."""
+        path = Path(runs) / LEDGER_FILE
+        if existing and not path.exists():
             raise LoopError(f"no ledger at {path} (run 'loop sweep' first, or pass --runs)")
         return cls(path, readonly=readonly)
 
@@ -299,12 +306,7 @@ class Ledger:
         if self._version() == SCHEMA_VERSION:  # nothing to write (so a full disk still opens)
             return
         with self.write() as db:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise LoopError(
-                    f"ledger {self.path} has schema version {version}, newer than this loop "
-                    f"knows ({SCHEMA_VERSION}); upgrade loop to read it"
-                )
+            version = self._known(db.execute("PRAGMA user_version").fetchone()[0])
             steps = [SCHEMA] if version == 0 else [MIGRATIONS[v] for v in range(version, SCHEMA_VERSION)]
             for statement in (s for step in steps for s in step):
                 db.execute(statement)
@@ -404,6 +406,10 @@ class Ledger:
         """Every run (of ``sweep``), in id order."""
         return [from_row(r) for r in (self._rows("sweep=?", (sweep,)) if sweep else self._rows())]
 
+    def latest(self, sweep: str, keep: Callable[[RunRecord], bool] = lambda run: True) -> dict[str, RunRecord]:
+        """The latest run (of those ``keep`` takes) of each variant of ``sweep``, by variant."""
+        return {run.variant: run for run in self.records(sweep) if keep(run)}  # id order: the last one wins
+
     def running(self, sweep_like: str = "%") -> list[LedgerEntry]:
         """Every run still ``running`` whose sweep name is LIKE ``sweep_like`` (``\\`` escapes), with whose it is."""
         return [_entry(r) for r in self._rows("status=? AND sweep LIKE ? ESCAPE '\\'", (Status.RUNNING, sweep_like))]
@@ -420,6 +426,12 @@ class Ledger:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def record_in(runs: Path, run_id: int) -> RunRecord:
+    """Run ``run_id`` of the ledger in ``runs``, which must exist."""
+    with Ledger.of_runs(runs, readonly=True, existing=True) as book:
+        return book.record(run_id)
 
 
 def to_row(run: RunRecord) -> dict[str, Any]:

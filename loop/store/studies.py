@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from loop.core.errors import LoopError
+from loop.core.leftovers import process_alive
 from loop.store.ledger import Ledger, is_live
 
 CLAIMED, DONE, ABANDONED = "claimed", "done", "abandoned"
@@ -282,15 +283,7 @@ def _gone(pid: int | None, host: str | None) -> bool:
     left unfinished by an exception) counts as gone; another host's process is never presumed so."""
     if pid is None or host != socket.gethostname():
         return False
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return pid == os.getpid() or not process_alive(int(pid))  # a zombie is gone too
 
 
 __all__ = ["Answered", "Asked", "Ratio", "RatioRow", "StudyStore", "ratios"]

@@ -68,7 +68,7 @@ def _generation(
         )
         for path in files:
             doc = yaml.safe_load(path.read_text())
-            runs = {r.variant: r for r in db.records(str(doc["sweep"]))}  # id order: the latest wins
+            runs = db.latest(str(doc["sweep"]))
             ref = runs.get("base")
             for v in doc.get("variants") or []:
                 run = runs.get(v["name"])

@@ -10,7 +10,7 @@ from loop.core.facts import CompileFacts, Failure, Judgement, Where
 from loop.core.kinds import Flag, Stage, Status, Verdict
 from loop.core.record import Change, RunRecord, Scores
 from loop.core.vocab import LayerPrint
-from loop.store.ledger import SCHEMA_VERSION, Ledger, LedgerWarning, to_row
+from loop.store.ledger import LEDGER_FILE, SCHEMA_VERSION, Ledger, LedgerWarning, to_row
 
 
 def test_pragmas_and_schema(tmp_path: Path):
@@ -238,10 +238,10 @@ def test_newer_schema_is_refused(tmp_path: Path):
         Ledger(path)
 
 
-def test_open_existing_refuses_missing(tmp_path: Path):
-    with pytest.raises(LoopError, match="no ledger"):
-        Ledger.open_existing(tmp_path / "nope.sqlite")
-    assert not (tmp_path / "nope.sqlite").exists()
+def test_an_existing_ledger_is_refused_missing(tmp_path: Path):
+    with pytest.raises(LoopError, match=f"no ledger at {tmp_path}"):
+        Ledger.of_runs(tmp_path, readonly=True, existing=True)
+    assert not (tmp_path / LEDGER_FILE).exists()
 
 
 V1_SCHEMA = """CREATE TABLE runs (
@@ -346,7 +346,7 @@ def test_readers_open_read_only_and_never_migrate(tmp_path: Path):
     db.commit()
     db.close()
     before = path.read_bytes()
-    with pytest.warns(LedgerWarning, match="older than this loop's"), Ledger.open_existing(path) as ledger:
+    with pytest.warns(LedgerWarning, match="older than this loop's"), Ledger(path, readonly=True) as ledger:
         [run] = [r.to_json() for r in ledger.records()]
         with pytest.raises(LoopError, match="readonly"):
             ledger.heartbeat([1])
@@ -371,7 +371,7 @@ def test_a_read_only_runs_folder_can_be_read(tmp_path: Path):
     folder.mkdir()
     ledger_with_runs(folder / "ledger.sqlite")
     assert sorted(p.name for p in folder.iterdir()) == ["ledger.sqlite"]  # no -wal/-shm once closed
-    with read_only(folder), Ledger.open_existing(folder / "ledger.sqlite") as ledger:
+    with read_only(folder), Ledger.of_runs(folder, readonly=True, existing=True) as ledger:
         assert [r.status for r in ledger.records()] == ["ok"] * 3
         with pytest.raises(LoopError):
             Ledger(folder / "ledger.sqlite")  # a writer cannot, and says so in one line
@@ -392,7 +392,7 @@ def test_a_damaged_file_is_one_ledger_fault(tmp_path: Path, damage: str, words: 
         page = 4096
         data[page : 2 * page] = b"\xa5" * page  # the runs table's page
     path.write_bytes(bytes(data))
-    with pytest.raises(LedgerFault, match=words), Ledger.open_existing(path) as ledger:
+    with pytest.raises(LedgerFault, match=words), Ledger(path, readonly=True) as ledger:
         ledger.records()
 
 

@@ -125,7 +125,7 @@ from loop.store.ledger import Ledger
 from loop.author.graphs import models_folder
 jobs = int(sys.argv[3]) or None
 result = run_sweep(parse(Path(sys.argv[1])), Path(sys.argv[2]), SweepOptions(jobs=jobs, progress=False))
-with Ledger.open_existing(Path(sys.argv[2]) / "ledger.sqlite") as book:
+with Ledger.of_runs(Path(sys.argv[2]), existing=True) as book:
     runs = book.records()
 artifact = lambda r: (Path(sys.argv[2]) / r.artifact).stat().st_size if r.artifact else 0
 models = {f.name: f.stat().st_size for f in models_folder().rglob("*") if f.is_file()}

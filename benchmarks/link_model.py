@@ -98,7 +98,7 @@ class Bench:
 
     def records(self, sweeps: Sequence[str]) -> dict[str, list[RunRecord]]:
         found: dict[str, list[RunRecord]] = {}
-        with Ledger.open_existing(self.runs / "ledger.sqlite") as book:
+        with Ledger.of_runs(self.runs, existing=True) as book:
             for sweep in sweeps:
                 for r in book.records(sweep):
                     if r.measure.rate is not None:

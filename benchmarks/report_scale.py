@@ -81,7 +81,7 @@ def candidate(sweep: str, generation: int, i: int, layers: int) -> RunRecord:
 
 def build(runs: Path, total: int, generations: int, layers: int, error_mb: int) -> None:
     per = max(total // generations, 2)
-    with Ledger(runs / "ledger.sqlite") as book:
+    with Ledger.of_runs(runs) as book:
         for g in range(generations):
             sweep = f"scale-g{g}"
             base = candidate(sweep, g, 0, layers)

@@ -340,9 +340,6 @@ def wide_grids(model: onnx.ModelProto) -> dict[str, dict[str, object]]:
     return found
 
 
-UINT8_MAX = 255
-
-
 def used_ranges(
     quantized: onnx.ModelProto, overrides: tuple[RangeOverride, ...]
 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
@@ -353,7 +350,7 @@ def used_ranges(
     warnings = []
     for o in overrides:
         grid = _q_grid(g, o.tensor)
-        used = None if grid is None else [float((0 - grid[1]) * grid[0]), float((UINT8_MAX - grid[1]) * grid[0])]
+        used = None if grid is None else [float((end - grid[1]) * grid[0]) for end in grid[2:]]
         ranges[o.tensor] = {"layer": o.layer, "side": o.side, "asked": [o.lo, o.hi], "used": used}
         label = f"force_range_{o.side}({o.layer})"
         if grid is None or used is None:
@@ -366,16 +363,22 @@ def used_ranges(
     return ranges, warnings
 
 
-def _q_grid(g: QdqGraph, tensor: str) -> tuple[float, float] | None:
-    """(scale, zero point) of the QuantizeLinear over ``tensor``; a graph output's DQ keeps
-    the output's name, so there the Q is found behind it."""
+def _q_grid(g: QdqGraph, tensor: str) -> tuple[float, float, int, int] | None:
+    """(scale, zero point, lowest and highest integer) of the QuantizeLinear over ``tensor``, its
+    integers' range read from its zero point's type (a forced range may sit on a 16-bit grid; no
+    zero point: uint8, as ONNX has it); a graph output's DQ keeps the output's name, so there the Q
+    is found behind it."""
     q = next((n for n in g.consumers.get(tensor, []) if n.op_type == "QuantizeLinear"), None)
     dq = g.producer.get(tensor)
     if q is None and dq is not None and dq.op_type == "DequantizeLinear":
         q = g.producer.get(dq.input[0])
     if q is None or q.op_type != "QuantizeLinear":
         return None
-    return g.scalar(q.input[1]) or 0.0, g.scalar(q.input[2] if len(q.input) > 2 else None) or 0.0
+    zp = q.input[2] if len(q.input) > 2 else None
+    kind = g.inits[zp].data_type if zp in g.inits else onnx.TensorProto.UINT8
+    bits, signed = bits_of(kind), onnx.TensorProto.DataType.Name(kind).startswith("INT")
+    lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
+    return g.scalar(q.input[1]) or 0.0, g.scalar(zp) or 0.0, lo, hi
 
 
 def removed_clamps(float_model: onnx.ModelProto, quantized: onnx.ModelProto) -> dict[str, list[float | None]]:

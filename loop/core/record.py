@@ -195,10 +195,10 @@ class DeviceAgreement:
     """How far a further device's outputs are from the first device's, on the same inputs."""
 
     device: str
-    snr_db_vs_first: float | None
-    max_abs_diff: float | None
     values_differ: int
     values_total: int
+    snr_db_vs_first: float | None = None  # a null recorded reads as None, never as a corrupt row
+    max_abs_diff: float | None = None
 
 
 def _agreement(device: str, data: Mapping[str, Any]) -> DeviceAgreement:

@@ -343,6 +343,10 @@ class Quantized:
     # (:meth:`serialized`). Serializing 268 MB of QDQ model took 0.8-1.9 s of a patch's 2.5.
     parsed: Any = field(default=None, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.info, CompileFacts):  # a compiler written when facts were a free dict
+            self.info = CompileFacts.of(self.info)
+
     def serialized(self) -> bytes:
         """The quantized model's bytes, made from its parsed form where it has no others."""
         return self.data if self.data or self.parsed is None else self.parsed.SerializeToString()

@@ -245,6 +245,9 @@ class Connected:
                     continue
             except (EOFError, OSError):
                 pass
+            except BaseException:  # a message not read whole (Ctrl-C, a torn payload): never reuse that child
+                self.stop()
+                raise
             self._child.wait(EXIT_GRACE_S)  # its socket closes before it exits: its own code, not our kill's
             self.died = how_it_died(self._child.kill())
             break

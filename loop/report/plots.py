@@ -169,7 +169,15 @@ def roofline(runs: Sequence[RunRecord], model: LinkModel, raced: Mapping[int | N
     grid = [lo * (hi / lo) ** (i / 63) for i in range(64)]
     ceiling = f"{shown(model.name)} ceiling"
     ax.plot(grid, [1 / model.busy_s(b) for b in grid], color=OUTSIDE, gid="ceiling", label=ceiling)
-    ax.plot([b for b, _, _ in named], [f for _, f, _ in named], "o", gid="runs", label="runs (compute here)")
+    ids = [r.id for r, (b, f) in zip(runs, pts, strict=True) if b > 0 and f > 0]
+    race = [(raced or {}).get(i) is not None for i in ids]  # a rounds' rate is not the protocol's median
+    for mark, gid, label, keep in (
+        ("o", "runs", "runs (compute here)", False),
+        ("D", "raced", "raced in rounds", True),
+    ):
+        at = [(b, f) for (b, f, _), r in zip(named, race, strict=True) if r is keep]
+        if at:
+            ax.plot(*zip(*at, strict=True), mark, gid=gid, label=label, fillstyle="full" if not keep else "none")
     for (b, f), names in _huddles(named).items():
         more = f" and {len(names) - 3} more" if len(names) > 3 else ""
         # out of the layout: a long label past the frame collapsed the axes to nothing; a line back

@@ -352,7 +352,12 @@ class Ledger:
             run = None if found is None else from_row(found)
             if run is None or run.status != Status.OK:
                 return False
-            db.execute("UPDATE runs SET record=? WHERE id=?", (to_row(change(run))["record"], run_id))
+            # only the parts ``change`` moved are rewritten: what this loop does not read (a newer
+            # loop's keys, a depth's extra figures) stays in the row as it was
+            before, after = (json.loads(to_row(r)["record"]) for r in (run, change(run)))
+            (raw,) = db.execute("SELECT record FROM runs WHERE id=?", (run_id,)).fetchone()
+            record = {**json.loads(raw), **{k: v for k, v in after.items() if before.get(k) != v}}
+            db.execute("UPDATE runs SET record=? WHERE id=?", (json.dumps(record, allow_nan=False), run_id))
             return True
 
     def finish(self, run_id: int, run: RunRecord) -> None:

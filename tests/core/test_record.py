@@ -74,3 +74,13 @@ def test_a_measurement_of_another_shape_is_refused_not_read() -> None:
     for bad in ({"ttfo_parts": []}, {"host": [1]}, {"flags": "host-busy"}, {"warnings": [1]}):
         with pytest.raises(TypeError):
             Measurement.from_dict(bad)
+
+
+def test_a_device_agreement_recorded_with_nulls_reads_as_none() -> None:
+    """A further device's agreement whose SNR or largest difference was recorded as null reads back
+    as None; the run is not read as corrupt for it."""
+    from loop.core.record import Scores
+
+    raw = {"devices": {"emu": {"snr_db_vs_first": None, "max_abs_diff": None, "values_differ": 0, "values_total": 4}}}
+    (found,) = Scores.from_json(raw).devices
+    assert (found.device, found.snr_db_vs_first, found.max_abs_diff, found.values_total) == ("emu", None, None, 4)

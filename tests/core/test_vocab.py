@@ -41,3 +41,14 @@ def test_runs_json_shows_no_packed_values():
     run = RunRecord(1, "s", "v", "ok", layers=(_print(300),))
     shown = json.dumps(run.to_json(["layers"]))
     assert PACKED not in shown and json.loads(shown)["layers"][0]["name"] == "conv"
+
+
+def test_a_compiler_that_returns_its_facts_as_a_dict_still_compiles() -> None:
+    """A third-party compiler written when a quantized model's facts were a free dict: the dict is
+    read into CompileFacts (known keys typed, others kept in ``more``), not refused."""
+    from loop.core.facts import CompileFacts
+    from loop.core.vocab import Quantized
+
+    q = Quantized("plugin", b"", info={"host": "h", "warnings": ["w"], "theirs": 1})  # type: ignore[arg-type]
+    assert isinstance(q.info, CompileFacts)
+    assert (q.info.host, q.info.warnings, dict(q.info.more)) == ("h", ("w",), {"theirs": 1})

@@ -103,6 +103,21 @@ def test_a_connected_child_answers_on_its_socket_and_goes_with_its_keeper() -> N
     assert child.poll() == -signal.SIGKILL and child.keeper.poll() is not None and _gone(helper)
 
 
+def test_a_message_not_read_whole_ends_the_child_rather_than_leaving_it_mid_task() -> None:
+    """A read that raises (a torn payload, a Ctrl-C) stops the connected child: the next task never
+    reuses one whose answer to the last is still on its way."""
+    box = supervise.Connected("supervised")
+    conn = box.ensure()
+    conn.send([1, 2, 3])
+
+    def torn(_: object) -> int:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        box.receive(time.monotonic() + GENEROUS_S, torn)
+    assert box.pid is None and box._child is None
+
+
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc for leftover processes")
 def test_a_parent_killed_9_leaves_neither_child_nor_what_it_started() -> None:
     """The child dies by its parent-death signal; what it started, by its keeper (run by path,

@@ -360,6 +360,7 @@ def test_a_measured_studys_page_draws_its_raced_rates_on_the_roofline(tmp_path: 
     page = html.unescape(render(runs, "t", "hailo10h-usb-1.5a", tmp_path / "runs"))
     roof = page[page.index("<h2>The bus roofline") : page.index("<h2>Time to first output")]
     assert "<svg" in roof and "c0</text>" in roof and "at the rate its rounds timed" in roof, roof[:2000]
+    assert 'id="raced"' in roof and 'id="runs"' not in roof  # its own mark: a rounds' rate, not a median
     assert page.count("come from its generations' interleaved rounds") == 1, page
 
 

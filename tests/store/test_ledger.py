@@ -437,3 +437,21 @@ def test_amend_changes_an_ok_runs_record_and_touches_nothing_else(tmp_path: Path
         assert ledger.record(ok).judged.quantization_ruined == {"snr_db": 3.0, "try": ["b"], "try_measured": True}
         assert ledger.query("SELECT finished FROM runs WHERE id=?", (ok,))[0][0] == finished
         assert ledger.record(failed).judged == Judgement() and ledger.record(failed).error == "boom"
+
+
+def test_amend_keeps_what_this_loop_does_not_read(tmp_path: Path):
+    """A row a newer loop wrote (a key of its own, a depth's extra figure) keeps them when this loop
+    amends its judgement: only the parts the change moved are rewritten."""
+    import json
+
+    with Ledger(tmp_path / "ledger.sqlite") as ledger:
+        ok = ledger.begin("s", "key", "ok", "spec", "onnxruntime")
+        ledger.finish(ok, RunRecord(ok, "s", "ok", Status.OK, judged=Judgement(quantization_ruined={"snr_db": 3.0})))
+        (raw,) = ledger.query("SELECT record FROM runs WHERE id=?", (ok,))[0]
+        newer = {**json.loads(raw), "newer_loop_key": {"kept": True}}
+        with ledger.write() as db:
+            db.execute("UPDATE runs SET record=? WHERE id=?", (json.dumps(newer), ok))
+        assert ledger.amend(ok, lambda run: replace(run, judged=Judgement(quantization_ruined={"snr_db": 4.0})))
+        (raw,) = ledger.query("SELECT record FROM runs WHERE id=?", (ok,))[0]
+        assert json.loads(raw)["newer_loop_key"] == {"kept": True}
+        assert ledger.record(ok).judged.quantization_ruined == {"snr_db": 4.0}

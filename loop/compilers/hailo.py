@@ -538,7 +538,7 @@ class HailoCompiler(Compiler):
             runner = self._runner(quantized)
         with named_errors("compile"), timed(stages, "compile_s"):
             made = runner.compile()
-        hw_arch = quantized.info.hw_arch or HailoOptions.of(options).hw_arch or "hailo10h"
+        hw_arch = quantized.info.hw_arch or target_arch(options)
         fit = hef_residency(len(made), hw_arch)
         weights = quantized.info.weights  # their residency judged by the HEF, as HailoRT loads it
         weights = weights and {**weights, "resident": fit["resident"], "device_memory_bytes": fit["device_bytes"]}

@@ -43,3 +43,17 @@ def test_a_value_of_another_shape_is_refused_where_it_is_read(info: dict) -> Non
 def test_the_bias_guard_is_read_from_the_correction_record() -> None:
     assert CompileFacts(bias_correction={"guard": "dropped"}).bias_guard == "dropped"
     assert CompileFacts().bias_guard is None
+
+
+def test_every_fact_is_read_by_a_reader_its_annotation_names() -> None:
+    """A fact whose annotation no reader knows (an ``Optional[str]``, a ``list[str]``) would be read
+    unchecked: each field of each group resolves to a reader, or is ``Any`` on purpose."""
+    from dataclasses import fields
+
+    from loop.core import facts
+
+    for group in (facts.CompileFacts, facts.Where, facts.Judgement, facts.Failure):
+        for f in fields(group):
+            kind = str(f.type)
+            known = kind in facts._BY_TYPE or kind.startswith("Mapping") or f.name in facts._BY_NAME or kind == "Any"
+            assert known or not f.repr, f"{group.__name__}.{f.name}: {kind}"

@@ -158,17 +158,22 @@ RECORD_BEFORE = {
 }
 
 
-def test_a_row_written_before_the_facts_were_typed_reads_into_them(tmp_path: Path):
-    """Every key of an old row's ``info`` lands in its typed place, an unknown one is kept with the
-    compile's, and writing the run back gives the same ``info`` and ``versions``."""
+def _stored_as(tmp_path: Path, record: dict[str, object]) -> RunRecord:
+    """A finished row holding ``record`` as written (by an older loop), read back by this one."""
     with Ledger(tmp_path / "l.sqlite") as ledger:
         run_id = ledger.begin("s", "key", "v", "spec", "onnxruntime")
     db = sqlite3.connect(tmp_path / "l.sqlite")
-    db.execute("UPDATE runs SET status='ok', record=? WHERE id=?", (json.dumps(RECORD_BEFORE), run_id))
+    db.execute("UPDATE runs SET status='ok', record=? WHERE id=?", (json.dumps(record), run_id))
     db.commit()
     db.close()
     with Ledger(tmp_path / "l.sqlite") as ledger:
-        run = ledger.record(run_id)
+        return ledger.record(run_id)
+
+
+def test_a_row_written_before_the_facts_were_typed_reads_into_them(tmp_path: Path):
+    """Every key of an old row's ``info`` lands in its typed place, an unknown one is kept with the
+    compile's, and writing the run back gives the same ``info`` and ``versions``."""
+    run = _stored_as(tmp_path, RECORD_BEFORE)
     assert run.status == Status.OK, run.error
     old, c = INFO_BEFORE, run.compiled
     assert c.versions == RECORD_BEFORE["versions"] and (c.host, c.peak_bytes) == ("compiler-host", 123_456_789)
@@ -216,15 +221,7 @@ def test_a_row_written_before_the_facts_were_typed_reads_into_them(tmp_path: Pat
     [("warnings", "one line"), ("weights", {"bytes": "70"}), ("hef_residency", {"hef_bytes": 1.5}), ("runner", [1])],
 )
 def test_an_old_row_of_another_shape_is_corrupt_naming_it(tmp_path: Path, key: str, value: object):
-    with Ledger(tmp_path / "l.sqlite") as ledger:
-        run_id = ledger.begin("s", "key", "v", "spec", "onnxruntime")
-    record = {**RECORD_BEFORE, "info": {**INFO_BEFORE, key: value}}
-    db = sqlite3.connect(tmp_path / "l.sqlite")
-    db.execute("UPDATE runs SET status='ok', record=? WHERE id=?", (json.dumps(record), run_id))
-    db.commit()
-    db.close()
-    with Ledger(tmp_path / "l.sqlite") as ledger:
-        run = ledger.record(run_id)
+    run = _stored_as(tmp_path, {**RECORD_BEFORE, "info": {**INFO_BEFORE, key: value}})
     assert run.status == Status.CORRUPT and "its record has an unexpected shape (TypeError" in (run.error or "")
 
 

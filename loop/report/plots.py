@@ -162,22 +162,23 @@ def roofline(runs: Sequence[RunRecord], model: LinkModel, raced: Mapping[int | N
     run's rate is its own measure's, or the one its study's rounds timed (``raced``, by run id)."""
     fig = figure(6.4, 4.0)  # and the legend below
     ax = fig.add_subplot()
-    rates = [(raced or {}).get(r.id) or r.measure.median_fps or 0.0 for r in runs]
-    pts = [(float((r.measure.bytes_in or 0) + (r.measure.bytes_out or 0)), f) for r, f in zip(runs, rates, strict=True)]
-    named = [(b, f, name) for (b, f), name in zip(pts, labels(runs), strict=True) if b > 0 and f > 0]
+    raced = raced or {}
+    rounds = [bool(raced.get(r.id)) for r in runs]  # a rounds' rate, not the protocol's median: its own mark
+    rates = [raced.get(r.id) or r.measure.median_fps or 0.0 for r in runs]
+    sizes = [float((r.measure.bytes_in or 0) + (r.measure.bytes_out or 0)) for r in runs]
+    pts = list(zip(sizes, rates, labels(runs), rounds, strict=True))
+    named = [(b, f, name) for b, f, name, _ in pts if b > 0 and f > 0]
     lo, hi = min(b for b, _, _ in named) / 4, max(b for b, _, _ in named) * 4
     grid = [lo * (hi / lo) ** (i / 63) for i in range(64)]
     ceiling = f"{shown(model.name)} ceiling"
     ax.plot(grid, [1 / model.busy_s(b) for b in grid], color=OUTSIDE, gid="ceiling", label=ceiling)
-    ids = [r.id for r, (b, f) in zip(runs, pts, strict=True) if b > 0 and f > 0]
-    race = [(raced or {}).get(i) is not None for i in ids]  # a rounds' rate is not the protocol's median
     for mark, gid, label, keep in (
         ("o", "runs", "runs (compute here)", False),
         ("D", "raced", "raced in rounds", True),
     ):
-        at = [(b, f) for (b, f, _), r in zip(named, race, strict=True) if r is keep]
+        at = [(b, f) for b, f, _, rounds in pts if b > 0 and f > 0 and rounds is keep]
         if at:
-            ax.plot(*zip(*at, strict=True), mark, gid=gid, label=label, fillstyle="full" if not keep else "none")
+            ax.plot(*zip(*at, strict=True), mark, gid=gid, label=label, fillstyle="none" if keep else "full")
     for (b, f), names in _huddles(named).items():
         more = f" and {len(names) - 3} more" if len(names) > 3 else ""
         # out of the layout: a long label past the frame collapsed the axes to nothing; a line back
